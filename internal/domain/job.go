@@ -1,0 +1,50 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Job is a client's request to score a table with a workload and keep the
+// best TopK rows. Its tasks form a tree: chunk tasks under one stitch task.
+type Job struct {
+	ID             string
+	Name           string
+	Workload       string
+	Parameters     json.RawMessage // a JSON object, never nil: "{}" when none
+	ChunkRows      int
+	HasHeader      bool
+	TopK           int
+	ScoreColumn    string
+	Order          Order
+	MaxAttempts    int
+	LeaseSeconds   int
+	Priority       int
+	Status         JobStatus
+	Error          string // names the task that failed the job
+	RootTaskID     string // the stitch task
+	ChunkCount     int
+	IdempotencyKey string // empty when the client sent none
+	RequestHash    string // sha256 of the creating request, to compare replays
+	Result         []byte // the final CSV, once completed
+	ResultSHA256   string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	FinishedAt     time.Time // zero until the job reaches a final status
+	Version        int64
+}
+
+// Bounds and defaults of job settings.
+const (
+	DefaultChunkRows    = 10000
+	DefaultTopK         = 100
+	DefaultScoreColumn  = "score"
+	DefaultMaxAttempts  = 3
+	DefaultLeaseSeconds = 120
+
+	MinChunkRows, MaxChunkRows       = 1, 10_000_000
+	MinTopK, MaxTopK                 = 1, 100_000
+	MinMaxAttempts, MaxMaxAttempts   = 1, 100
+	MinLeaseSeconds, MaxLeaseSeconds = 5, 3600
+	MinPriority, MaxPriority         = -1000, 1000
+)

@@ -1,0 +1,206 @@
+package domain
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"regexp"
+	"time"
+)
+
+// JobSpec is what a client asks for when creating a job, with defaults
+// already applied. Validate checks it against the documented bounds.
+type JobSpec struct {
+	Name         string
+	Workload     string
+	Parameters   json.RawMessage
+	Chunks       []ChunkRef
+	ChunkRows    int
+	HasHeader    bool
+	TopK         int
+	ScoreColumn  string
+	Order        Order
+	MaxAttempts  int
+	LeaseSeconds int
+	Priority     int
+}
+
+// ChunkRef is one input chunk: where a worker downloads it and its checksum.
+type ChunkRef struct {
+	URI    string
+	SHA256 string
+	Bytes  int64
+}
+
+var (
+	workloadRe = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	workerRe   = workloadRe
+	sha256Re   = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// MaxChunks bounds the chunks of one job.
+const MaxChunks = 10_000_000
+
+// Validate reports the first rule s breaks, as an ErrInvalidArgument.
+func (s *JobSpec) Validate() error {
+	if s.Workload == "" {
+		return Invalidf("workload is required: name the workload that scores the rows")
+	}
+	if !workloadRe.MatchString(s.Workload) {
+		return Invalidf("workload %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", s.Workload)
+	}
+	if len(s.Name) > 256 {
+		return Invalidf("name is %d bytes long; at most 256", len(s.Name))
+	}
+	p := bytes.TrimSpace(s.Parameters)
+	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
+		return Invalidf("parameters must be a JSON object")
+	}
+	if err := inRange("chunk_rows", s.ChunkRows, MinChunkRows, MaxChunkRows); err != nil {
+		return err
+	}
+	if err := inRange("top_k", s.TopK, MinTopK, MaxTopK); err != nil {
+		return err
+	}
+	if err := inRange("max_attempts", s.MaxAttempts, MinMaxAttempts, MaxMaxAttempts); err != nil {
+		return err
+	}
+	if err := inRange("lease_seconds", s.LeaseSeconds, MinLeaseSeconds, MaxLeaseSeconds); err != nil {
+		return err
+	}
+	if err := inRange("priority", s.Priority, MinPriority, MaxPriority); err != nil {
+		return err
+	}
+	if s.ScoreColumn == "" || len(s.ScoreColumn) > 256 {
+		return Invalidf("score_column must be 1-256 bytes long")
+	}
+	if s.Order != Desc && s.Order != Asc {
+		return Invalidf("order %q must be \"desc\" or \"asc\"", s.Order)
+	}
+	if len(s.Chunks) == 0 {
+		return Invalidf("input needs at least one chunk")
+	}
+	if len(s.Chunks) > MaxChunks {
+		return Invalidf("input has %d chunks; at most %d", len(s.Chunks), MaxChunks)
+	}
+	for i, c := range s.Chunks {
+		if c.URI == "" || len(c.URI) > 4096 {
+			return Invalidf("input.chunks[%d].uri must be 1-4096 bytes long", i)
+		}
+		if !sha256Re.MatchString(c.SHA256) {
+			return Invalidf("input.chunks[%d].sha256 must be 64 lowercase hex digits", i)
+		}
+		if c.Bytes < 0 {
+			return Invalidf("input.chunks[%d].bytes must not be negative", i)
+		}
+	}
+	return nil
+}
+
+func inRange(name string, v, lo, hi int) error {
+	if v < lo || v > hi {
+		return Invalidf("%s is %d; it must be between %d and %d", name, v, lo, hi)
+	}
+	return nil
+}
+
+// ValidWorkerID reports whether id is 1-128 of [A-Za-z0-9._:-].
+func ValidWorkerID(id string) bool { return workerRe.MatchString(id) }
+
+// ValidWorkload reports whether name is a well-formed workload name.
+func ValidWorkload(name string) bool { return workloadRe.MatchString(name) }
+
+// CheckLease returns nil when (worker, attempt) holds t's live lease at now.
+// Otherwise it returns ErrCancelled when t's job is over (jobStatus failed or
+// cancelled, or t itself cancelled), else ErrLeaseLost.
+func CheckLease(t *Task, jobStatus JobStatus, worker string, attempt int, now time.Time) error {
+	if t.State == TaskCancelled || jobStatus == JobCancelled || jobStatus == JobFailed {
+		return fmt.Errorf("task %s: its job is %s; stop working on it: %w", t.ID, jobStatus, ErrCancelled)
+	}
+	if t.HoldsLease(worker, attempt, now) {
+		return nil
+	}
+	return fmt.Errorf("task %s: worker %q attempt %d does not hold the current lease (attempt %d, %s): %w",
+		t.ID, worker, attempt, t.Attempt, t.State, ErrLeaseLost)
+}
+
+// Renew extends t's lease by its lease duration from now.
+func Renew(t *Task, now time.Time) {
+	t.LeaseExpiresAt = now.Add(time.Duration(t.LeaseSeconds) * time.Second)
+	t.UpdatedAt = now
+}
+
+// CompleteOutcome says what Complete did.
+type CompleteOutcome int
+
+// The outcomes of Complete.
+const (
+	Completed CompleteOutcome = iota // the task is now completed
+	Replayed                         // the same result was already recorded; nothing changed
+)
+
+// Complete records output as t's result for (worker, attempt). A replay of
+// the recorded result by the same attempt changes nothing and reports
+// Replayed; a different result for a completed task is ErrConflict.
+func Complete(t *Task, jobStatus JobStatus, worker string, attempt int, output []byte, metrics json.RawMessage, now time.Time) (CompleteOutcome, error) {
+	if t.State == TaskCompleted {
+		if !bytes.Equal(t.Result, output) {
+			return 0, fmt.Errorf("task %s already completed with a different result: %w", t.ID, ErrConflict)
+		}
+		if t.Attempt == attempt && t.LeaseOwner == worker {
+			return Replayed, nil
+		}
+		return 0, fmt.Errorf("task %s was completed by attempt %d: %w", t.ID, t.Attempt, ErrLeaseLost)
+	}
+	if err := CheckLease(t, jobStatus, worker, attempt, now); err != nil {
+		return 0, err
+	}
+	t.State = TaskCompleted
+	t.Result = output
+	t.Metrics = metrics
+	t.Error = ""
+	t.LeaseExpiresAt = time.Time{}
+	t.UpdatedAt = now
+	t.FinishedAt = now
+	return Completed, nil
+}
+
+// Retry ends t's current attempt with reason. While attempts remain (and the
+// failure is retryable) t goes back to pending, runnable after wait; otherwise
+// it fails for good. It reports whether t failed for good.
+func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.Time) (final bool) {
+	t.Error = reason
+	t.LeaseExpiresAt = time.Time{}
+	t.UpdatedAt = now
+	if retryable && t.Attempt < t.MaxAttempts {
+		t.State = TaskPending
+		t.RunAfter = now.Add(wait)
+		return false
+	}
+	t.State = TaskFailed
+	t.FinishedAt = now
+	return true
+}
+
+// Backoff is the wait before retry attempt n+1 after attempt n failed:
+// min(2^(n-1) s, 300 s) scaled by 0.5 + jitter/2, jitter in [0, 1].
+func Backoff(n int, jitter float64) time.Duration {
+	if n < 1 {
+		n = 1
+	}
+	base := 300 * time.Second
+	if n <= 9 { // 2^8 s = 256 s < 300 s; 2^9 s > 300 s
+		base = min(time.Duration(1<<(n-1))*time.Second, base)
+	}
+	jitter = math.Max(0, math.Min(1, jitter))
+	return time.Duration(float64(base) * (0.5 + jitter/2))
+}
+
+// FinishJob moves j to a final status at now, recording why.
+func FinishJob(j *Job, status JobStatus, reason string, now time.Time) {
+	j.Status = status
+	j.Error = reason
+	j.UpdatedAt = now
+	j.FinishedAt = now
+}

@@ -1,0 +1,85 @@
+package domain
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Task is one unit of work: a chunk of a job, a job's stitch, or a node of a
+// task tree. The fencing token of a lease is (ID, Attempt, LeaseOwner).
+type Task struct {
+	ID               string
+	JobID            string // empty for tree tasks that belong to no job
+	Kind             TaskKind
+	Workload         string
+	ChunkIndex       int // position among the job's chunks; -1 for the stitch task
+	State            TaskState
+	Attempt          int // number of leases handed out so far
+	MaxAttempts      int
+	LeaseSeconds     int
+	LeaseOwner       string
+	LeaseExpiresAt   time.Time // zero when not leased
+	RunAfter         time.Time // not claimable before this instant (retry backoff)
+	Priority         int
+	JobCreatedAt     time.Time // the job's creation time, copied for claim order
+	InputURI         string
+	InputSHA256      string
+	InputBytes       int64
+	Result           []byte          // the recorded output: CSV for chunks
+	Metrics          json.RawMessage // optional worker-reported metrics; nil when none
+	Error            string          // why the last attempt failed, for people
+	DownstreamID     string          // the task this one's result flows to; empty for a root
+	PendingUpstreams int             // upstream tasks not yet completed
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
+	FinishedAt       time.Time // zero until the task reaches a final state
+	Version          int64     // optimistic-concurrency counter, bumped by every write
+}
+
+// LeaseLive reports whether the task is leased and its lease has not expired at now.
+func (t *Task) LeaseLive(now time.Time) bool {
+	return t.State == TaskLeased && now.Before(t.LeaseExpiresAt)
+}
+
+// HoldsLease reports whether (worker, attempt) is the live lease of t at now.
+func (t *Task) HoldsLease(worker string, attempt int, now time.Time) bool {
+	return t.LeaseLive(now) && t.LeaseOwner == worker && t.Attempt == attempt
+}
+
+// TaskCounts counts a job's chunk tasks by state.
+type TaskCounts struct {
+	Total     int `json:"total"`
+	Waiting   int `json:"-"`
+	Pending   int `json:"pending"`
+	Leased    int `json:"leased"`
+	Completed int `json:"completed"`
+	Failed    int `json:"failed"`
+	Cancelled int `json:"cancelled"`
+}
+
+// Add counts n tasks in state s.
+func (c *TaskCounts) Add(s TaskState, n int) {
+	c.Total += n
+	switch s {
+	case TaskWaiting:
+		c.Waiting += n
+	case TaskPending:
+		c.Pending += n
+	case TaskLeased:
+		c.Leased += n
+	case TaskCompleted:
+		c.Completed += n
+	case TaskFailed:
+		c.Failed += n
+	case TaskCancelled:
+		c.Cancelled += n
+	}
+}
+
+// Progress is the share of completed tasks, 0 when there are none.
+func (c TaskCounts) Progress() float64 {
+	if c.Total == 0 {
+		return 0
+	}
+	return float64(c.Completed) / float64(c.Total)
+}

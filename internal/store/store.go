@@ -1,0 +1,146 @@
+// Package store is the storage contract of SciMesh: one interface that each
+// database implements (sqlite, postgres), its parameters and its sentinel
+// errors. The conformance suite in storetest runs against every
+// implementation; extend the suite whenever the contract changes.
+//
+// The contract is deliberately dumb: it reads and writes rows. The rules that
+// decide what to write live in the domain and the engine, which read a row
+// inside a transaction, decide, and write it back guarded by its version.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+// Sentinel errors every implementation translates its database's errors into.
+var (
+	// ErrNotFound: the row asked for does not exist.
+	ErrNotFound = errors.New("store: not found")
+	// ErrStale: the transaction lost a race — a version-guarded write found
+	// the row changed, or the database aborted it (serialization failure,
+	// deadlock). Rerun the whole transaction; never retry one statement.
+	ErrStale = errors.New("store: stale; rerun the transaction")
+	// ErrDuplicate: an insert collided with a unique key (a job ID or an
+	// idempotency key already taken).
+	ErrDuplicate = errors.New("store: duplicate key")
+	// ErrUnavailable: the database does not answer or is busy.
+	ErrUnavailable = errors.New("store: database unavailable")
+)
+
+// Store is a database that holds SciMesh's jobs and tasks.
+type Store interface {
+	Querier
+
+	// InTx runs fn in one transaction and commits it when fn returns nil.
+	// It runs fn once: callers rerun on ErrStale. Errors the database
+	// raises for lost races come back as ErrStale.
+	InTx(ctx context.Context, fn func(q Querier) error) error
+
+	// Ping reports whether the database answers.
+	Ping(ctx context.Context) error
+
+	// Close releases the database's connections.
+	Close() error
+}
+
+// Querier reads and writes rows, inside a transaction (from InTx) or outside
+// one (the Store itself, where each call stands alone).
+//
+// Times go in and come out in UTC with microsecond precision; a zero
+// time.Time is stored as NULL and read back as zero. Every write sets the
+// row's version to version+1 and reflects it in the struct passed in.
+type Querier interface {
+	// JobInsert inserts j. A taken ID or idempotency key is ErrDuplicate.
+	JobInsert(ctx context.Context, j *domain.Job) error
+	// JobGet returns the job with id, or ErrNotFound.
+	JobGet(ctx context.Context, id string) (*domain.Job, error)
+	// JobGetByIdempotencyKey returns the job created with key, or ErrNotFound.
+	JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error)
+	// JobList returns jobs newest first (CreatedAt, then ID, descending).
+	JobList(ctx context.Context, p *JobListParams) ([]*domain.Job, error)
+	// JobUpdate writes j's mutable fields (Status, Error, Result,
+	// ResultSHA256, UpdatedAt, FinishedAt) where the stored version equals
+	// j.Version; otherwise ErrStale (ErrNotFound when the job is gone).
+	JobUpdate(ctx context.Context, j *domain.Job) error
+	// JobMarkRunning moves every listed job that is pending to running at now.
+	JobMarkRunning(ctx context.Context, ids []string, now time.Time) error
+	// JobTaskCounts counts the job's tasks of kind chunk by state.
+	JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error)
+
+	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
+	TaskInsert(ctx context.Context, tasks []*domain.Task) error
+	// TaskGet returns the task with id, or ErrNotFound.
+	TaskGet(ctx context.Context, id string) (*domain.Task, error)
+	// TaskList returns a job's tasks of one kind by ChunkIndex ascending.
+	TaskList(ctx context.Context, p *TaskListParams) ([]*domain.Task, error)
+	// TaskUpdate writes t's mutable fields (State, Attempt, LeaseOwner,
+	// LeaseExpiresAt, RunAfter, Result, Metrics, Error, PendingUpstreams,
+	// UpdatedAt, FinishedAt) where the stored version equals t.Version;
+	// otherwise ErrStale (ErrNotFound when the task is gone).
+	TaskUpdate(ctx context.Context, t *domain.Task) error
+	// TaskClaim leases up to p.Max claimable tasks in one statement and
+	// returns them leased, in any order. Claimable: state pending, RunAfter
+	// <= p.Now, kind in p.Kinds, workload in p.Workloads (any when empty).
+	// Chosen by priority descending, then JobCreatedAt, then JobID, then
+	// ChunkIndex ascending. Each claimed task gets State leased, LeaseOwner
+	// p.Owner, Attempt+1, LeaseExpiresAt p.Now + its LeaseSeconds, UpdatedAt
+	// p.Now. Concurrent claims never return the same task.
+	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
+	// TaskListExpired returns up to limit leased tasks whose lease expired
+	// at or before now, oldest expiry first.
+	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error)
+	// TaskCancelJob moves every task of the job that is waiting, pending or
+	// leased to cancelled at now, except the one with ID except (may be
+	// empty), and returns how many it moved.
+	TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error)
+	// TaskUpstreamDone records that n upstreams of task id completed:
+	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
+	// reaches 0 becomes pending. It returns the task as written.
+	TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error)
+	// TaskResults returns the results of a job's completed chunk tasks by
+	// ChunkIndex ascending.
+	TaskResults(ctx context.Context, jobID string) ([]ChunkResult, error)
+}
+
+// JobListParams selects a page of jobs.
+type JobListParams struct {
+	Status domain.JobStatus // empty for any
+	Limit  int
+	// After, when set, continues after the job with this (CreatedAt, ID).
+	After *JobCursor
+}
+
+// JobCursor is the position of a job in JobList's order.
+type JobCursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// TaskListParams selects a page of one job's tasks.
+type TaskListParams struct {
+	JobID string
+	Kind  domain.TaskKind
+	State domain.TaskState // empty for any
+	Limit int
+	// AfterIndex continues after this ChunkIndex; -1 (or less) from the start.
+	AfterIndex int
+}
+
+// TaskClaimParams says who claims what.
+type TaskClaimParams struct {
+	Owner     string
+	Kinds     []domain.TaskKind
+	Workloads []string // empty for any
+	Max       int
+	Now       time.Time
+}
+
+// ChunkResult is a completed chunk's output, for the stitcher.
+type ChunkResult struct {
+	ChunkIndex int
+	Result     []byte
+}
