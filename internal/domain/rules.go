@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"regexp"
 	"time"
 )
@@ -85,8 +86,8 @@ func (s *JobSpec) Validate() error {
 		return Invalidf("input has %d chunks; at most %d", len(s.Chunks), MaxChunks)
 	}
 	for i, c := range s.Chunks {
-		if c.URI == "" || len(c.URI) > 4096 {
-			return Invalidf("input.chunks[%d].uri must be 1-4096 bytes long", i)
+		if u, err := url.Parse(c.URI); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || len(c.URI) > 4096 {
+			return Invalidf("input.chunks[%d].uri %q must be an http or https URL of at most 4096 bytes", i, c.URI)
 		}
 		if !sha256Re.MatchString(c.SHA256) {
 			return Invalidf("input.chunks[%d].sha256 must be 64 lowercase hex digits", i)
@@ -112,11 +113,13 @@ func ValidWorkerID(id string) bool { return workerRe.MatchString(id) }
 func ValidWorkload(name string) bool { return workloadRe.MatchString(name) }
 
 // CheckLease returns nil when (worker, attempt) holds t's live lease at now.
-// Otherwise it returns ErrCancelled when t's job is over (jobStatus failed or
-// cancelled, or t itself cancelled), else ErrLeaseLost.
-func CheckLease(t *Task, jobStatus JobStatus, worker string, attempt int, now time.Time) error {
-	if t.State == TaskCancelled || jobStatus == JobCancelled || jobStatus == JobFailed {
-		return fmt.Errorf("task %s: its job is %s; stop working on it: %w", t.ID, jobStatus, ErrCancelled)
+// Otherwise it returns ErrCancelled when t was cancelled or failed for good —
+// either means its job is over, since the first task that fails for good
+// fails its job and cancels the rest in the same transaction — else
+// ErrLeaseLost.
+func CheckLease(t *Task, worker string, attempt int, now time.Time) error {
+	if t.State == TaskCancelled || t.State == TaskFailed {
+		return fmt.Errorf("task %s is %s and its job is over; stop working on it: %w", t.ID, t.State, ErrCancelled)
 	}
 	if t.HoldsLease(worker, attempt, now) {
 		return nil
@@ -143,7 +146,7 @@ const (
 // Complete records output as t's result for (worker, attempt). A replay of
 // the recorded result by the same attempt changes nothing and reports
 // Replayed; a different result for a completed task is ErrConflict.
-func Complete(t *Task, jobStatus JobStatus, worker string, attempt int, output []byte, metrics json.RawMessage, now time.Time) (CompleteOutcome, error) {
+func Complete(t *Task, worker string, attempt int, output []byte, metrics json.RawMessage, now time.Time) (CompleteOutcome, error) {
 	if t.State == TaskCompleted {
 		if !bytes.Equal(t.Result, output) {
 			return 0, fmt.Errorf("task %s already completed with a different result: %w", t.ID, ErrConflict)
@@ -153,7 +156,7 @@ func Complete(t *Task, jobStatus JobStatus, worker string, attempt int, output [
 		}
 		return 0, fmt.Errorf("task %s was completed by attempt %d: %w", t.ID, t.Attempt, ErrLeaseLost)
 	}
-	if err := CheckLease(t, jobStatus, worker, attempt, now); err != nil {
+	if err := CheckLease(t, worker, attempt, now); err != nil {
 		return 0, err
 	}
 	t.State = TaskCompleted

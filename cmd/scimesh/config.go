@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+
+	"github.com/joho/godotenv"
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/migrate"
+	"github.com/scimesh/scimesh/internal/store/postgres"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+)
+
+// Defaults of the settings.
+const (
+	defaultDB      = "sqlite:./scimesh-data/scimesh.db"
+	defaultDataDir = "./scimesh-data"
+	defaultAddr    = "127.0.0.1:8080"
+	defaultShard   = "s0"
+)
+
+// env resolves settings: real environment variables win over the .env file
+// (ENV_FILE names another), and flags, checked by the caller, win over both.
+type env struct {
+	file map[string]string
+}
+
+func loadEnv() (*env, error) {
+	path := os.Getenv("ENV_FILE")
+	explicit := path != ""
+	if path == "" {
+		path = ".env"
+	}
+	m, err := godotenv.Read(path)
+	switch {
+	case err == nil:
+		return &env{file: m}, nil
+	case errors.Is(err, os.ErrNotExist) && !explicit:
+		return &env{file: map[string]string{}}, nil
+	}
+	return nil, fmt.Errorf("read environment file %s: %w", path, err)
+}
+
+// get returns the value of key from the environment, then the .env file.
+func (e *env) get(key string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return e.file[key]
+}
+
+// setting returns the flag's value when it was set, else the environment's,
+// else def.
+func (e *env) setting(cmd *cobra.Command, flag, key, def string) string {
+	if f := cmd.Flags().Lookup(flag); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	if v := e.get(key); v != "" {
+		return v
+	}
+	return def
+}
+
+var shardRe = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
+
+func checkShard(s string) error {
+	if !shardRe.MatchString(s) {
+		return fmt.Errorf("shard name %q must be 1-32 characters of a-z 0-9 -; set --shard or SCIMESH_SHARD", s)
+	}
+	return nil
+}
+
+// checkTopology accepts the two forms of the contract.
+func checkTopology(t string) error {
+	switch {
+	case t == "":
+		return nil
+	case strings.HasPrefix(t, "static:"):
+		for _, pair := range strings.Split(strings.TrimPrefix(t, "static:"), ",") {
+			name, url, ok := strings.Cut(pair, "=")
+			if !ok || checkShard(name) != nil || url == "" {
+				return fmt.Errorf("topology entry %q must be SHARD=URL, as in static:s0=http://h0:8080,s1=http://h1:8080", pair)
+			}
+		}
+		return nil
+	case strings.HasPrefix(t, "pattern:"):
+		if strings.Count(t, "%s") != 1 {
+			return fmt.Errorf("topology %q must hold %%s exactly once, as in pattern:http://scimesh-%%s:8080", t)
+		}
+		return nil
+	}
+	return fmt.Errorf("topology %q must start with static: or pattern:", t)
+}
+
+// isLoopback reports whether addr (host:port) listens on loopback only.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// openStore opens the database named by url. SQLite migrates itself;
+// PostgreSQL is migrated only when migrateUp is set, and otherwise must
+// already be.
+func openStore(ctx context.Context, url string, migrateUp bool) (store.Store, error) {
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		path := strings.TrimPrefix(url, "sqlite:")
+		if path == "" {
+			return nil, fmt.Errorf("database %q names no file; use sqlite:PATH", url)
+		}
+		return sqlite.Open(ctx, path)
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			return nil, err
+		}
+		if migrateUp {
+			ms, err := postgres.Migrations()
+			if err == nil {
+				_, err = migrate.Up(ctx, s.MigrateDB(), ms)
+			}
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("migrate database: %w", err)
+			}
+		}
+		if err := s.CheckMigrated(ctx); err != nil {
+			s.Close()
+			return nil, err
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("database %q: use sqlite:PATH or postgres://USER@HOST/DB (set --db or DATABASE_URL)", redact(url))
+}
+
+// redact hides a password in a database URL.
+func redact(url string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	creds, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return url
+	}
+	user, _, _ := strings.Cut(creds, ":")
+	return scheme + "://" + user + ":***@" + host
+}

@@ -1,0 +1,349 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/pgtest"
+)
+
+// binary is the scimesh binary built once for the end-to-end tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "scimesh-bin-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "scimesh")
+	build := exec.Command("go", "build", "-race", "-o", binary, ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build scimesh:", err)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	pgtest.Main(m)
+}
+
+// proc is a running scimesh process.
+type proc struct {
+	cmd    *exec.Cmd
+	url    string
+	stderr *syncBuffer
+	done   chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// start runs `scimesh args…` in dir with env added to a clean environment.
+func start(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	p := &proc{cmd: cmd, stderr: &syncBuffer{}, done: make(chan error, 1)}
+	cmd.Stderr = p.stderr
+	cmd.Stdout = p.stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", args, err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("scimesh %v output:\n%s", args, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// serveProc starts a coordinator on a free port and waits until it is ready.
+func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	addr := freeAddr(t)
+	p := start(t, dir, env, append([]string{"serve", "--addr", addr}, args...)...)
+	p.url = "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := http.Get(p.url + "/ready")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return p
+			}
+		}
+		select {
+		case err := <-p.done:
+			p.done <- err
+			t.Fatalf("serve exited early (%v):\n%s", err, p.stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve not ready after 30s:\n%s", p.stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// run runs `scimesh args…` to the end and returns its combined output.
+func run(t *testing.T, dir string, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// call sends a JSON request and decodes a JSON answer into out (when not nil).
+func call(t *testing.T, method, url, token string, body any, out any) int {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		data, _ := json.Marshal(body)
+		rd = bytes.NewReader(data)
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	if out != nil && len(data) > 0 {
+		if err := json.Unmarshal(data, out); err != nil {
+			t.Fatalf("%s %s: decode %q: %v", method, url, data, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func chunkList(n int) []map[string]any {
+	out := make([]map[string]any, n)
+	for i := range out {
+		out[i] = map[string]any{"uri": fmt.Sprintf("https://data.example.org/%d.csv", i), "sha256": strings.Repeat("ab", 32)}
+	}
+	return out
+}
+
+type jobOut struct {
+	JobID  string `json:"job_id"`
+	Status string `json:"status"`
+}
+
+type taskOut struct {
+	TaskID     string `json:"task_id"`
+	JobID      string `json:"job_id"`
+	ChunkIndex int    `json:"chunk_index"`
+	Attempt    int    `json:"attempt"`
+}
+
+var tokenEnv = []string{"WORKER_AUTH_TOKEN=wtok", "CLIENT_AUTH_TOKEN=ctok"}
+
+// TestServeSurvivesKill runs a job part way on SQLite, kills the coordinator
+// with SIGKILL, restarts it and finishes the job: nothing accepted is lost,
+// and the lease held across the restart is still the worker's.
+func TestServeSurvivesKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "data", "scimesh.db")
+	p := serveProc(t, dir, tokenEnv, "--db", db)
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(2)}}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	var t0, t1 taskOut
+	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t0)
+	if s := call(t, "POST", p.url+"/tasks/"+t0.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\na,1\n"}, nil); s != 200 {
+		t.Fatalf("result: %d", s)
+	}
+	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t1)
+
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+	p.done <- nil
+	p = serveProc(t, dir, tokenEnv, "--db", db)
+
+	if s := call(t, "POST", p.url+"/tasks/"+t1.TaskID+"/heartbeat", "wtok", map[string]any{"worker_id": "w1", "attempt": 1}, nil); s != 200 {
+		t.Fatalf("heartbeat of a lease held across the restart: %d", s)
+	}
+	if s := call(t, "POST", p.url+"/tasks/"+t1.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\nb,2\n"}, nil); s != 200 {
+		t.Fatalf("result after restart: %d", s)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got jobOut
+		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		if got.Status == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s after restart, want completed", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.NewRequest("GET", p.url+"/jobs/"+j.JobID+"/result", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Header.Set("Authorization", "Bearer ctok")
+	r, err := http.DefaultClient.Do(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if string(body) != "id,score\nb,2\n" {
+		t.Fatalf("result %q", body)
+	}
+}
+
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := run(t, dir, []string{"WORKER_AUTH_TOKEN=only-one"}, "serve", "--addr", "0.0.0.0:0", "--db", "sqlite:"+filepath.Join(dir, "db"))
+	if err == nil || !strings.Contains(out, "refusing to listen on 0.0.0.0:0 without tokens") || !strings.Contains(out, "CLIENT_AUTH_TOKEN") {
+		t.Fatalf("serve on 0.0.0.0 without tokens: err %v, output:\n%s", err, out)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "db")); statErr == nil {
+		t.Fatal("the refused serve created its database")
+	}
+}
+
+func TestConfigPrecedence(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "scimesh.db")
+	if err := os.WriteFile(filepath.Join(dir, ".env"), []byte("SCIMESH_SHARD=fromfile\nCLIENT_AUTH_TOKEN=filetok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shardOf := func(env []string, args ...string) string {
+		p := serveProc(t, dir, env, append([]string{"--db", db}, args...)...)
+		var j jobOut
+		tok := "filetok"
+		for _, e := range env {
+			if v, ok := strings.CutPrefix(e, "CLIENT_AUTH_TOKEN="); ok {
+				tok = v
+			}
+		}
+		if s := call(t, "POST", p.url+"/jobs", tok, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+			t.Fatalf("create job: %d", s)
+		}
+		_ = p.cmd.Process.Kill()
+		shard, _, _ := strings.Cut(j.JobID, ":")
+		return shard
+	}
+	if got := shardOf(nil); got != "fromfile" {
+		t.Errorf(".env alone: shard %q, want fromfile", got)
+	}
+	if got := shardOf([]string{"SCIMESH_SHARD=fromenv", "CLIENT_AUTH_TOKEN=envtok"}); got != "fromenv" {
+		t.Errorf("environment over .env: shard %q, want fromenv", got)
+	}
+	if got := shardOf([]string{"SCIMESH_SHARD=fromenv"}, "--shard", "fromflag"); got != "fromflag" {
+		t.Errorf("flag over environment: shard %q, want fromflag", got)
+	}
+	other := filepath.Join(dir, "other.env")
+	if err := os.WriteFile(other, []byte("SCIMESH_SHARD=fromother\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := shardOf([]string{"ENV_FILE=" + other, "CLIENT_AUTH_TOKEN=x"}); got != "fromother" {
+		t.Errorf("ENV_FILE: shard %q, want fromother", got)
+	}
+	out, err := run(t, dir, nil, "serve", "--shard", "Bad_Shard", "--db", db)
+	if err == nil || !strings.Contains(out, "shard name") {
+		t.Errorf("bad shard accepted: %v %s", err, out)
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		name := "sqlite"
+		if pg {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := "sqlite:" + filepath.Join(dir, "m.db")
+			if pg {
+				db = pgtest.URL(t)
+				// pgtest migrates; start from an empty schema.
+				if out, err := run(t, dir, nil, "migrate", "down", "--db", db); err != nil {
+					t.Fatalf("migrate down: %v\n%s", err, out)
+				}
+			}
+			steps := []struct {
+				args []string
+				want string
+			}{
+				{[]string{"migrate", "status"}, "pending"},
+				{[]string{"migrate", "up"}, "applied 0001"},
+				{[]string{"migrate", "status"}, "applied"},
+				{[]string{"migrate", "up"}, "nothing to apply"},
+				{[]string{"migrate", "down"}, "reverted 0001"},
+				{[]string{"migrate", "down"}, "nothing to revert"},
+			}
+			for _, s := range steps {
+				out, err := run(t, dir, []string{"DATABASE_URL=" + db}, s.args...)
+				if err != nil || !strings.Contains(out, s.want) {
+					t.Fatalf("scimesh %v: %v, output %q, want %q", s.args, err, out, s.want)
+				}
+			}
+			if pg {
+				out, err := run(t, dir, nil, "serve", "--db", db, "--addr", freeAddr(t))
+				if err == nil || !strings.Contains(out, "migrate up") {
+					t.Fatalf("serve on an unmigrated PostgreSQL: %v\n%s", err, out)
+				}
+			}
+			if out, err := run(t, dir, nil, "migrate", "sideways", "--db", db); err == nil || !strings.Contains(out, "up, down or status") {
+				t.Fatalf("unknown action: %v %s", err, out)
+			}
+		})
+	}
+}

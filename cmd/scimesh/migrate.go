@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/store/migrate"
+	"github.com/scimesh/scimesh/internal/store/postgres"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+)
+
+func newMigrateCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "migrate up|down|status",
+		Short: "Apply, revert or list schema migrations",
+		Long: `migrate applies every pending migration (up), reverts the newest one
+(down), or lists them (status). SQLite also migrates itself when served;
+PostgreSQL needs 'scimesh migrate up' or 'scimesh serve --migrate'.`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: []string{"up", "down", "status"},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			e, err := loadEnv()
+			if err != nil {
+				return err
+			}
+			url := e.setting(cmd, "db", "DATABASE_URL", defaultDB)
+			return runMigrate(cmd.Context(), cmd, url, args[0])
+		},
+	}
+	cmd.Flags().String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
+	return cmd
+}
+
+func runMigrate(ctx context.Context, cmd *cobra.Command, url, action string) error {
+	if action != "up" && action != "down" && action != "status" {
+		return fmt.Errorf("unknown migrate action %q: use up, down or status", action)
+	}
+	var (
+		db    migrate.DB
+		ms    []migrate.Migration
+		err   error
+		close func() error
+	)
+	switch {
+	case strings.HasPrefix(url, "sqlite:"):
+		s, err := sqlite.OpenNoMigrate(ctx, strings.TrimPrefix(url, "sqlite:"))
+		if err != nil {
+			return err
+		}
+		db, close = s.MigrateDB(), s.Close
+		ms, err = sqlite.Migrations()
+		if err != nil {
+			return err
+		}
+	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			return err
+		}
+		db, close = s.MigrateDB(), s.Close
+		ms, err = postgres.Migrations()
+		if err != nil {
+			return err
+		}
+	default:
+		return fmt.Errorf("database %q: use sqlite:PATH or postgres://USER@HOST/DB (set --db or DATABASE_URL)", redact(url))
+	}
+	defer close()
+	out := cmd.OutOrStdout()
+	switch action {
+	case "up":
+		done, err := migrate.Up(ctx, db, ms)
+		for _, v := range done {
+			fmt.Fprintf(out, "applied %04d\n", v)
+		}
+		if err != nil {
+			return err
+		}
+		if len(done) == 0 {
+			fmt.Fprintln(out, "nothing to apply: the schema is up to date")
+		}
+	case "down":
+		v, err := migrate.Down(ctx, db, ms)
+		if err != nil {
+			return err
+		}
+		if v == 0 {
+			fmt.Fprintln(out, "nothing to revert: no migration is applied")
+		} else {
+			fmt.Fprintf(out, "reverted %04d\n", v)
+		}
+	case "status":
+		st, err := migrate.Status(ctx, db, ms)
+		if err != nil {
+			return err
+		}
+		for _, s := range st {
+			mark := "pending"
+			if s.Applied {
+				mark = "applied"
+			}
+			fmt.Fprintf(out, "%04d_%s\t%s\n", s.Version, s.Name, mark)
+		}
+	}
+	return err
+}

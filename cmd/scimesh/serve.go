@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/httpapi"
+)
+
+// serveConfig is everything `scimesh serve` needs, resolved from flags,
+// environment and .env.
+type serveConfig struct {
+	DB       string
+	DataDir  string
+	Addr     string
+	Shard    string
+	Topology string
+	Tokens   httpapi.Tokens
+	Peer     string
+	Migrate  bool
+}
+
+func newServeCmd() *cobra.Command {
+	var migrateFlag bool
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the coordinator: the HTTP API and the background loops",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := resolveServeConfig(cmd)
+			if err != nil {
+				return err
+			}
+			cfg.Migrate = migrateFlag
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return serve(ctx, cfg, newLogger(), nil)
+		},
+	}
+	f := cmd.Flags()
+	f.String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
+	f.String("data-dir", defaultDataDir, "where uploads, chunks and results live (env SCIMESH_DATA_DIR)")
+	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
+	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
+	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
+	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
+	return cmd
+}
+
+func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
+	e, err := loadEnv()
+	if err != nil {
+		return nil, err
+	}
+	cfg := &serveConfig{
+		DB:       e.setting(cmd, "db", "DATABASE_URL", defaultDB),
+		DataDir:  e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
+		Addr:     e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
+		Shard:    e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
+		Topology: e.setting(cmd, "topology", "SCIMESH_TOPOLOGY", ""),
+		Tokens: httpapi.Tokens{
+			Worker: e.get("WORKER_AUTH_TOKEN"),
+			Client: e.get("CLIENT_AUTH_TOKEN"),
+		},
+		Peer: e.get("PEER_AUTH_TOKEN"),
+	}
+	if err := checkShard(cfg.Shard); err != nil {
+		return nil, err
+	}
+	if err := checkTopology(cfg.Topology); err != nil {
+		return nil, err
+	}
+	if !isLoopback(cfg.Addr) && (cfg.Tokens.Worker == "" || cfg.Tokens.Client == "") {
+		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
+			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
+	}
+	return cfg, nil
+}
+
+func newLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// serve runs a coordinator until ctx is done. When ready is not nil it
+// receives the listening address once the server accepts connections.
+func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("create data directory: %w", err)
+	}
+	st, err := openStore(ctx, cfg.DB, cfg.Migrate)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	eng := engine.New(st, engine.Config{Shard: cfg.Shard, Logger: log})
+	return runServer(ctx, eng, cfg, log, ready)
+}
+
+// runServer serves eng's API on cfg.Addr and runs its background loops
+// until ctx is done.
+func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
+	api := httpapi.New(eng, cfg.Tokens, log)
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	// Requests run under baseCtx, cancelled at shutdown so that long-polling
+	// claims end at once instead of holding the shutdown for a minute.
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           api,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { eng.Run(loopCtx) })
+	defer func() {
+		stopLoops()
+		wg.Wait()
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	log.Info("serving", "addr", ln.Addr().String(), "shard", cfg.Shard, "db", redact(cfg.DB))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	cancelRequests()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,30 @@
+// Package engine carries out SciMesh's operations — create a job, claim,
+// heartbeat, complete, fail, expire, cancel, stitch — on top of the storage
+// contract, and runs the background loops that keep a coordinator moving
+// (the lease reaper and the stitcher). Transports call the engine; the engine
+// calls the store; the domain decides.
+//
+// The rules:
+//
+//   - Every operation is one transaction that reads the rows it needs,
+//     decides with the domain's pure rules, and writes back guarded by the
+//     rows' versions. A lost race (store.ErrStale) reruns the whole
+//     transaction, which re-reads what it needs; an idempotent replay writes
+//     nothing.
+//   - A lease is fenced by (task, attempt, worker): a claim bumps the attempt,
+//     and every worker write must name the attempt and worker of the live
+//     lease. A lease is live while the task is leased and its expiry is in
+//     the future; once expired it is lost even before the reaper notices.
+//   - Expired leases are swept by the reaper loop and just before claims.
+//     An expired or retryably failed task returns to pending while attempts
+//     remain (after a backoff with jitter for failures); otherwise it fails.
+//   - The first task that fails for good fails its job, fails the stitch
+//     root (the path to the root) and cancels every other task of the job,
+//     in the same transaction.
+//   - When a chunk completes, its downstream stitch task's count of pending
+//     upstreams drops by one; at zero the stitch task becomes pending and a
+//     coordinator's stitcher leases it like any task, merges the chunk
+//     outputs and completes the job. Every loop is safe to run in several
+//     processes sharing one database: they coordinate through leases and
+//     version-guarded writes only.
+package engine

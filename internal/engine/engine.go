@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Config tunes an Engine. The zero value of every field but Shard has a
+// sensible default.
+type Config struct {
+	// Shard is this node's shard name; it prefixes every ID it creates.
+	Shard string
+	// NodeID names this process when it leases stitch tasks; default
+	// "coordinator-" plus random hex.
+	NodeID string
+	// Logger receives one line per notable event; default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Jitter returns a number in [0, 1) for retry backoff; default math/rand.
+	Jitter func() float64
+	// ReapInterval is how often the reaper looks for expired leases; default 1s.
+	ReapInterval time.Duration
+	// StitchInterval is how often the stitcher looks for ready jobs besides
+	// being woken by completions; default 1s.
+	StitchInterval time.Duration
+	// PollInterval bounds how long a long-polling claim sleeps between
+	// attempts when nothing wakes it (work made runnable by a backoff
+	// passing or by another process); default 500ms.
+	PollInterval time.Duration
+}
+
+// Engine runs SciMesh's operations against one store.
+type Engine struct {
+	store  store.Store
+	cfg    Config
+	log    *slog.Logger
+	wake   *broadcast // work became claimable
+	stitch *broadcast // a stitch task became pending
+
+	sweepMu   sync.Mutex
+	lastSweep time.Time
+
+	jobsMu sync.Mutex
+	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
+}
+
+// New returns an Engine on s.
+func New(s store.Store, cfg Config) *Engine {
+	if cfg.Shard == "" {
+		cfg.Shard = "s0"
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID = "coordinator-" + randomHex(6)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Jitter == nil {
+		cfg.Jitter = rand.Float64
+	}
+	if cfg.ReapInterval <= 0 {
+		cfg.ReapInterval = time.Second
+	}
+	if cfg.StitchInterval <= 0 {
+		cfg.StitchInterval = time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 500 * time.Millisecond
+	}
+	return &Engine{
+		store:  s,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		wake:   newBroadcast(),
+		stitch: newBroadcast(),
+		jobs:   map[string]*domain.Job{},
+	}
+}
+
+// Shard returns the shard name this engine creates IDs on.
+func (e *Engine) Shard() string { return e.cfg.Shard }
+
+// Ping reports whether the database answers.
+func (e *Engine) Ping(ctx context.Context) error {
+	if err := e.store.Ping(ctx); err != nil {
+		return fmt.Errorf("%w: database does not answer: %w", domain.ErrUnavailable, err)
+	}
+	return nil
+}
+
+func (e *Engine) now() time.Time {
+	return e.cfg.Now().UTC().Truncate(time.Microsecond)
+}
+
+// maxTxAttempts bounds the reruns of one transaction that keeps losing races.
+const maxTxAttempts = 50
+
+// tx runs fn in a transaction, rerunning it while it loses races.
+func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
+	for i := 0; ; i++ {
+		err := e.store.InTx(ctx, fn)
+		if !errors.Is(err, store.ErrStale) {
+			return mapStoreErr(err)
+		}
+		if i+1 >= maxTxAttempts {
+			return fmt.Errorf("%w: gave up after %d conflicting attempts; retry later: %w", domain.ErrUnavailable, maxTxAttempts, err)
+		}
+		// Back off a little so that racing transactions spread out.
+		d := time.Duration(rand.Int64N(int64(time.Millisecond) << min(i, 6)))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+}
+
+// mapStoreErr turns the store's sentinels into the domain's.
+func mapStoreErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, store.ErrUnavailable) && !errors.Is(err, domain.ErrUnavailable):
+		return fmt.Errorf("%w: %w", domain.ErrUnavailable, err)
+	case errors.Is(err, store.ErrNotFound) && !errors.Is(err, domain.ErrNotFound):
+		return fmt.Errorf("%w: %w", domain.ErrNotFound, err)
+	}
+	return err
+}
+
+// newLocalID returns a new ID's local part: a millisecond timestamp then
+// random bits, as hex, so that IDs sort roughly by creation time.
+func (e *Engine) newLocalID() string {
+	return fmt.Sprintf("%012x%s", e.cfg.Now().UnixMilli(), randomHex(6))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = crand.Read(b) // never fails on supported platforms
+	return hex.EncodeToString(b)
+}
+
+// broadcast wakes every waiter at once: Wait returns a channel that is
+// closed by the next Notify.
+type broadcast struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func newBroadcast() *broadcast { return &broadcast{ch: make(chan struct{})} }
+
+func (b *broadcast) Wait() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.ch
+}
+
+func (b *broadcast) Notify() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	close(b.ch)
+	b.ch = make(chan struct{})
+}
+
+// jobSettings returns the job's immutable settings, from memory when seen
+// recently. Status and other mutable fields of the result may be stale.
+func (e *Engine) jobSettings(ctx context.Context, id string) (*domain.Job, error) {
+	e.jobsMu.Lock()
+	j, ok := e.jobs[id]
+	e.jobsMu.Unlock()
+	if ok {
+		return j, nil
+	}
+	j, err := e.store.JobGet(ctx, id)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("job %s: %w", id, err))
+	}
+	j.Result = nil // settings only; never keep a large result in memory
+	e.jobsMu.Lock()
+	if len(e.jobs) >= 4096 {
+		clear(e.jobs)
+	}
+	e.jobs[id] = j
+	e.jobsMu.Unlock()
+	return j, nil
+}

@@ -1,0 +1,391 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/table"
+)
+
+// Claim bounds.
+const (
+	MaxClaimTasks   = 1000
+	MaxClaimWait    = 60 * time.Second
+	MaxBatchResults = 1000
+)
+
+// ClaimParams says who claims what.
+type ClaimParams struct {
+	WorkerID  string
+	Workloads []string      // empty for any
+	Max       int           // 1-1000; 0 means 1
+	Wait      time.Duration // hold the call until a task is ready, at most 60s
+}
+
+// Claim leases up to p.Max runnable chunk tasks to p.WorkerID, in claim
+// order: priority, then oldest job, then chunk index. With p.Wait it holds
+// until a task is ready or the wait is over; none is an empty slice.
+func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) {
+	if !domain.ValidWorkerID(p.WorkerID) {
+		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
+	}
+	for _, w := range p.Workloads {
+		if !domain.ValidWorkload(w) {
+			return nil, domain.Invalidf("workload %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", w)
+		}
+	}
+	if p.Max == 0 {
+		p.Max = 1
+	}
+	if p.Max < 1 || p.Max > MaxClaimTasks {
+		return nil, domain.Invalidf("max_tasks is %d; it must be between 1 and %d", p.Max, MaxClaimTasks)
+	}
+	if p.Wait < 0 || p.Wait > MaxClaimWait {
+		return nil, domain.Invalidf("wait_seconds is %v; it must be between 0 and 60", p.Wait.Seconds())
+	}
+	deadline := time.Now().Add(p.Wait)
+	for {
+		woken := e.wake.Wait() // before claiming, so no notification is missed
+		tasks, err := e.claimOnce(ctx, p)
+		if err != nil || len(tasks) > 0 {
+			return tasks, err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil, nil
+		}
+		t := time.NewTimer(min(left, e.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-woken:
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, error) {
+	e.sweepBeforeClaim(ctx)
+	var tasks []*domain.Task
+	err := e.tx(ctx, func(q store.Querier) error {
+		now := e.now()
+		var err error
+		tasks, err = q.TaskClaim(ctx, &store.TaskClaimParams{
+			Owner: p.WorkerID, Kinds: []domain.TaskKind{domain.KindChunk},
+			Workloads: p.Workloads, Max: p.Max, Now: now,
+		})
+		if err != nil || len(tasks) == 0 {
+			return err
+		}
+		var jobIDs []string
+		for _, t := range tasks {
+			if t.JobID != "" && !slices.Contains(jobIDs, t.JobID) {
+				jobIDs = append(jobIDs, t.JobID)
+			}
+		}
+		return q.JobMarkRunning(ctx, jobIDs, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	slices.SortFunc(tasks, claimOrder)
+	views := make([]*TaskView, len(tasks))
+	for i, t := range tasks {
+		if views[i], err = e.taskView(ctx, t); err != nil {
+			return nil, err
+		}
+		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
+	}
+	return views, nil
+}
+
+func claimOrder(a, b *domain.Task) int {
+	switch {
+	case a.Priority != b.Priority:
+		return b.Priority - a.Priority
+	case !a.JobCreatedAt.Equal(b.JobCreatedAt):
+		return a.JobCreatedAt.Compare(b.JobCreatedAt)
+	case a.JobID != b.JobID:
+		if a.JobID < b.JobID {
+			return -1
+		}
+		return 1
+	}
+	return a.ChunkIndex - b.ChunkIndex
+}
+
+// Heartbeat renews the live lease held by (worker, attempt) and returns its
+// new expiry.
+func (e *Engine) Heartbeat(ctx context.Context, taskID, worker string, attempt int) (time.Time, error) {
+	var expires time.Time
+	err := e.tx(ctx, func(q store.Querier) error {
+		t, err := q.TaskGet(ctx, taskID)
+		if err != nil {
+			return notFound(err, "task %q", taskID)
+		}
+		now := e.now()
+		if err := domain.CheckLease(t, worker, attempt, now); err != nil {
+			return err
+		}
+		domain.Renew(t, now)
+		expires = t.LeaseExpiresAt
+		return q.TaskUpdate(ctx, t)
+	})
+	if err != nil {
+		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
+	}
+	return expires, nil
+}
+
+// ResultParams is a worker's result for one task.
+type ResultParams struct {
+	TaskID   string
+	WorkerID string
+	Attempt  int
+	Output   []byte
+	Metrics  json.RawMessage // optional JSON object
+}
+
+// ItemResult is the outcome of one item of CompleteMany.
+type ItemResult struct {
+	Task *TaskView // set on success
+	Err  error
+}
+
+// Complete records a chunk task's output for the live lease (worker,
+// attempt). The output must be CSV with the job's score column, at most
+// top_k rows and finite scores; otherwise ErrInvalidArgument and the lease
+// stays. Replaying the recorded result changes nothing.
+func (e *Engine) Complete(ctx context.Context, p ResultParams) (*TaskView, error) {
+	r := e.CompleteMany(ctx, []ResultParams{p})[0]
+	return r.Task, r.Err
+}
+
+// CompleteMany records several results in one transaction. Each item is
+// judged on its own, exactly as Complete would judge it alone.
+func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemResult {
+	out := make([]ItemResult, len(items))
+	valid := make([]int, 0, len(items)) // indexes of items that passed validation
+	for i, p := range items {
+		if err := e.validateResult(ctx, p); err != nil {
+			out[i].Err = err
+			continue
+		}
+		valid = append(valid, i)
+	}
+	if len(valid) == 0 {
+		return out
+	}
+	written := make([]*domain.Task, len(items))
+	stitchReady := false
+	err := e.tx(ctx, func(q store.Querier) error {
+		stitchReady = false
+		done := map[string]int{} // downstream ID → newly completed upstreams
+		for _, i := range valid {
+			p := items[i]
+			written[i], out[i].Err = nil, nil
+			t, err := q.TaskGet(ctx, p.TaskID)
+			if err != nil {
+				if errors.Is(err, store.ErrNotFound) {
+					out[i].Err = notFound(err, "task %q", p.TaskID)
+					continue
+				}
+				return err
+			}
+			if t.Kind != domain.KindChunk {
+				out[i].Err = fmt.Errorf("task %s is run by coordinators, not workers: %w", t.ID, domain.ErrLeaseLost)
+				continue
+			}
+			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, e.now())
+			if err != nil {
+				out[i].Err = err
+				continue
+			}
+			written[i] = t
+			if outcome == domain.Replayed {
+				continue
+			}
+			if err := q.TaskUpdate(ctx, t); err != nil {
+				return err
+			}
+			if t.DownstreamID != "" {
+				done[t.DownstreamID]++
+			}
+		}
+		// Downstream counters last: they are the rows most contended.
+		for _, id := range sortedKeys(done) {
+			d, err := q.TaskUpstreamDone(ctx, id, done[id], e.now())
+			if err != nil {
+				return err
+			}
+			if d.State == domain.TaskPending {
+				stitchReady = true
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		for _, i := range valid {
+			out[i] = ItemResult{Err: fmt.Errorf("record result of task %s: %w", items[i].TaskID, err)}
+		}
+		return out
+	}
+	if stitchReady {
+		e.stitch.Notify()
+	}
+	for _, i := range valid {
+		if t := written[i]; t != nil {
+			out[i].Task, out[i].Err = e.taskView(ctx, t)
+		}
+	}
+	return out
+}
+
+func sortedKeys(m map[string]int) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// validateResult checks a result's form against its job's settings,
+// outside any transaction.
+func (e *Engine) validateResult(ctx context.Context, p ResultParams) error {
+	if !domain.ValidWorkerID(p.WorkerID) {
+		return domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
+	}
+	if p.Attempt < 1 {
+		return domain.Invalidf("attempt is %d; send the attempt of your lease (1 or more)", p.Attempt)
+	}
+	if len(p.Metrics) > 0 && (p.Metrics[0] != '{' || !json.Valid(p.Metrics)) {
+		return domain.Invalidf("metrics must be a JSON object")
+	}
+	t, err := e.store.TaskGet(ctx, p.TaskID)
+	if err != nil {
+		return notFound(err, "task %q", p.TaskID)
+	}
+	if t.JobID == "" {
+		return nil
+	}
+	j, err := e.jobSettings(ctx, t.JobID)
+	if err != nil {
+		return err
+	}
+	if _, err := table.ParseOutput(p.Output, j.ScoreColumn, j.TopK); err != nil {
+		return fmt.Errorf("result of task %s: %w", p.TaskID, err)
+	}
+	return nil
+}
+
+// FailParams is a worker's report that its attempt failed.
+type FailParams struct {
+	TaskID    string
+	WorkerID  string
+	Attempt   int
+	Error     string
+	Retryable bool
+}
+
+// MaxErrorBytes bounds a recorded error message.
+const MaxErrorBytes = 8 << 10
+
+// Fail ends the live lease (worker, attempt) with an error. A retryable
+// failure with attempts left puts the task back to pending after a backoff;
+// otherwise the task fails for good and fails its job.
+func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
+	if !domain.ValidWorkerID(p.WorkerID) {
+		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
+	}
+	if len(p.Error) > MaxErrorBytes {
+		p.Error = p.Error[:MaxErrorBytes]
+	}
+	var task *domain.Task
+	err := e.tx(ctx, func(q store.Querier) error {
+		t, err := q.TaskGet(ctx, p.TaskID)
+		if err != nil {
+			return notFound(err, "task %q", p.TaskID)
+		}
+		now := e.now()
+		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
+			return err
+		}
+		task = t
+		return e.endAttempt(ctx, q, t, p.Error, p.Retryable, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record failure: %w", err)
+	}
+	e.log.InfoContext(ctx, "task attempt failed", "task_id", task.ID, "job_id", task.JobID,
+		"worker_id", p.WorkerID, "attempt", p.Attempt, "state", task.State, "error", p.Error)
+	return e.taskView(ctx, task)
+}
+
+// endAttempt ends t's current attempt with reason inside a transaction: back
+// to pending while it may retry, else failed together with its job.
+func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task, reason string, retryable bool, now time.Time) error {
+	wait := domain.Backoff(t.Attempt, e.cfg.Jitter())
+	if !retryable {
+		wait = 0
+	}
+	final := domain.Retry(t, reason, retryable, wait, now)
+	if err := q.TaskUpdate(ctx, t); err != nil {
+		return err
+	}
+	if !final {
+		if wait == 0 {
+			defer e.wake.Notify()
+		}
+		return nil
+	}
+	return e.failJob(ctx, q, t, now)
+}
+
+// failJob fails the job of t, which failed for good: the stitch root fails
+// too (the path to the root) and every other task of the job is cancelled.
+func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
+	if t.JobID == "" {
+		return nil
+	}
+	j, err := q.JobGet(ctx, t.JobID)
+	if err != nil {
+		return err
+	}
+	if j.Status.Final() {
+		return nil
+	}
+	what := "task " + t.ID
+	if t.Kind == domain.KindChunk {
+		what = fmt.Sprintf("task %s (chunk %d)", t.ID, t.ChunkIndex)
+	}
+	domain.FinishJob(j, domain.JobFailed, fmt.Sprintf("%s failed after %d attempt(s): %s", what, t.Attempt, t.Error), now)
+	if err := q.JobUpdate(ctx, j); err != nil {
+		return err
+	}
+	if j.RootTaskID != "" && j.RootTaskID != t.ID {
+		root, err := q.TaskGet(ctx, j.RootTaskID)
+		if err != nil {
+			return err
+		}
+		if !root.State.Final() {
+			root.State = domain.TaskFailed
+			root.Error = "upstream " + what + " failed"
+			root.LeaseExpiresAt = time.Time{}
+			root.UpdatedAt, root.FinishedAt = now, now
+			if err := q.TaskUpdate(ctx, root); err != nil {
+				return err
+			}
+		}
+	}
+	_, err = q.TaskCancelJob(ctx, j.ID, t.ID, now)
+	return err
+}

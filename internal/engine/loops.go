@@ -1,0 +1,135 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Run runs the background loops — the lease reaper and the stitcher —
+// until ctx is done. It is safe to run in every process sharing a database.
+func (e *Engine) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.ExpireLeases) })
+	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReady) })
+	wg.Wait()
+}
+
+// loop calls fn every interval, and whenever b is notified, until ctx is done.
+func (e *Engine) loop(ctx context.Context, name string, interval time.Duration, b *broadcast, fn func(context.Context) (int, error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		var woken <-chan struct{}
+		if b != nil {
+			woken = b.Wait()
+		}
+		if _, err := fn(ctx); err != nil && ctx.Err() == nil {
+			e.log.Error(name+" pass failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-woken:
+		}
+	}
+}
+
+// reapBatch bounds the expired leases handled per pass.
+const reapBatch = 500
+
+// sweepEvery rate-limits the expiry sweep that runs before claims.
+const sweepEvery = 100 * time.Millisecond
+
+func (e *Engine) sweepBeforeClaim(ctx context.Context) {
+	e.sweepMu.Lock()
+	if time.Since(e.lastSweep) < sweepEvery {
+		e.sweepMu.Unlock()
+		return
+	}
+	e.lastSweep = time.Now()
+	e.sweepMu.Unlock()
+	if _, err := e.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
+		e.log.Warn("expiry sweep before claim failed", "error", err)
+	}
+}
+
+// ExpireLeases ends every lease expired by now: its task goes back to
+// pending while attempts remain, else fails with its job. It returns how
+// many leases it ended.
+func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		expired, err := e.store.TaskListExpired(ctx, e.now(), reapBatch)
+		if err != nil {
+			return n, mapStoreErr(fmt.Errorf("list expired leases: %w", err))
+		}
+		for _, c := range expired {
+			ok, err := e.expire(ctx, c.ID)
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+			}
+		}
+		if len(expired) < reapBatch {
+			return n, nil
+		}
+	}
+}
+
+func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
+	var ended *domain.Task
+	var owner string
+	err := e.tx(ctx, func(q store.Querier) error {
+		ended = nil
+		t, err := q.TaskGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
+			return nil // renewed, completed or already expired by another process
+		}
+		owner = t.LeaseOwner
+		ended = t
+		reason := fmt.Sprintf("lease of attempt %d expired: worker %q stopped heartbeating", t.Attempt, t.LeaseOwner)
+		if t.Kind == domain.KindStitch {
+			reason = fmt.Sprintf("stitch lease of attempt %d expired: coordinator %q stopped", t.Attempt, t.LeaseOwner)
+		}
+		final := domain.Retry(t, reason, true, 0, now)
+		if err := q.TaskUpdate(ctx, t); err != nil {
+			return err
+		}
+		if final {
+			return e.failJob(ctx, q, t, now)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("expire lease of task %s: %w", id, err)
+	}
+	if ended == nil {
+		return false, nil
+	}
+	e.log.Info("lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+		"attempt", ended.Attempt, "state", ended.State)
+	if ended.State == domain.TaskPending {
+		if ended.Kind == domain.KindStitch {
+			e.stitch.Notify()
+		} else {
+			e.wake.Notify()
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+// createJobRequest is the body of POST /jobs; pointers tell absent fields,
+// which take their defaults, from given ones.
+type createJobRequest struct {
+	Name         *string         `json:"name"`
+	Workload     string          `json:"workload"`
+	Parameters   json.RawMessage `json:"parameters"`
+	Input        *inputRequest   `json:"input"`
+	ChunkRows    *int            `json:"chunk_rows"`
+	HasHeader    *bool           `json:"has_header"`
+	TopK         *int            `json:"top_k"`
+	ScoreColumn  *string         `json:"score_column"`
+	Order        *string         `json:"order"`
+	MaxAttempts  *int            `json:"max_attempts"`
+	LeaseSeconds *int            `json:"lease_seconds"`
+	Priority     *int            `json:"priority"`
+}
+
+type inputRequest struct {
+	UploadID *string        `json:"upload_id"`
+	Chunks   []chunkRequest `json:"chunks"`
+}
+
+type chunkRequest struct {
+	URI    string `json:"uri"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// spec applies the defaults of the contract.
+func (r *createJobRequest) spec() (*domain.JobSpec, error) {
+	s := &domain.JobSpec{
+		Workload:     r.Workload,
+		Parameters:   r.Parameters,
+		ChunkRows:    orDefault(r.ChunkRows, domain.DefaultChunkRows),
+		HasHeader:    r.HasHeader == nil || *r.HasHeader,
+		TopK:         orDefault(r.TopK, domain.DefaultTopK),
+		ScoreColumn:  orDefault(r.ScoreColumn, domain.DefaultScoreColumn),
+		Order:        domain.Order(orDefault(r.Order, string(domain.Desc))),
+		MaxAttempts:  orDefault(r.MaxAttempts, domain.DefaultMaxAttempts),
+		LeaseSeconds: orDefault(r.LeaseSeconds, domain.DefaultLeaseSeconds),
+		Priority:     orDefault(r.Priority, 0),
+		Name:         orDefault(r.Name, ""),
+	}
+	if len(s.Parameters) == 0 || string(s.Parameters) == "null" {
+		s.Parameters = json.RawMessage("{}")
+	}
+	switch {
+	case r.Input == nil:
+		return nil, domain.Invalidf(`input is required: {"upload_id": "…"} or {"chunks": [{"uri": "…", "sha256": "…"}]}`)
+	case r.Input.UploadID != nil && r.Input.Chunks != nil:
+		return nil, domain.Invalidf("input takes upload_id or chunks, not both")
+	case r.Input.UploadID != nil:
+		return nil, fmt.Errorf("input.upload_id %q: no such upload on this coordinator; upload the table with POST /upload first: %w",
+			*r.Input.UploadID, domain.ErrNotFound)
+	}
+	for _, c := range r.Input.Chunks {
+		s.Chunks = append(s.Chunks, domain.ChunkRef{URI: c.URI, SHA256: c.SHA256, Bytes: c.Bytes})
+	}
+	return s, nil
+}
+
+func orDefault[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
+	var req createJobRequest
+	if err := decode(w, r, largeBody, &req); err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	spec, err := req.spec()
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	v, created, err := s.engine.CreateJob(r.Context(), spec, r.Header.Get("Idempotency-Key"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	w.Header().Set("Location", "/jobs/"+v.ID)
+	writeJSON(w, status, jobView(v))
+}
+
+func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	jobs, next, err := s.engine.ListJobs(r.Context(), engine.ListJobsParams{
+		Status: domain.JobStatus(q.Get("status")), Limit: limit, Cursor: q.Get("cursor"),
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Jobs       []*jobJSON `json:"jobs"`
+		NextCursor *string    `json:"next_cursor"`
+	}{Jobs: make([]*jobJSON, len(jobs)), NextCursor: strPtr(next)}
+	for i, j := range jobs {
+		out.Jobs[i] = jobView(j)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func intParam(s, name string) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return 0, domain.Invalidf("%s %q is not an integer", name, s)
+	}
+	if n == 0 {
+		return 0, domain.Invalidf("%s is 0; it must be between 1 and 1000", name)
+	}
+	return n, nil
+}
+
+func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
+	v, err := s.engine.GetJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
+}
+
+func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	limit, err := intParam(q.Get("limit"), "limit")
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	tasks, next, err := s.engine.ListTasks(r.Context(), engine.ListTasksParams{
+		JobID: r.PathValue("job_id"), State: domain.TaskState(q.Get("state")), Limit: limit, Cursor: q.Get("cursor"),
+	})
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	out := struct {
+		Tasks      []*taskJSON `json:"tasks"`
+		NextCursor *string     `json:"next_cursor"`
+	}{Tasks: make([]*taskJSON, len(tasks)), NextCursor: strPtr(next)}
+	for i, t := range tasks {
+		out.Tasks[i] = taskView(t)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
+	csv, err := s.engine.JobResult(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Length", strconv.Itoa(len(csv)))
+	_, _ = w.Write(csv)
+}
+
+func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	v, err := s.engine.CancelJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
+}

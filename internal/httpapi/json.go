@@ -1,0 +1,92 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+// Body size limits, by kind of request.
+const (
+	smallBody = 1 << 20   // claims, heartbeats, failures
+	largeBody = 256 << 20 // job creation and results
+)
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	_ = enc.Encode(v) // a failed write means the client went away
+}
+
+// decode reads one JSON object from r's body into v: unknown fields, wrong
+// types, trailing data and bodies over limit are errors worded for people.
+func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
+	body := http.MaxBytesReader(w, r.Body, limit)
+	data, err := io.ReadAll(body)
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return fmt.Errorf("request body is over %d bytes: %w", limit, domain.ErrTooLarge)
+		}
+		return domain.Invalidf("could not read the request body: %v", err)
+	}
+	return decodeBytes(data, v)
+}
+
+func decodeBytes(data []byte, v any) error {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return domain.Invalidf("request body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return domain.Invalidf("request body: %s", describeJSONError(err))
+	}
+	if dec.More() {
+		return domain.Invalidf("request body has data after its JSON object; send exactly one object")
+	}
+	return nil
+}
+
+func describeJSONError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			return fmt.Sprintf("expected a JSON %s, got %s", typeErr.Type, typeErr.Value)
+		}
+		return fmt.Sprintf("field %q must be %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("malformed JSON at byte %d: %v", syntaxErr.Offset, err)
+	case strings.HasPrefix(err.Error(), "json: unknown field"):
+		return strings.TrimPrefix(err.Error(), "json: ") + "; remove it"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "JSON ends too early"
+	}
+	return err.Error()
+}
+
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "int"), strings.HasPrefix(goType, "*int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case strings.Contains(goType, "string"):
+		return "a string"
+	case strings.Contains(goType, "bool"):
+		return "true or false"
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	}
+	return "an object"
+}

@@ -1,0 +1,108 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+// jobJSON is a job as clients see it.
+type jobJSON struct {
+	JobID        string            `json:"job_id"`
+	Name         string            `json:"name"`
+	Workload     string            `json:"workload"`
+	Status       domain.JobStatus  `json:"status"`
+	Priority     int               `json:"priority"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+	FinishedAt   *time.Time        `json:"finished_at"`
+	Error        *string           `json:"error"`
+	Progress     float64           `json:"progress"`
+	Tasks        domain.TaskCounts `json:"tasks"`
+	Parameters   json.RawMessage   `json:"parameters"`
+	ChunkRows    int               `json:"chunk_rows"`
+	HasHeader    bool              `json:"has_header"`
+	TopK         int               `json:"top_k"`
+	ScoreColumn  string            `json:"score_column"`
+	Order        domain.Order      `json:"order"`
+	MaxAttempts  int               `json:"max_attempts"`
+	LeaseSeconds int               `json:"lease_seconds"`
+	ResultSHA256 *string           `json:"result_sha256"`
+}
+
+func jobView(v *engine.JobView) *jobJSON {
+	j := v.Job
+	return &jobJSON{
+		JobID: j.ID, Name: j.Name, Workload: j.Workload, Status: j.Status, Priority: j.Priority,
+		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: timePtr(j.FinishedAt),
+		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks,
+		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
+		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
+		LeaseSeconds: j.LeaseSeconds, ResultSHA256: strPtr(j.ResultSHA256),
+	}
+}
+
+// inputJSON says where a worker gets a task's input.
+type inputJSON struct {
+	URL    string `json:"url"`
+	SHA256 string `json:"sha256"`
+	Bytes  int64  `json:"bytes"`
+}
+
+// taskJSON is a task as workers (the claimed fields) and clients (all) see it.
+type taskJSON struct {
+	TaskID         string           `json:"task_id"`
+	JobID          string           `json:"job_id"`
+	ChunkIndex     int              `json:"chunk_index"`
+	Attempt        int              `json:"attempt"`
+	MaxAttempts    int              `json:"max_attempts"`
+	LeaseExpiresAt *time.Time       `json:"lease_expires_at"`
+	Workload       string           `json:"workload"`
+	Parameters     json.RawMessage  `json:"parameters"`
+	TopK           int              `json:"top_k"`
+	ScoreColumn    string           `json:"score_column"`
+	Order          domain.Order     `json:"order"`
+	HasHeader      bool             `json:"has_header"`
+	Input          inputJSON        `json:"input"`
+	State          domain.TaskState `json:"state"`
+	LeaseOwner     *string          `json:"lease_owner"`
+	Error          *string          `json:"error"`
+	CreatedAt      time.Time        `json:"created_at"`
+	UpdatedAt      time.Time        `json:"updated_at"`
+}
+
+func taskView(v *engine.TaskView) *taskJSON {
+	t := v.Task
+	out := &taskJSON{
+		TaskID: t.ID, JobID: t.JobID, ChunkIndex: t.ChunkIndex, Attempt: t.Attempt,
+		MaxAttempts: t.MaxAttempts, Workload: t.Workload,
+		Input: inputJSON{URL: t.InputURI, SHA256: t.InputSHA256, Bytes: t.InputBytes},
+		State: t.State, LeaseOwner: strPtr(t.LeaseOwner), Error: strPtr(t.Error),
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Parameters: json.RawMessage("{}"),
+	}
+	if t.State == domain.TaskLeased {
+		out.LeaseExpiresAt = timePtr(t.LeaseExpiresAt)
+	}
+	if j := v.Job; j != nil {
+		out.Parameters, out.TopK, out.ScoreColumn = j.Parameters, j.TopK, j.ScoreColumn
+		out.Order, out.HasHeader = j.Order, j.HasHeader
+	}
+	return out
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	u := t.UTC()
+	return &u
+}
+
+func strPtr(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

@@ -1,0 +1,27 @@
+package pgtest
+
+import (
+	"os"
+	"syscall"
+)
+
+// ramDir returns /dev/shm when it is a writable directory with at least
+// 1 GiB free, for a cluster on a RAM disk creates and drops databases
+// several times faster. Otherwise it returns "", the default temporary
+// directory.
+func ramDir() string {
+	const (
+		dir      = "/dev/shm"
+		need     = 1 << 30
+		writable = 2 // W_OK of access(2)
+	)
+	var st syscall.Statfs_t
+	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() ||
+		syscall.Access(dir, writable) != nil || syscall.Statfs(dir, &st) != nil {
+		return ""
+	}
+	if uint64(st.Bavail)*uint64(st.Bsize) < need {
+		return ""
+	}
+	return dir
+}

@@ -1,0 +1,73 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+const (
+	// sqlTaskClaim leases up to $5 tasks in one statement. The subquery
+	// walks the partial index tasks_claim in claim order and locks what it
+	// picks; SKIP LOCKED passes over rows another claimer holds, so
+	// concurrent claimers take different tasks and never wait on each
+	// other. A row that stopped being pending before we locked it is
+	// re-checked and dropped. An empty $4 means any workload.
+	sqlTaskClaim = `UPDATE tasks
+SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
+	lease_expires_at = $2::timestamptz + lease_seconds * interval '1 second',
+	updated_at = $2::timestamptz, version = version + 1
+FROM (
+	SELECT id AS claim_id FROM tasks
+	WHERE state = 'pending'
+		AND (run_after IS NULL OR run_after <= $2::timestamptz)
+		AND kind = ANY($3::text[])
+		AND (cardinality($4::text[]) = 0 OR workload = ANY($4::text[]))
+	ORDER BY priority DESC, job_created_at, job_id, chunk_index
+	LIMIT $5
+	FOR UPDATE SKIP LOCKED
+) AS claimable
+WHERE id = claim_id
+RETURNING ` + taskColumns
+
+	sqlTaskListExpired = `SELECT ` + taskColumns + ` FROM tasks
+WHERE state = 'leased' AND lease_expires_at <= $1
+ORDER BY lease_expires_at
+LIMIT $2`
+)
+
+// TaskClaim leases up to p.Max claimable tasks in one statement and returns
+// them leased, in no particular order.
+func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
+	if p.Max <= 0 || len(p.Kinds) == 0 {
+		return nil, nil
+	}
+	kinds := make([]string, len(p.Kinds))
+	for i, k := range p.Kinds {
+		kinds[i] = string(k)
+	}
+	workloads := p.Workloads
+	if workloads == nil {
+		workloads = []string{} // cardinality(NULL) is NULL, not 0
+	}
+	rows, err := q.db.Query(ctx, sqlTaskClaim, p.Owner, p.Now, kinds, workloads, p.Max)
+	if err != nil {
+		return nil, translate(err, "claim tasks for %s", p.Owner)
+	}
+	return collectTasks(rows, "claim tasks for %s", p.Owner)
+}
+
+// TaskListExpired returns up to limit leased tasks whose lease expired at
+// or before now, oldest expiry first.
+func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
+	if limit <= 0 {
+		return nil, nil
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, limit)
+	if err != nil {
+		return nil, translate(err, "list expired leases")
+	}
+	return collectTasks(rows, "list expired leases")
+}

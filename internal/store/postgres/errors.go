@@ -1,0 +1,79 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// SQLSTATE codes the store translates.
+const (
+	codeUniqueViolation      = "23505"
+	codeSerializationFailure = "40001"
+	codeDeadlockDetected     = "40P01"
+	codeLockNotAvailable     = "55P03"
+	codeAdminShutdown        = "57P01"
+	codeCrashShutdown        = "57P02"
+	codeCannotConnectNow     = "57P03"
+)
+
+// translate wraps err with a message made of format and args and, when err
+// is one the contract names, with the contract's sentinel too: both stay
+// reachable with errors.Is and errors.As. Context errors pass through
+// without a sentinel.
+func translate(err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if sentinel := sentinelOf(err); sentinel != nil {
+		return fmt.Errorf("%s: %w: %w", msg, sentinel, err)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
+}
+
+// sentinelOf is the contract's sentinel for err, or nil.
+func sentinelOf(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.ErrNotFound
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case codeSerializationFailure, codeDeadlockDetected, codeLockNotAvailable:
+			return store.ErrStale
+		case codeUniqueViolation:
+			return store.ErrDuplicate
+		case codeAdminShutdown, codeCrashShutdown, codeCannotConnectNow:
+			return store.ErrUnavailable
+		}
+		// Class 08: connection exception; class 53: insufficient resources
+		// (too many connections, out of memory or disk).
+		if strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") {
+			return store.ErrUnavailable
+		}
+		return nil
+	}
+	var connectErr *pgconn.ConnectError
+	var netErr net.Error
+	if errors.As(err, &connectErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		pgconn.SafeToRetry(err) || isClosedPool(err) {
+		return store.ErrUnavailable
+	}
+	return nil
+}
+
+// isClosedPool reports the error of a pool used after Close; pgxpool
+// returns its pool library's error, which it does not export.
+func isClosedPool(err error) bool {
+	return strings.Contains(err.Error(), "closed pool")
+}

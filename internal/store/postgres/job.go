@@ -1,0 +1,224 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// jobColumns are the jobs columns in the order scanJob reads them.
+const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k,
+	score_column, sort_order, max_attempts, lease_seconds, priority, status, error,
+	root_task_id, chunk_count, idempotency_key, request_hash, result, result_sha256,
+	created_at, updated_at, finished_at, version`
+
+const (
+	// ON CONFLICT DO NOTHING reports a taken ID or idempotency key as zero
+	// rows instead of an error that would abort the caller's transaction.
+	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)
+ON CONFLICT DO NOTHING`
+
+	sqlJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = $1`
+
+	sqlJobGetByIdempotencyKey = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = $1`
+
+	// JobList in four forms (any status or one; from the start or after a
+	// cursor), each a plain range scan of jobs_created or
+	// jobs_status_created. A NULL limit is no limit.
+	sqlJobList = `SELECT ` + jobColumns + ` FROM jobs
+ORDER BY created_at DESC, id DESC LIMIT $1`
+	sqlJobListAfter = `SELECT ` + jobColumns + ` FROM jobs
+WHERE (created_at, id) < ($2, $3)
+ORDER BY created_at DESC, id DESC LIMIT $1`
+	sqlJobListStatus = `SELECT ` + jobColumns + ` FROM jobs
+WHERE status = $2
+ORDER BY created_at DESC, id DESC LIMIT $1`
+	sqlJobListStatusAfter = `SELECT ` + jobColumns + ` FROM jobs
+WHERE status = $2 AND (created_at, id) < ($3, $4)
+ORDER BY created_at DESC, id DESC LIMIT $1`
+
+	sqlJobUpdate = `UPDATE jobs
+SET status = $2, error = $3, result = $4, result_sha256 = $5, updated_at = $6,
+	finished_at = $7, version = version + 1
+WHERE id = $1 AND version = $8`
+
+	sqlJobExists = `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)`
+
+	sqlJobMarkRunning = `UPDATE jobs
+SET status = 'running', updated_at = $2, version = version + 1
+WHERE id = ANY($1) AND status = 'pending'`
+
+	sqlJobTaskCounts = `SELECT state, count(*) FROM tasks
+WHERE job_id = $1 AND kind = 'chunk'
+GROUP BY state`
+)
+
+// JobInsert inserts j at version j.Version+1. A taken ID or idempotency key
+// is store.ErrDuplicate, and leaves a transaction usable.
+func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
+	normTime(&j.CreatedAt)
+	normTime(&j.UpdatedAt)
+	normTime(&j.FinishedAt)
+	params := string(j.Parameters)
+	if len(j.Parameters) == 0 {
+		params = "{}"
+	}
+	tag, err := q.db.Exec(ctx, sqlJobInsert,
+		j.ID, j.Name, j.Workload, params, j.ChunkRows, j.HasHeader, j.TopK,
+		j.ScoreColumn, string(j.Order), j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error,
+		j.RootTaskID, j.ChunkCount, textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
+		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1)
+	if err != nil {
+		return translate(err, "insert job %s", j.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("insert job %s: its ID or idempotency key is taken: %w", j.ID, store.ErrDuplicate)
+	}
+	j.Version++
+	return nil
+}
+
+// JobGet returns the job with id, or store.ErrNotFound.
+func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
+	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGet, id))
+	if err != nil {
+		return nil, translate(err, "get job %s", id)
+	}
+	return j, nil
+}
+
+// JobGetByIdempotencyKey returns the job created with key, or
+// store.ErrNotFound.
+func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
+	if key == "" {
+		return nil, fmt.Errorf("get job by idempotency key: no key: %w", store.ErrNotFound)
+	}
+	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGetByIdempotencyKey, key))
+	if err != nil {
+		return nil, translate(err, "get job by idempotency key")
+	}
+	return j, nil
+}
+
+// JobList returns jobs newest first (CreatedAt, then ID, descending). A
+// Limit of 0 or less is no limit.
+func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
+	var limit any // NULL: no limit
+	if p.Limit > 0 {
+		limit = p.Limit
+	}
+	var rows pgx.Rows
+	var err error
+	switch {
+	case p.Status == "" && p.After == nil:
+		rows, err = q.db.Query(ctx, sqlJobList, limit)
+	case p.Status == "":
+		rows, err = q.db.Query(ctx, sqlJobListAfter, limit, p.After.CreatedAt, p.After.ID)
+	case p.After == nil:
+		rows, err = q.db.Query(ctx, sqlJobListStatus, limit, string(p.Status))
+	default:
+		rows, err = q.db.Query(ctx, sqlJobListStatusAfter, limit, string(p.Status), p.After.CreatedAt, p.After.ID)
+	}
+	if err != nil {
+		return nil, translate(err, "list jobs")
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*domain.Job, error) { return scanJob(row) })
+	if err != nil {
+		return nil, translate(err, "list jobs")
+	}
+	return jobs, nil
+}
+
+// JobUpdate writes j's mutable fields where the stored version equals
+// j.Version, and bumps the version; otherwise store.ErrStale, or
+// store.ErrNotFound when the job is gone.
+func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
+	normTime(&j.UpdatedAt)
+	normTime(&j.FinishedAt)
+	tag, err := q.db.Exec(ctx, sqlJobUpdate, j.ID, string(j.Status), j.Error, bytesArg(j.Result),
+		j.ResultSHA256, timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version)
+	if err != nil {
+		return translate(err, "update job %s", j.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return q.missing(ctx, sqlJobExists, "job", j.ID, j.Version)
+	}
+	j.Version++
+	return nil
+}
+
+// missing explains a version-guarded write that matched no row:
+// store.ErrNotFound when the row is gone, else store.ErrStale.
+func (q *querier) missing(ctx context.Context, existsSQL, what, id string, version int64) error {
+	var exists bool
+	if err := q.db.QueryRow(ctx, existsSQL, id).Scan(&exists); err != nil {
+		return translate(err, "update %s %s", what, id)
+	}
+	if !exists {
+		return fmt.Errorf("update %s %s: %w", what, id, store.ErrNotFound)
+	}
+	return fmt.Errorf("update %s %s: it changed since version %d: %w", what, id, version, store.ErrStale)
+}
+
+// JobMarkRunning moves every listed job that is pending to running at now.
+func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, ids, now); err != nil {
+		return translate(err, "mark %d jobs running", len(ids))
+	}
+	return nil
+}
+
+// JobTaskCounts counts the job's tasks of kind chunk by state.
+func (q *querier) JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error) {
+	var c domain.TaskCounts
+	rows, err := q.db.Query(ctx, sqlJobTaskCounts, jobID)
+	if err != nil {
+		return c, translate(err, "count tasks of job %s", jobID)
+	}
+	var state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+		c.Add(domain.TaskState(state), n)
+		return nil
+	})
+	if err != nil {
+		return domain.TaskCounts{}, translate(err, "count tasks of job %s", jobID)
+	}
+	return c, nil
+}
+
+// scanJob reads a row of jobColumns.
+func scanJob(row pgx.Row) (*domain.Job, error) {
+	var (
+		j                          domain.Job
+		params, order, status      string
+		key                        *string
+		created, updated, finished pgtype.Timestamptz
+	)
+	err := row.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK,
+		&j.ScoreColumn, &order, &j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error,
+		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.Result, &j.ResultSHA256,
+		&created, &updated, &finished, &j.Version)
+	if err != nil {
+		return nil, err
+	}
+	j.Parameters = json.RawMessage(params)
+	j.Order = domain.Order(order)
+	j.Status = domain.JobStatus(status)
+	if key != nil {
+		j.IdempotencyKey = *key
+	}
+	j.CreatedAt, j.UpdatedAt, j.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
+	return &j, nil
+}

@@ -1,0 +1,44 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/postgres"
+	"github.com/scimesh/scimesh/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// TestConformance runs the storage contract's suite on a fresh database per
+// subtest.
+func TestConformance(t *testing.T) {
+	storetest.Exercise(t, func(t *testing.T) store.Store { return open(t) })
+}
+
+// open returns a store on a fresh, migrated database, closed when t ends.
+func open(t testing.TB) *postgres.Store {
+	t.Helper()
+	s, _ := openURL(t)
+	return s
+}
+
+// openURL returns a store on a fresh, migrated database, closed when t
+// ends, and the database's URL. Query parameters (e.g. pool_max_conns=40)
+// are appended to the URL the store opens.
+func openURL(t testing.TB, params ...string) (*postgres.Store, string) {
+	t.Helper()
+	url := pgtest.URL(t)
+	storeURL := url
+	for _, p := range params {
+		storeURL += "&" + p
+	}
+	s, err := postgres.Open(context.Background(), storeURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, url
+}

@@ -1,0 +1,99 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// defaultMaxConns is the pool size when the URL has no pool_max_conns: pgx's
+// own default (the number of CPUs, at least 4) starves a coordinator that
+// serves many workers at once.
+const defaultMaxConns = 16
+
+// Store is the storage contract on a PostgreSQL database. Its Querier
+// methods each run on their own; InTx groups them in a transaction. It is
+// safe for concurrent use.
+type Store struct {
+	querier
+	pool *pgxpool.Pool
+}
+
+var _ store.Store = (*Store)(nil)
+
+// Open connects to the database at url (postgres://… or keyword/value
+// form; pgxpool's pool_* parameters apply) and checks that it answers. It
+// does not migrate: see MigrateDB and CheckMigrated.
+func Open(ctx context.Context, url string) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, translate(err, "postgres: open")
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, translate(err, "postgres: connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	}
+	return &Store{querier: querier{db: pool}, pool: pool}, nil
+}
+
+// InTx runs fn in one READ COMMITTED transaction and commits it when fn
+// returns nil; otherwise it rolls back and returns fn's error. It runs fn
+// once: callers rerun the whole transaction on store.ErrStale.
+func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return translate(err, "postgres: begin")
+	}
+	// Rollback after Commit is a no-op; this also covers a panicking fn.
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	if err := fn(&querier{db: tx, tx: tx}); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return translate(err, "postgres: commit")
+	}
+	return nil
+}
+
+// Ping reports whether the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return translate(err, "postgres: ping")
+	}
+	return nil
+}
+
+// Close releases the database's connections, waiting for those in use to be
+// returned.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// dbtx is what both the pool and a transaction offer.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+}
+
+// querier implements store.Querier on the pool (each call on its own) or on
+// a transaction.
+type querier struct {
+	db dbtx
+	tx pgx.Tx // the transaction db is, or nil on the pool
+}

@@ -1,0 +1,247 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// taskColumns are the tasks columns in the order scanTask reads them and
+// TaskInsert writes them.
+const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts,
+	lease_seconds, lease_owner, lease_expires_at, run_after, priority, job_created_at,
+	input_uri, input_sha256, input_bytes, result, metrics, error, downstream_id,
+	pending_upstreams, created_at, updated_at, finished_at, version`
+
+// taskColumnNames are taskColumns as a list, for COPY.
+var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
+
+const (
+	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
+
+	// TaskList with and without a state; both read tasks_job_kind_index in
+	// order. A NULL limit is no limit.
+	sqlTaskList = `SELECT ` + taskColumns + ` FROM tasks
+WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint
+ORDER BY chunk_index LIMIT $4`
+	sqlTaskListState = `SELECT ` + taskColumns + ` FROM tasks
+WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint AND state = $5
+ORDER BY chunk_index LIMIT $4`
+
+	sqlTaskUpdate = `UPDATE tasks
+SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
+	result = $7, metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
+	finished_at = $12, version = version + 1
+WHERE id = $1 AND version = $13`
+
+	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
+
+	sqlTaskCancelJob = `UPDATE tasks
+SET state = 'cancelled', lease_expires_at = NULL, updated_at = $3, finished_at = $3,
+	version = version + 1
+WHERE job_id = $1 AND state IN ('waiting', 'pending', 'leased') AND id <> $2`
+
+	// One statement, so concurrent completions of a job's upstreams, which
+	// all hit this row, queue on its row lock and each see the last count.
+	sqlTaskUpstreamDone = `UPDATE tasks
+SET pending_upstreams = pending_upstreams - $2,
+	state = CASE WHEN state = 'waiting' AND pending_upstreams - $2 <= 0 THEN 'pending' ELSE state END,
+	updated_at = $3, version = version + 1
+WHERE id = $1
+RETURNING ` + taskColumns
+
+	sqlTaskResults = `SELECT chunk_index, result FROM tasks
+WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed'
+ORDER BY chunk_index`
+)
+
+// TaskInsert inserts tasks, all or none, each at version Version+1, with
+// one COPY. A taken ID is store.ErrDuplicate; inside a transaction the
+// insert runs under a savepoint, so the transaction stays usable after it.
+func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) (err error) {
+	if len(tasks) == 0 {
+		return nil
+	}
+	for _, t := range tasks {
+		normTime(&t.LeaseExpiresAt)
+		normTime(&t.RunAfter)
+		normTime(&t.JobCreatedAt)
+		normTime(&t.CreatedAt)
+		normTime(&t.UpdatedAt)
+		normTime(&t.FinishedAt)
+	}
+	db := q.db
+	if q.tx != nil {
+		var sp pgx.Tx
+		if sp, err = q.tx.Begin(ctx); err != nil { // a savepoint
+			return translate(err, "insert %d tasks: savepoint", len(tasks))
+		}
+		defer func() {
+			if err != nil {
+				_ = sp.Rollback(context.WithoutCancel(ctx))
+			} else if err = sp.Commit(ctx); err != nil {
+				err = translate(err, "insert %d tasks: release savepoint", len(tasks))
+			}
+		}()
+		db = sp
+	}
+	// COPY encodes each row before asking for the next, so one slice serves.
+	row := make([]any, len(taskColumnNames))
+	src := pgx.CopyFromSlice(len(tasks), func(i int) ([]any, error) {
+		t := tasks[i]
+		row[0], row[1], row[2], row[3], row[4] = t.ID, t.JobID, string(t.Kind), t.Workload, t.ChunkIndex
+		row[5], row[6], row[7], row[8], row[9] = string(t.State), t.Attempt, t.MaxAttempts, t.LeaseSeconds, t.LeaseOwner
+		row[10], row[11], row[12], row[13] = timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), t.Priority, timeArg(t.JobCreatedAt)
+		row[14], row[15], row[16], row[17], row[18] = t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), bytesArg(t.Metrics)
+		row[19], row[20], row[21] = t.Error, t.DownstreamID, t.PendingUpstreams
+		row[22], row[23], row[24], row[25] = timeArg(t.CreatedAt), timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version+1
+		return row, nil
+	})
+	if _, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src); err != nil {
+		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
+	}
+	for _, t := range tasks {
+		t.Version++
+	}
+	return nil
+}
+
+// TaskGet returns the task with id, or store.ErrNotFound.
+func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskGet, id))
+	if err != nil {
+		return nil, translate(err, "get task %s", id)
+	}
+	return t, nil
+}
+
+// TaskList returns a job's tasks of one kind by ChunkIndex ascending. A
+// Limit of 0 or less is no limit.
+func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*domain.Task, error) {
+	var limit any // NULL: no limit
+	if p.Limit > 0 {
+		limit = p.Limit
+	}
+	after := int64(p.AfterIndex)
+	if after < 0 {
+		after = math.MinInt64 // from the start, the stitch task's -1 included
+	}
+	var rows pgx.Rows
+	var err error
+	if p.State == "" {
+		rows, err = q.db.Query(ctx, sqlTaskList, p.JobID, string(p.Kind), after, limit)
+	} else {
+		rows, err = q.db.Query(ctx, sqlTaskListState, p.JobID, string(p.Kind), after, limit, string(p.State))
+	}
+	if err != nil {
+		return nil, translate(err, "list tasks of job %s", p.JobID)
+	}
+	return collectTasks(rows, "list tasks of job %s", p.JobID)
+}
+
+// TaskUpdate writes t's mutable fields where the stored version equals
+// t.Version, and bumps the version; otherwise store.ErrStale, or
+// store.ErrNotFound when the task is gone.
+func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
+	normTime(&t.LeaseExpiresAt)
+	normTime(&t.RunAfter)
+	normTime(&t.UpdatedAt)
+	normTime(&t.FinishedAt)
+	tag, err := q.db.Exec(ctx, sqlTaskUpdate, t.ID, string(t.State), t.Attempt, t.LeaseOwner,
+		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
+		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version)
+	if err != nil {
+		return translate(err, "update task %s", t.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return q.missing(ctx, sqlTaskExists, "task", t.ID, t.Version)
+	}
+	t.Version++
+	return nil
+}
+
+// TaskCancelJob moves every task of the job that is waiting, pending or
+// leased, except the one with ID except, to cancelled at now (clearing its
+// lease expiry) and returns how many it moved.
+func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskCancelJob, jobID, except, now)
+	if err != nil {
+		return 0, translate(err, "cancel tasks of job %s", jobID)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// TaskUpstreamDone records that n upstreams of task id completed, in one
+// atomic statement, and returns the task as written (store.ErrNotFound when
+// there is none).
+func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskUpstreamDone, id, n, now))
+	if err != nil {
+		return nil, translate(err, "record %d upstreams of task %s done", n, id)
+	}
+	return t, nil
+}
+
+// TaskResults returns the results of a job's completed chunk tasks by
+// ChunkIndex ascending.
+func (q *querier) TaskResults(ctx context.Context, jobID string) ([]store.ChunkResult, error) {
+	rows, err := q.db.Query(ctx, sqlTaskResults, jobID)
+	if err != nil {
+		return nil, translate(err, "read results of job %s", jobID)
+	}
+	var out []store.ChunkResult
+	var r store.ChunkResult
+	_, err = pgx.ForEachRow(rows, []any{&r.ChunkIndex, &r.Result}, func() error {
+		out = append(out, r)
+		r.Result = nil // the next row scans into a fresh slice
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "read results of job %s", jobID)
+	}
+	return out, nil
+}
+
+// collectTasks reads rows of taskColumns; format and args describe the
+// operation for errors.
+func collectTasks(rows pgx.Rows, format string, args ...any) ([]*domain.Task, error) {
+	tasks, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*domain.Task, error) { return scanTask(row) })
+	if err != nil {
+		return nil, translate(err, format, args...)
+	}
+	return tasks, nil
+}
+
+// scanTask reads a row of taskColumns.
+func scanTask(row pgx.Row) (*domain.Task, error) {
+	var (
+		t                                  domain.Task
+		kind, state                        string
+		leaseExpires, runAfter, jobCreated pgtype.Timestamptz
+		created, updated, finished         pgtype.Timestamptz
+		metrics                            []byte
+	)
+	err := row.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
+		&t.LeaseSeconds, &t.LeaseOwner, &leaseExpires, &runAfter, &t.Priority, &jobCreated,
+		&t.InputURI, &t.InputSHA256, &t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID,
+		&t.PendingUpstreams, &created, &updated, &finished, &t.Version)
+	if err != nil {
+		return nil, err
+	}
+	t.Kind = domain.TaskKind(kind)
+	t.State = domain.TaskState(state)
+	if metrics != nil {
+		t.Metrics = json.RawMessage(metrics)
+	}
+	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(leaseExpires), timeOf(runAfter), timeOf(jobCreated)
+	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
+	return &t, nil
+}

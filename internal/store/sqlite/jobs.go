@@ -1,0 +1,230 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
+	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
+	request_hash, result, result_sha256, created_at, updated_at, finished_at, version`
+
+var (
+	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(24) + `)`
+	jobGetSQL    = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
+	jobByKeySQL  = `SELECT ` + jobCols + ` FROM jobs WHERE idempotency_key = ?`
+	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
+)
+
+const (
+	jobUpdateSQL = `UPDATE jobs SET status = ?, error = ?, result = ?, result_sha256 = ?, updated_at = ?,
+	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`
+	// The ID list is a JSON array, so one prepared statement serves any
+	// number of IDs. The unary + keeps the planner on the primary key
+	// rather than the index of every pending job.
+	jobMarkRunningSQL = `UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
+	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`
+	jobTaskCountsSQL = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
+)
+
+// jobListSQLs are JobList's queries, by [status filter][cursor].
+var jobListSQLs = [2][2]string{
+	{jobListSQL(false, false), jobListSQL(false, true)},
+	{jobListSQL(true, false), jobListSQL(true, true)},
+}
+
+// jobListSQL builds JobList's query; LIMIT -1 is no limit.
+func jobListSQL(status, after bool) string {
+	var where []string
+	if status {
+		where = append(where, "status = ?")
+	}
+	if after {
+		where = append(where, "(created_at, id) < (?, ?)")
+	}
+	q := `SELECT ` + jobCols + ` FROM jobs`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+}
+
+// JobInsert inserts j with version j.Version+1 and sets j.Version to it. A
+// nil Parameters is stored as {}. A taken ID or idempotency key is
+// store.ErrDuplicate.
+func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
+	params := string(j.Parameters)
+	if j.Parameters == nil {
+		params = "{}"
+	}
+	_, err := q.exec(ctx, jobInsertSQL,
+		j.ID, j.Name, j.Workload, params, j.ChunkRows, boolArg(j.HasHeader), j.TopK, j.ScoreColumn, string(j.Order),
+		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
+		nullString(j.IdempotencyKey), j.RequestHash, blobArg(j.Result), j.ResultSHA256,
+		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1)
+	if err != nil {
+		return fmt.Errorf("sqlite: insert job %s: %w", j.ID, err)
+	}
+	if j.Parameters == nil {
+		j.Parameters = json.RawMessage(params)
+	}
+	j.Version++
+	return nil
+}
+
+// JobGet returns the job with id, or store.ErrNotFound.
+func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
+	var j *domain.Job
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, jobGetSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// JobGetByIdempotencyKey returns the job created with key, or
+// store.ErrNotFound; no job has the empty key.
+func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
+	var j *domain.Job
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, jobByKeySQL, key)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get job by idempotency key %q: %w", key, err)
+	}
+	return j, nil
+}
+
+// JobList returns jobs newest first (CreatedAt, then ID, descending). A
+// Limit of 0 or less means no limit.
+func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
+	var args []any
+	if p.Status != "" {
+		args = append(args, string(p.Status))
+	}
+	if p.After != nil {
+		args = append(args, p.After.CreatedAt.UnixMicro(), p.After.ID)
+	}
+	args = append(args, limitArg(p.Limit))
+	var out []*domain.Job
+	err := q.query(ctx, false, func(r scanner) error {
+		j, err := scanJob(r)
+		out = append(out, j)
+		return err
+	}, jobListSQLs[boolArg(p.Status != "")][boolArg(p.After != nil)], args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobUpdate writes j's mutable fields where the stored version equals
+// j.Version, and bumps j.Version; otherwise store.ErrStale, or
+// store.ErrNotFound when the job is gone.
+func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
+	res, err := q.exec(ctx, jobUpdateSQL, string(j.Status), j.Error, blobArg(j.Result), j.ResultSHA256,
+		timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.ID, j.Version)
+	if err == nil {
+		err = q.checkGuarded(ctx, res, jobExistsSQL, j.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: update job %s at version %d: %w", j.ID, j.Version, err)
+	}
+	j.Version++
+	return nil
+}
+
+// checkGuarded turns a version-guarded write that changed no row into
+// store.ErrStale, or store.ErrNotFound when existsSQL finds no row for id.
+func (q *querier) checkGuarded(ctx context.Context, res sql.Result, existsSQL, id string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return mapErr(err)
+	}
+	if n == 1 {
+		return nil
+	}
+	var one int
+	err = q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&one) }, existsSQL, id)
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("the stored version differs: %w", store.ErrStale)
+}
+
+// JobMarkRunning moves every listed job that is pending to running at now.
+func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	list, err := json.Marshal(ids)
+	if err != nil {
+		return fmt.Errorf("sqlite: mark jobs running: %w", err)
+	}
+	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(now), string(list)); err != nil {
+		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(ids), err)
+	}
+	return nil
+}
+
+// JobTaskCounts counts the job's tasks of kind chunk by state; a job with no
+// tasks, or no such job, counts zero.
+func (q *querier) JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error) {
+	var c domain.TaskCounts
+	err := q.query(ctx, false, func(r scanner) error {
+		var (
+			state string
+			n     int
+		)
+		if err := r.Scan(&state, &n); err != nil {
+			return err
+		}
+		c.Add(domain.TaskState(state), n)
+		return nil
+	}, jobTaskCountsSQL, jobID)
+	if err != nil {
+		return domain.TaskCounts{}, fmt.Errorf("sqlite: count tasks of job %s: %w", jobID, err)
+	}
+	return c, nil
+}
+
+func scanJob(r scanner) (*domain.Job, error) {
+	var (
+		j                          domain.Job
+		params, order, status      string
+		key                        sql.NullString
+		created, updated, finished sql.NullInt64
+	)
+	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
+		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
+		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read job row: %w", err)
+	}
+	j.Parameters = json.RawMessage(params)
+	j.Order, j.Status, j.IdempotencyKey = domain.Order(order), domain.JobStatus(status), key.String
+	j.CreatedAt, j.UpdatedAt, j.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
+	return &j, nil
+}
+
+// limitArg is the LIMIT for limit; 0 or less is no limit.
+func limitArg(limit int) int {
+	if limit <= 0 {
+		return -1
+	}
+	return limit
+}
+
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
+}

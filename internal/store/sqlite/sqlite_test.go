@@ -1,0 +1,280 @@
+package sqlite
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/migrate"
+	"github.com/scimesh/scimesh/internal/store/storetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// newStore opens a fresh, migrated store on a file of its own under t's
+// temporary directory.
+func newStore(t *testing.T) store.Store {
+	t.Helper()
+	return openStore(t, filepath.Join(t.TempDir(), "scimesh.db"))
+}
+
+func openStore(t *testing.T, path string) *Store {
+	t.Helper()
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open(%s): %v", path, err)
+	}
+	t.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return s
+}
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Exercise(t, newStore)
+}
+
+func TestOpenCreatesDirectoryAndKeepsData(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a", "b", "scimesh.db")
+	s, err := Open(t.Context(), path)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	j := storetest.NewJob("j1", storetest.Epoch())
+	if err := s.JobInsert(t.Context(), j); err != nil {
+		t.Fatalf("JobInsert: %v", err)
+	}
+	if err := s.TaskInsert(t.Context(), storetest.NewTasks(j, 3)); err != nil {
+		t.Fatalf("TaskInsert: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+
+	s = openStore(t, path)
+	got, err := s.JobGet(t.Context(), "j1")
+	if err != nil {
+		t.Fatalf("JobGet after reopening: %v", err)
+	}
+	if d := storetest.JobDiff(got, j); d != "" {
+		t.Errorf("job after reopening differs: %s", d)
+	}
+	counts, err := s.JobTaskCounts(t.Context(), "j1")
+	if err != nil || counts.Pending != 3 {
+		t.Errorf("JobTaskCounts after reopening = %+v, %v; want 3 pending", counts, err)
+	}
+	var mode string
+	if err := s.writer.QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {
+		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
+	}
+}
+
+func TestMigrateDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "scimesh.db")
+	openStore(t, path) // applies every migration
+	s, err := OpenNoMigrate(ctx, path)
+	if err != nil {
+		t.Fatalf("OpenNoMigrate: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := Migrations()
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Migrations() = %d migrations, %v", len(ms), err)
+	}
+	db := s.MigrateDB()
+	if n, err := migrate.Pending(ctx, db, ms); err != nil || n != 0 {
+		t.Fatalf("Pending after Open = %d, %v; want 0", n, err)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		v, err := migrate.Down(ctx, db, ms)
+		if err != nil || v != ms[i].Version {
+			t.Fatalf("Down = %d, %v; want %d", v, err, ms[i].Version)
+		}
+	}
+	if v, err := migrate.Down(ctx, db, ms); err != nil || v != 0 {
+		t.Fatalf("Down with nothing applied = %d, %v; want 0", v, err)
+	}
+	if _, err := s.JobGet(ctx, "j1"); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("JobGet with no schema = %v, want an error other than ErrNotFound", err)
+	}
+	st, err := migrate.Status(ctx, db, ms)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	for _, m := range st {
+		if m.Applied {
+			t.Errorf("migration %d applied after Down", m.Version)
+		}
+	}
+	done, err := migrate.Up(ctx, db, ms)
+	if err != nil || len(done) != len(ms) {
+		t.Fatalf("Up = %v, %v; want all %d", done, err, len(ms))
+	}
+	// The store works on the schema it got back, even inside a transaction
+	// (whose statements OpenNoMigrate never prepared).
+	err = s.InTx(ctx, func(q store.Querier) error {
+		j := storetest.NewJob("j1", storetest.Epoch())
+		if err := q.JobInsert(ctx, j); err != nil {
+			return err
+		}
+		return q.TaskInsert(ctx, storetest.NewTasks(j, 200))
+	})
+	if err != nil {
+		t.Fatalf("InTx after Up: %v", err)
+	}
+	if _, err := s.JobGet(ctx, "j1"); err != nil {
+		t.Errorf("JobGet after Up: %v", err)
+	}
+}
+
+// TestClaimUsesPartialIndex checks that the claim walks tasks_claim in order:
+// no full scan, no sort in a temporary b-tree, whatever the backlog.
+func TestClaimUsesPartialIndex(t *testing.T) {
+	t.Parallel()
+	s := newStore(t).(*Store)
+	ctx := t.Context()
+	for i := range 20 {
+		j := storetest.NewJob(fmt.Sprintf("j%d", i), storetest.Epoch())
+		if err := s.TaskInsert(ctx, storetest.NewTasks(j, 50)); err != nil {
+			t.Fatalf("TaskInsert: %v", err)
+		}
+	}
+	inner := taskClaimSQL[strings.Index(taskClaimSQL, "SELECT rowid"):strings.LastIndex(taskClaimSQL, ")")]
+	for name, query := range map[string]string{"claim": taskClaimSQL, "inner select": inner} {
+		plan := queryPlan(t, s, query, "w", 1, `["chunk"]`, `["tanimoto"]`, 10)
+		if !strings.Contains(plan, "USING COVERING INDEX tasks_claim") && !strings.Contains(plan, "USING INDEX tasks_claim") {
+			t.Errorf("%s plan does not use tasks_claim:\n%s", name, plan)
+		}
+		if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "SCAN tasks\n") {
+			t.Errorf("%s plan sorts or scans the table:\n%s", name, plan)
+		}
+	}
+	// The other hot queries use their indexes too.
+	for _, c := range []struct {
+		query string
+		args  []any
+		index string
+	}{
+		{taskListExpiredSQL, []any{1, 10}, "tasks_lease_expiry"},
+		{taskResultsSQL, []any{"j1"}, "tasks_job_kind_state"},
+		{jobTaskCountsSQL, []any{"j1"}, "tasks_job_kind_state"},
+		{taskListSQLs[0], []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
+		{taskListSQLs[1], []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},
+		{taskCancelJobSQL, []any{1, "j1", ""}, "tasks_job_kind"},
+		{taskUpstreamDoneSQL, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
+		{taskGetSQL, []any{"t"}, "sqlite_autoindex_tasks_1"},
+		{taskUpdateSQL, make([]any, 13), "sqlite_autoindex_tasks_1"},
+		{jobListSQLs[0][0], []any{10}, "jobs_created"},
+		{jobListSQLs[0][1], []any{1, "j", 10}, "jobs_created"},
+		{jobListSQLs[1][0], []any{"pending", 10}, "jobs_status_created"},
+		{jobListSQLs[1][1], []any{"pending", 1, "j", 10}, "jobs_status_created"},
+		{jobByKeySQL, []any{"k"}, "jobs_idempotency_key"},
+		{jobMarkRunningSQL, []any{1, `["j1"]`}, "sqlite_autoindex_jobs_1"},
+		{jobUpdateSQL, make([]any, 8), "sqlite_autoindex_jobs_1"},
+	} {
+		plan := queryPlan(t, s, c.query, c.args...)
+		if !strings.Contains(plan, c.index) || strings.Contains(plan, "TEMP B-TREE") {
+			t.Errorf("plan of %q does not use %s without sorting:\n%s", c.query, c.index, plan)
+		}
+	}
+}
+
+func queryPlan(t *testing.T, s *Store, query string, args ...any) string {
+	t.Helper()
+	rows, err := s.writer.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatalf("EXPLAIN QUERY PLAN %s: %v", query, err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatalf("read plan: %v", err)
+		}
+		b.WriteString(detail + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("read plan: %v", err)
+	}
+	return b.String()
+}
+
+// TestBusyIsUnavailable checks that a write lock held by another process
+// (here, another connection) for longer than busy_timeout is ErrUnavailable.
+func TestBusyIsUnavailable(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "scimesh.db")
+	s := openStore(t, path)
+	other := openStore(t, path)
+	ctx := t.Context()
+	locked, release := make(chan struct{}), make(chan struct{})
+	errc := make(chan error, 1)
+	go func() {
+		errc <- other.InTx(ctx, func(q store.Querier) error {
+			close(locked)
+			<-release
+			return nil
+		})
+	}()
+	<-locked
+	if _, err := s.writer.ExecContext(ctx, "PRAGMA busy_timeout = 50"); err != nil {
+		t.Fatalf("set busy_timeout: %v", err)
+	}
+	err := s.JobInsert(ctx, storetest.NewJob("j1", storetest.Epoch()))
+	close(release)
+	if err := <-errc; err != nil {
+		t.Errorf("InTx holding the lock: %v", err)
+	}
+	if !errors.Is(err, store.ErrUnavailable) {
+		t.Errorf("JobInsert while another connection holds the write lock = %v, want ErrUnavailable", err)
+	}
+}
+
+// TestLargeInsert inserts a large job in one transaction: the batched insert
+// keeps it to seconds, not minutes.
+func TestLargeInsert(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow")
+	}
+	t.Parallel()
+	s := newStore(t)
+	j := storetest.NewJob("big", storetest.Epoch())
+	const n = 100_000
+	tasks := storetest.NewTasks(j, n)
+	start := time.Now()
+	err := s.InTx(t.Context(), func(q store.Querier) error {
+		if err := q.JobInsert(t.Context(), j); err != nil {
+			return err
+		}
+		return q.TaskInsert(t.Context(), tasks)
+	})
+	if err != nil {
+		t.Fatalf("insert %d tasks: %v", n, err)
+	}
+	t.Logf("inserted %d tasks in %s", n+1, time.Since(start))
+	counts, err := s.JobTaskCounts(t.Context(), "big")
+	if err != nil || counts.Pending != n {
+		t.Errorf("JobTaskCounts = %+v, %v; want %d pending", counts, err, n)
+	}
+	got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 3, Now: storetest.Epoch()})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("TaskClaim = %d tasks, %v", len(got), err)
+	}
+}

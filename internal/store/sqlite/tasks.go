@@ -1,0 +1,335 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+const (
+	taskCols = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
+	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
+	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version`
+	taskNumCols = 26
+
+	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
+	// as full batches, then batches of taskSmallBatch, then single rows, so
+	// three prepared statements serve any n.
+	taskBatch      = 128
+	taskSmallBatch = 16
+)
+
+var (
+	taskGetSQL    = `SELECT ` + taskCols + ` FROM tasks WHERE id = ?`
+	taskExistsSQL = `SELECT 1 FROM tasks WHERE id = ?`
+)
+
+const (
+	taskUpdateSQL = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
+	result = ?, metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, version = version + 1
+	WHERE id = ? AND version = ?`
+	taskListExpiredSQL = `SELECT ` + taskCols + ` FROM tasks
+	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
+	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, version = version + 1
+	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
+	// In SET, every column reference is to the row before the update.
+	taskUpstreamDoneSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
+	state = CASE WHEN state = 'waiting' AND pending_upstreams - ?1 <= 0 THEN 'pending' ELSE state END,
+	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskCols
+	taskResultsSQL = `SELECT chunk_index, result FROM tasks
+	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY chunk_index`
+
+	// taskClaimSQL is the claim in one statement. The inner SELECT walks the
+	// partial index tasks_claim in claim order (state = 'pending' must stay a
+	// literal for SQLite to use a partial index) and filters on the index's
+	// trailing columns; kinds (?3) and workloads (?4, NULL for any) are JSON
+	// arrays so one prepared statement serves every claim.
+	taskClaimSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	lease_expires_at = ?2 + lease_seconds * 1000000, updated_at = ?2, version = version + 1
+	WHERE rowid IN (
+		SELECT rowid FROM tasks INDEXED BY tasks_claim
+		WHERE state = 'pending' AND (run_after IS NULL OR run_after <= ?2)
+		AND kind IN (SELECT value FROM json_each(?3))
+		AND (?4 IS NULL OR workload IN (SELECT value FROM json_each(?4)))
+		ORDER BY priority DESC, job_created_at, job_id, chunk_index
+		LIMIT ?5)
+	RETURNING ` + taskCols
+)
+
+// taskInsertSQLs are the INSERTs of 1, taskSmallBatch and taskBatch rows.
+var taskInsertSQLs = map[int]string{1: taskInsertSQL(1), taskSmallBatch: taskInsertSQL(taskSmallBatch), taskBatch: taskInsertSQL(taskBatch)}
+
+// taskListSQLs are TaskList's queries, without and with a state.
+var taskListSQLs = [2]string{taskListSQL(false), taskListSQL(true)}
+
+// taskInsertSQL is the INSERT of n rows.
+func taskInsertSQL(n int) string {
+	row := "(" + placeholders(taskNumCols) + ")"
+	return `INSERT INTO tasks (` + taskCols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+}
+
+// taskListSQL is TaskList's query, with or without a state.
+func taskListSQL(state bool) string {
+	q := `SELECT ` + taskCols + ` FROM tasks WHERE job_id = ? AND kind = ? AND chunk_index > ?`
+	if state {
+		q += ` AND state = ?`
+	}
+	return q + ` ORDER BY chunk_index LIMIT ?`
+}
+
+// TaskInsert inserts tasks, all or none, each with version Version+1, and
+// sets their Version to it. A taken ID is store.ErrDuplicate.
+func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
+	if len(tasks) == 0 {
+		return nil
+	}
+	if _, ok := taskInsertSQLs[len(tasks)]; ok {
+		// One statement: all or none by itself.
+		if err := q.insertTaskRows(ctx, tasks, make([]any, 0, len(tasks)*taskNumCols)); err != nil {
+			return fmt.Errorf("sqlite: insert %d tasks: %w", len(tasks), err)
+		}
+	} else if err := q.atomically(ctx, "task_insert", func(q *querier) error {
+		return q.insertTasks(ctx, tasks)
+	}); err != nil {
+		return fmt.Errorf("sqlite: insert %d tasks: %w", len(tasks), err)
+	}
+	for _, t := range tasks {
+		t.Version++
+	}
+	return nil
+}
+
+// insertTasks inserts tasks in batches.
+func (q *querier) insertTasks(ctx context.Context, tasks []*domain.Task) error {
+	args := make([]any, 0, min(len(tasks), taskBatch)*taskNumCols)
+	for len(tasks) > 0 {
+		n := 1
+		switch {
+		case len(tasks) >= taskBatch:
+			n = taskBatch
+		case len(tasks) >= taskSmallBatch:
+			n = taskSmallBatch
+		}
+		if err := q.insertTaskRows(ctx, tasks[:n], args[:0]); err != nil {
+			return err
+		}
+		tasks = tasks[n:]
+	}
+	return nil
+}
+
+// insertTaskRows inserts tasks in one statement, building its arguments in args.
+func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args []any) error {
+	for _, t := range tasks {
+		args = append(args, t.ID, t.JobID, string(t.Kind), t.Workload, t.ChunkIndex, string(t.State), t.Attempt,
+			t.MaxAttempts, t.LeaseSeconds, t.LeaseOwner, timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), t.Priority,
+			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, blobArg(t.Result), textArg(t.Metrics),
+			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
+			timeArg(t.FinishedAt), t.Version+1)
+	}
+	_, err := q.exec(ctx, taskInsertSQLs[len(tasks)], args...)
+	return err
+}
+
+// atomically runs fn in a transaction of its own outside one, and in a
+// savepoint named name inside one, so that its statements apply all or none.
+func (q *querier) atomically(ctx context.Context, name string, fn func(q *querier) error) error {
+	if q.tx == nil {
+		tx, err := q.stmts.writer.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", mapErr(err))
+		}
+		if err := fn(&querier{stmts: q.stmts, tx: tx}); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", mapErr(err))
+		}
+		return nil
+	}
+	if _, err := q.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("savepoint: %w", mapErr(err))
+	}
+	if err := fn(q); err != nil {
+		_, rerr := q.tx.ExecContext(ctx, "ROLLBACK TO "+name+"; RELEASE "+name)
+		if rerr != nil {
+			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", mapErr(rerr)))
+		}
+		return err
+	}
+	if _, err := q.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
+		return fmt.Errorf("release savepoint: %w", mapErr(err))
+	}
+	return nil
+}
+
+// TaskGet returns the task with id, or store.ErrNotFound.
+func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) {
+	var t *domain.Task
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { t, err = scanTask(r); return err }, taskGetSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get task %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TaskList returns a job's tasks of one kind by ChunkIndex ascending. An
+// AfterIndex below 0 lists from the start; a Limit of 0 or less means no limit.
+func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*domain.Task, error) {
+	after := int64(p.AfterIndex)
+	if after < 0 {
+		after = math.MinInt64
+	}
+	args := []any{p.JobID, string(p.Kind), after}
+	if p.State != "" {
+		args = append(args, string(p.State))
+	}
+	args = append(args, limitArg(p.Limit))
+	out, err := q.tasks(ctx, false, taskListSQLs[boolArg(p.State != "")], args...)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list %s tasks of job %s: %w", p.Kind, p.JobID, err)
+	}
+	return out, nil
+}
+
+// TaskUpdate writes t's mutable fields where the stored version equals
+// t.Version, and bumps t.Version; otherwise store.ErrStale, or
+// store.ErrNotFound when the task is gone.
+func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
+	res, err := q.exec(ctx, taskUpdateSQL, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
+		timeArg(t.RunAfter), blobArg(t.Result), textArg(t.Metrics), t.Error, t.PendingUpstreams,
+		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.ID, t.Version)
+	if err == nil {
+		err = q.checkGuarded(ctx, res, taskExistsSQL, t.ID)
+	}
+	if err != nil {
+		return fmt.Errorf("sqlite: update task %s at version %d: %w", t.ID, t.Version, err)
+	}
+	t.Version++
+	return nil
+}
+
+// TaskClaim leases up to p.Max claimable tasks in one statement. No Kinds, or
+// a Max of 0 or less, claims nothing.
+func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
+	if p.Max <= 0 || len(p.Kinds) == 0 {
+		return nil, nil
+	}
+	kinds := make([]string, len(p.Kinds))
+	for i, k := range p.Kinds {
+		kinds[i] = string(k)
+	}
+	var workloads any
+	if len(p.Workloads) > 0 {
+		workloads = jsonArray(p.Workloads)
+	}
+	out, err := q.tasks(ctx, true, taskClaimSQL, p.Owner, p.Now.UnixMicro(), jsonArray(kinds), workloads, p.Max)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim tasks for %s: %w", p.Owner, err)
+	}
+	return out, nil
+}
+
+// TaskListExpired returns up to limit leased tasks whose lease expired at
+// or before now, oldest expiry first.
+func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
+	out, err := q.tasks(ctx, false, taskListExpiredSQL, now.UnixMicro(), limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list expired leases: %w", err)
+	}
+	return out, nil
+}
+
+// TaskCancelJob moves every task of the job that is waiting, pending or
+// leased, except the one with ID except, to cancelled at now, and returns how
+// many it moved. Lease fields are left as they were.
+func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
+	res, err := q.exec(ctx, taskCancelJobSQL, timeArg(now), jobID, except)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", jobID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", jobID, mapErr(err))
+	}
+	return int(n), nil
+}
+
+// TaskUpstreamDone records that n upstreams of task id completed and
+// returns the task as written; a waiting task left with no pending upstreams
+// becomes pending.
+func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
+	var t *domain.Task
+	err := q.queryRow(ctx, true, func(r scanner) (err error) { t, err = scanTask(r); return err },
+		taskUpstreamDoneSQL, n, timeArg(now), id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: record %d upstreams done for task %s: %w", n, id, err)
+	}
+	return t, nil
+}
+
+// TaskResults returns the results of a job's completed chunk tasks by
+// ChunkIndex ascending.
+func (q *querier) TaskResults(ctx context.Context, jobID string) ([]store.ChunkResult, error) {
+	var out []store.ChunkResult
+	err := q.query(ctx, false, func(r scanner) error {
+		var c store.ChunkResult
+		err := r.Scan(&c.ChunkIndex, &c.Result)
+		out = append(out, c)
+		return err
+	}, taskResultsSQL, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: read results of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// tasks runs a query returning task rows.
+func (q *querier) tasks(ctx context.Context, write bool, query string, args ...any) ([]*domain.Task, error) {
+	var out []*domain.Task
+	err := q.query(ctx, write, func(r scanner) error {
+		t, err := scanTask(r)
+		out = append(out, t)
+		return err
+	}, query, args...)
+	return out, err
+}
+
+func scanTask(r scanner) (*domain.Task, error) {
+	var (
+		t                             domain.Task
+		kind, state                   string
+		metrics                       []byte
+		expires, runAfter, jobCreated sql.NullInt64
+		created, updated, finished    sql.NullInt64
+	)
+	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
+		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
+		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
+		&finished, &t.Version)
+	if err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, err
+		}
+		return nil, fmt.Errorf("read task row: %w", err)
+	}
+	t.Kind, t.State, t.Metrics = domain.TaskKind(kind), domain.TaskState(state), metrics
+	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeCol(expires), timeCol(runAfter), timeCol(jobCreated)
+	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
+	return &t, nil
+}
+
+// jsonArray encodes strings as a JSON array, for json_each.
+func jsonArray(ss []string) string {
+	b, _ := json.Marshal(ss) // strings always encode
+	return string(b)
+}

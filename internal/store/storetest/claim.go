@@ -1,0 +1,271 @@
+package storetest
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// claimable returns a pending chunk task that can be claimed from Epoch on.
+func claimable(id, jobID string, priority int, jobCreated time.Time, index int) *domain.Task {
+	return &domain.Task{
+		ID:           id,
+		JobID:        jobID,
+		Kind:         domain.KindChunk,
+		Workload:     "tanimoto",
+		ChunkIndex:   index,
+		State:        domain.TaskPending,
+		MaxAttempts:  3,
+		LeaseSeconds: 60,
+		RunAfter:     Epoch().Add(-time.Minute),
+		Priority:     priority,
+		JobCreatedAt: jobCreated,
+		InputURI:     "blob:" + id,
+		InputSHA256:  "sha",
+		CreatedAt:    Epoch().Add(-time.Minute),
+		UpdatedAt:    Epoch().Add(-time.Minute),
+	}
+}
+
+func claim(t *testing.T, q store.Querier, p store.TaskClaimParams) []*domain.Task {
+	t.Helper()
+	got, err := q.TaskClaim(t.Context(), &p)
+	if err != nil {
+		t.Fatalf("TaskClaim(%+v): %v", p, err)
+	}
+	return got
+}
+
+func sortedIDs(tasks []*domain.Task) []string {
+	ids := taskIDs(tasks)
+	sort.Strings(ids)
+	return ids
+}
+
+var chunkKinds = []domain.TaskKind{domain.KindChunk}
+
+func exerciseClaim(t *testing.T, newStore newFunc) {
+	t.Run("Order", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		insertTasks(t, s,
+			claimable("A", "j9", 5, at.Add(10*time.Second), 3),
+			claimable("B", "j9", 5, at.Add(10*time.Second), 1),
+			claimable("C", "jz", 5, at, 0),
+			claimable("D", "ja", 5, at, 7),
+			claimable("E", "jq", 9, at.Add(time.Hour), 0),
+			claimable("F", "jb", -3, at.Add(-time.Hour), 0),
+		)
+		// Priority descending, then JobCreatedAt, JobID, ChunkIndex ascending.
+		var got []string
+		for range 7 {
+			c := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 1, Now: at})
+			if len(c) > 1 {
+				t.Fatalf("TaskClaim with Max 1 returned %d tasks", len(c))
+			}
+			got = append(got, taskIDs(c)...)
+		}
+		checkIDs(t, "claim order", got, []string{"E", "D", "C", "B", "A", "F"})
+	})
+
+	t.Run("MaxTakesTheFirstInOrder", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		for i := range 10 {
+			insertTasks(t, s, claimable(fmt.Sprintf("t%d", i), "j", 0, at, 9-i))
+		}
+		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 4, Now: at})
+		checkIDs(t, "first claim of 4", sortedIDs(got), []string{"t6", "t7", "t8", "t9"})
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 100, Now: at})
+		checkIDs(t, "second claim", sortedIDs(got), []string{"t0", "t1", "t2", "t3", "t4", "t5"})
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 100, Now: at})
+		if len(got) != 0 {
+			t.Errorf("claim of an empty queue returned %q", taskIDs(got))
+		}
+	})
+
+	t.Run("RunAfter", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		now := Epoch()
+		due, later := claimable("due", "j", 0, now, 0), claimable("later", "j", 5, now, 1)
+		due.RunAfter = now // RunAfter <= Now is claimable
+		later.RunAfter = now.Add(time.Microsecond)
+		insertTasks(t, s, due, later)
+		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: now})
+		checkIDs(t, "claim at now", taskIDs(got), []string{"due"})
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: now.Add(time.Second)})
+		checkIDs(t, "claim a second later", taskIDs(got), []string{"later"})
+	})
+
+	t.Run("Kinds", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id string, k domain.TaskKind) *domain.Task {
+			tk := claimable(id, "j", 0, Epoch(), 0)
+			tk.Kind = k
+			return tk
+		}
+		insertTasks(t, s, mk("chunk", domain.KindChunk), mk("stitch", domain.KindStitch), mk("tree", domain.KindTree))
+		got := claim(t, s, store.TaskClaimParams{Owner: "c", Kinds: []domain.TaskKind{domain.KindStitch}, Max: 10, Now: Epoch()})
+		checkIDs(t, "stitch claim", taskIDs(got), []string{"stitch"})
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindTree, domain.KindChunk}, Max: 10, Now: Epoch()})
+		checkIDs(t, "chunk and tree claim", sortedIDs(got), []string{"chunk", "tree"})
+	})
+
+	t.Run("Workloads", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id, w string) *domain.Task {
+			tk := claimable(id, "j", 0, Epoch(), 0)
+			tk.Workload = w
+			return tk
+		}
+		insertTasks(t, s, mk("a1", "a"), mk("b1", "b"), mk("c1", "c"), mk("a2", "a"))
+		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Workloads: []string{"c", "a"}, Max: 10, Now: Epoch()})
+		checkIDs(t, "claim of a and c", sortedIDs(got), []string{"a1", "a2", "c1"})
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Workloads: []string{"zzz"}, Max: 10, Now: Epoch()})
+		checkIDs(t, "claim of an unknown workload", taskIDs(got), nil)
+		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})
+		checkIDs(t, "claim of any workload", taskIDs(got), []string{"b1"})
+	})
+
+	t.Run("LeasesWhatItReturns", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		short, long := claimable("short", "j", 0, Epoch(), 0), claimable("long", "j", 0, Epoch(), 1)
+		short.LeaseSeconds, long.LeaseSeconds = 30, 300
+		long.Attempt, long.Error = 2, "attempt 2 timed out"
+		insertTasks(t, s, short, long)
+		before := map[string]*domain.Task{"short": getTask(t, s, "short"), "long": getTask(t, s, "long")}
+		now := Epoch().Add(123 * time.Microsecond)
+		got := claim(t, s, store.TaskClaimParams{Owner: "worker-9", Kinds: chunkKinds, Max: 5, Now: now})
+		checkIDs(t, "claim", sortedIDs(got), []string{"long", "short"})
+		for _, tk := range got {
+			b := before[tk.ID]
+			if b == nil {
+				continue
+			}
+			want := cloneTask(b)
+			want.State = domain.TaskLeased
+			want.LeaseOwner = "worker-9"
+			want.Attempt = b.Attempt + 1
+			want.LeaseExpiresAt = now.Add(time.Duration(b.LeaseSeconds) * time.Second)
+			want.UpdatedAt = now
+			want.Version = b.Version + 1
+			checkTask(t, "claimed task as returned", tk, want)
+			checkTask(t, "claimed task as stored", getTask(t, s, tk.ID), want)
+		}
+	})
+
+	t.Run("OnlyPendingTasks", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		var tasks []*domain.Task
+		for i, st := range []domain.TaskState{domain.TaskWaiting, domain.TaskLeased, domain.TaskCompleted, domain.TaskFailed, domain.TaskCancelled} {
+			tk := claimable(string(st), "j", 0, Epoch(), i)
+			tk.State = st
+			if st == domain.TaskLeased { // even with its lease long expired
+				tk.LeaseOwner, tk.LeaseExpiresAt, tk.Attempt = "old", Epoch().Add(-time.Hour), 1
+			}
+			tasks = append(tasks, tk)
+		}
+		insertTasks(t, s, tasks...)
+		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk, domain.KindStitch, domain.KindTree}, Max: 10, Now: Epoch()})
+		checkIDs(t, "claim of no pending task", taskIDs(got), nil)
+		// A claimed task is leased: a second claim does not take it again.
+		insertTasks(t, s, claimable("p", "j", 0, Epoch(), 9))
+		checkIDs(t, "first claim", taskIDs(claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})), []string{"p"})
+		checkIDs(t, "second claim", taskIDs(claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})), nil)
+	})
+
+	t.Run("Concurrent", func(t *testing.T) {
+		t.Parallel()
+		exerciseConcurrentClaim(t, newStore)
+	})
+}
+
+// exerciseConcurrentClaim has 16 claimers drain 500 tasks and checks that
+// every task was handed out exactly once.
+func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
+	const (
+		jobs     = 5
+		perJob   = 100
+		claimers = 16
+	)
+	s := newStore(t)
+	for j := range jobs {
+		job := NewJob(fmt.Sprintf("j%d", j), Epoch().Add(time.Duration(j)*time.Second))
+		job.Priority = j % 2
+		insertTasks(t, s, NewTasks(job, perJob)[1:]...)
+	}
+	now := Epoch().Add(time.Minute)
+	var (
+		mu      sync.Mutex
+		owner   = map[string]string{}
+		dupes   []string
+		errs    []error
+		wg      sync.WaitGroup
+		retries int
+	)
+	for c := range claimers {
+		wg.Go(func() {
+			me := fmt.Sprintf("w%02d", c)
+			for empty := 0; empty < 2; {
+				got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: me, Kinds: chunkKinds, Max: 1 + c%8, Now: now})
+				mu.Lock()
+				switch {
+				case errors.Is(err, store.ErrStale) && retries < 1000:
+					retries++ // a lost race may be reported; the caller reruns
+				case err != nil:
+					errs = append(errs, err)
+					empty = 2
+				case len(got) == 0:
+					empty++
+				}
+				for _, tk := range got {
+					if prev, ok := owner[tk.ID]; ok {
+						dupes = append(dupes, fmt.Sprintf("%s to %s and %s", tk.ID, prev, me))
+					}
+					owner[tk.ID] = me
+					if tk.LeaseOwner != me || tk.State != domain.TaskLeased || tk.Attempt != 1 {
+						errs = append(errs, fmt.Errorf("task %s claimed by %s came back owned by %q, %s, attempt %d", tk.ID, me, tk.LeaseOwner, tk.State, tk.Attempt))
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(dupes) > 0 {
+		t.Fatalf("%d tasks were claimed twice: %q", len(dupes), dupes)
+	}
+	if len(owner) != jobs*perJob {
+		t.Fatalf("claimers took %d tasks, want %d", len(owner), jobs*perJob)
+	}
+	for j := range jobs {
+		counts, err := s.JobTaskCounts(t.Context(), fmt.Sprintf("j%d", j))
+		if err != nil {
+			t.Fatalf("JobTaskCounts: %v", err)
+		}
+		if counts.Leased != perJob || counts.Total != perJob {
+			t.Errorf("job j%d counts %+v after the claims, want all %d leased", j, counts, perJob)
+		}
+	}
+	for id, me := range owner {
+		if got := getTask(t, s, id); got.LeaseOwner != me || got.Attempt != 1 {
+			t.Errorf("task %s is stored as owned by %q attempt %d; claim returned it to %s", id, got.LeaseOwner, got.Attempt, me)
+		}
+	}
+}

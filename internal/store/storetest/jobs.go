@@ -1,0 +1,368 @@
+package storetest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// fullJob returns a job with every field set to a value unlike its zero, so a
+// column dropped on the way in or out shows in a round trip.
+func fullJob(id string) *domain.Job {
+	at := Epoch()
+	return &domain.Job{
+		ID:             id,
+		Name:           "full job é",
+		Workload:       "tanimoto.v2",
+		Parameters:     json.RawMessage(`{"b": [1, 2],   "a":"x\u00e9",` + "\n" + `"z": null}`),
+		ChunkRows:      12345,
+		HasHeader:      true,
+		TopK:           77,
+		ScoreColumn:    "similarity",
+		Order:          domain.Asc,
+		MaxAttempts:    5,
+		LeaseSeconds:   90,
+		Priority:       -7,
+		Status:         domain.JobRunning,
+		Error:          "task 0:x.000003 failed: boom",
+		RootTaskID:     StitchTaskID(id),
+		ChunkCount:     42,
+		IdempotencyKey: "idem-" + id,
+		RequestHash:    strings.Repeat("ab", 32),
+		Result:         []byte("id,score\n1,0.5\n\x00\xff\n"),
+		ResultSHA256:   strings.Repeat("cd", 32),
+		CreatedAt:      at,
+		UpdatedAt:      at.Add(1500 * time.Microsecond),
+		FinishedAt:     at.Add(time.Hour + time.Microsecond),
+	}
+}
+
+func exerciseJobs(t *testing.T, newStore newFunc) {
+	t.Run("JobInsert", func(t *testing.T) {
+		t.Parallel()
+
+		t.Run("RoundTripsEveryField", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := fullJob("j1")
+			want := cloneJob(j)
+			insertJobs(t, s, j)
+			// Pinned: an insert is a write, so it stores Version+1 and
+			// reflects it in the struct, like every other write.
+			want.Version = 1
+			if j.Version != 1 {
+				t.Errorf("after JobInsert j.Version = %d, want 1", j.Version)
+			}
+			checkJob(t, "JobGet", getJob(t, s, "j1"), want)
+			byKey, err := s.JobGetByIdempotencyKey(t.Context(), "idem-j1")
+			if err != nil {
+				t.Fatalf("JobGetByIdempotencyKey: %v", err)
+			}
+			checkJob(t, "JobGetByIdempotencyKey", byKey, want)
+		})
+
+		t.Run("ZeroFieldsRoundTrip", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := &domain.Job{ID: "z", Parameters: json.RawMessage(`{}`), Status: domain.JobPending, CreatedAt: Epoch(), UpdatedAt: Epoch()}
+			want := cloneJob(j)
+			insertJobs(t, s, j)
+			want.Version = 1
+			checkJob(t, "JobGet", getJob(t, s, "z"), want)
+		})
+
+		t.Run("NilParametersBecomeEmptyObject", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := NewJob("j1", Epoch())
+			j.Parameters = nil
+			insertJobs(t, s, j)
+			if got := getJob(t, s, "j1").Parameters; string(got) != "{}" {
+				t.Errorf("Parameters = %q, want {}", got)
+			}
+		})
+
+		t.Run("TimesComeBackUTCMicroseconds", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			zone := time.FixedZone("UTC+5", 5*3600)
+			at := time.Date(2024, 2, 29, 23, 59, 59, 123456789, zone)
+			j := NewJob("j1", at)
+			j.UpdatedAt = at.Add(time.Nanosecond * 999)
+			insertJobs(t, s, j)
+			got := getJob(t, s, "j1")
+			for _, c := range []struct {
+				name      string
+				got, want time.Time
+			}{
+				{"CreatedAt", got.CreatedAt, at.Truncate(time.Microsecond)},
+				{"UpdatedAt", got.UpdatedAt, at.Add(999 * time.Nanosecond).Truncate(time.Microsecond)},
+			} {
+				if !c.got.Equal(c.want) || c.got.Location() != time.UTC {
+					t.Errorf("%s = %s, want %s in UTC", c.name, fmtTime(c.got), fmtTime(c.want))
+				}
+			}
+			if !got.FinishedAt.IsZero() {
+				t.Errorf("FinishedAt = %s, want zero", fmtTime(got.FinishedAt))
+			}
+		})
+
+		t.Run("DuplicateID", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			insertJobs(t, s, NewJob("j1", Epoch()))
+			again := NewJob("j1", Epoch().Add(time.Second))
+			again.Name = "second"
+			checkErr(t, "JobInsert of a taken ID", s.JobInsert(t.Context(), again), store.ErrDuplicate)
+			if got := getJob(t, s, "j1"); got.Name != "job j1" {
+				t.Errorf("the first job was overwritten: Name = %q", got.Name)
+			}
+		})
+
+		t.Run("DuplicateIdempotencyKey", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			a := NewJob("a", Epoch())
+			a.IdempotencyKey = "key-1"
+			insertJobs(t, s, a)
+			b := NewJob("b", Epoch())
+			b.IdempotencyKey = "key-1"
+			checkErr(t, "JobInsert of a taken idempotency key", s.JobInsert(t.Context(), b), store.ErrDuplicate)
+			_, err := s.JobGet(t.Context(), "b")
+			checkErr(t, "JobGet of the refused job", err, store.ErrNotFound)
+		})
+
+		// Pinned: an empty IdempotencyKey means "none", so any number of
+		// jobs may have one, and no job is found by the empty key.
+		t.Run("EmptyIdempotencyKeysDoNotCollide", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			insertJobs(t, s, NewJob("a", Epoch()), NewJob("b", Epoch()), NewJob("c", Epoch()))
+			_, err := s.JobGetByIdempotencyKey(t.Context(), "")
+			checkErr(t, "JobGetByIdempotencyKey(\"\")", err, store.ErrNotFound)
+		})
+	})
+
+	t.Run("JobGet", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		insertJobs(t, s, NewJob("j1", Epoch()))
+		_, err := s.JobGet(t.Context(), "missing")
+		checkErr(t, "JobGet(missing)", err, store.ErrNotFound)
+		_, err = s.JobGetByIdempotencyKey(t.Context(), "missing")
+		checkErr(t, "JobGetByIdempotencyKey(missing)", err, store.ErrNotFound)
+	})
+
+	t.Run("JobUpdate", func(t *testing.T) {
+		t.Parallel()
+
+		t.Run("WritesMutableFieldsAndBumpsVersion", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			insertJobs(t, s, NewJob("j1", Epoch()))
+			j := getJob(t, s, "j1")
+			orig := cloneJob(j)
+			now := Epoch().Add(time.Minute)
+			j.Status = domain.JobCompleted
+			j.Error = "why"
+			j.Result = []byte("id,score\n7,0.9\n")
+			j.ResultSHA256 = strings.Repeat("ee", 32)
+			j.UpdatedAt = now
+			j.FinishedAt = now
+			j.Name = "renamed" // not a mutable field: must not be written
+			if err := s.JobUpdate(t.Context(), j); err != nil {
+				t.Fatalf("JobUpdate: %v", err)
+			}
+			if j.Version != orig.Version+1 {
+				t.Errorf("j.Version = %d after JobUpdate, want %d", j.Version, orig.Version+1)
+			}
+			want := cloneJob(j)
+			want.Name = orig.Name
+			checkJob(t, "JobGet after JobUpdate", getJob(t, s, "j1"), want)
+
+			// Clearing fields writes NULLs that read back as zero values.
+			j = getJob(t, s, "j1")
+			j.Status = domain.JobRunning
+			j.Error, j.Result, j.ResultSHA256, j.FinishedAt = "", nil, "", time.Time{}
+			if err := s.JobUpdate(t.Context(), j); err != nil {
+				t.Fatalf("JobUpdate clearing fields: %v", err)
+			}
+			if j.Version != orig.Version+2 {
+				t.Errorf("j.Version = %d after the second JobUpdate, want %d", j.Version, orig.Version+2)
+			}
+			checkJob(t, "JobGet after clearing", getJob(t, s, "j1"), j)
+		})
+
+		t.Run("StaleVersion", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			insertJobs(t, s, NewJob("j1", Epoch()))
+			first, second := getJob(t, s, "j1"), getJob(t, s, "j1")
+			first.Status = domain.JobRunning
+			if err := s.JobUpdate(t.Context(), first); err != nil {
+				t.Fatalf("JobUpdate: %v", err)
+			}
+			stored := getJob(t, s, "j1")
+			for _, v := range []int64{second.Version, stored.Version + 1, 0} {
+				stale := cloneJob(second)
+				stale.Version = v
+				stale.Status = domain.JobCancelled
+				checkErr(t, "JobUpdate with a stale version", s.JobUpdate(t.Context(), stale), store.ErrStale)
+				if stale.Version != v {
+					t.Errorf("a refused JobUpdate changed the struct's version from %d to %d", v, stale.Version)
+				}
+				checkJob(t, "the row after a stale JobUpdate", getJob(t, s, "j1"), stored)
+			}
+		})
+
+		t.Run("Missing", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := NewJob("ghost", Epoch())
+			j.Version = 1
+			err := s.JobUpdate(t.Context(), j)
+			checkErr(t, "JobUpdate of a missing job", err, store.ErrNotFound)
+		})
+	})
+
+	t.Run("JobMarkRunning", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		mk := func(id string, st domain.JobStatus) *domain.Job {
+			j := NewJob(id, Epoch())
+			j.Status = st
+			return j
+		}
+		insertJobs(t, s, mk("p1", domain.JobPending), mk("p2", domain.JobPending), mk("p3", domain.JobPending),
+			mk("r", domain.JobRunning), mk("c", domain.JobCompleted), mk("f", domain.JobFailed), mk("x", domain.JobCancelled))
+		before := map[string]*domain.Job{}
+		for _, id := range []string{"p1", "p2", "p3", "r", "c", "f", "x"} {
+			before[id] = getJob(t, s, id)
+		}
+		if err := s.JobMarkRunning(ctx, nil, Epoch()); err != nil {
+			t.Fatalf("JobMarkRunning(no IDs): %v", err)
+		}
+		now := Epoch().Add(time.Second)
+		if err := s.JobMarkRunning(ctx, []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, now); err != nil {
+			t.Fatalf("JobMarkRunning: %v", err)
+		}
+		for id, b := range before {
+			want := cloneJob(b)
+			if id == "p1" || id == "p3" {
+				// Pinned: moving a job is a write, so it bumps the version.
+				want.Status, want.UpdatedAt, want.Version = domain.JobRunning, now, b.Version+1
+			}
+			checkJob(t, "after JobMarkRunning "+id, getJob(t, s, id), want)
+		}
+	})
+
+	t.Run("JobTaskCounts", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
+		insertJobs(t, s, j, other)
+		tasks := NewTasks(j, 8)
+		states := []domain.TaskState{domain.TaskPending, domain.TaskPending, domain.TaskLeased, domain.TaskCompleted,
+			domain.TaskCompleted, domain.TaskFailed, domain.TaskCancelled, domain.TaskWaiting}
+		for i, st := range states {
+			tasks[i+1].State = st
+		}
+		tasks[0].State = domain.TaskPending // the stitch task: not a chunk, not counted
+		insertTasks(t, s, tasks...)
+		insertTasks(t, s, NewTasks(other, 3)...)
+		got, err := s.JobTaskCounts(ctx, "j1")
+		if err != nil {
+			t.Fatalf("JobTaskCounts: %v", err)
+		}
+		want := domain.TaskCounts{Total: 8, Waiting: 1, Pending: 2, Leased: 1, Completed: 2, Failed: 1, Cancelled: 1}
+		if got != want {
+			t.Errorf("JobTaskCounts = %+v, want %+v", got, want)
+		}
+		// Pinned: a job without tasks (or no such job) counts zero, no error.
+		got, err = s.JobTaskCounts(ctx, "missing")
+		if err != nil || got != (domain.TaskCounts{}) {
+			t.Errorf("JobTaskCounts(missing) = %+v, %v; want zero counts, nil", got, err)
+		}
+	})
+}
+
+func exerciseJobList(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	at := Epoch()
+	mk := func(id string, created time.Time, st domain.JobStatus) *domain.Job {
+		j := NewJob(id, created)
+		j.Status = st
+		return j
+	}
+	// Newest first: created descending, then ID descending among equals.
+	jobs := []*domain.Job{
+		mk("a", at, domain.JobPending),
+		mk("b", at, domain.JobRunning),
+		mk("c", at.Add(time.Second), domain.JobPending),
+		mk("d", at.Add(2*time.Second), domain.JobCompleted),
+		mk("e", at.Add(-time.Second), domain.JobPending),
+		mk("f", at.Add(time.Microsecond), domain.JobPending),
+	}
+	insertJobs(t, s, jobs...)
+	all := []string{"d", "c", "f", "b", "a", "e"}
+
+	list := func(p *store.JobListParams) []*domain.Job {
+		t.Helper()
+		got, err := s.JobList(t.Context(), p)
+		if err != nil {
+			t.Fatalf("JobList(%+v): %v", p, err)
+		}
+		return got
+	}
+	cursor := func(j *domain.Job) *store.JobCursor { return &store.JobCursor{CreatedAt: j.CreatedAt, ID: j.ID} }
+
+	t.Run("Order", func(t *testing.T) {
+		got := list(&store.JobListParams{Limit: 100})
+		checkIDs(t, "JobList", jobIDs(got), all)
+		if len(got) > 0 {
+			want := cloneJob(jobs[3])
+			checkJob(t, "JobList's first job", got[0], want)
+		}
+	})
+
+	t.Run("Paging", func(t *testing.T) {
+		var seen []string
+		var after *store.JobCursor
+		for page := 0; page < 10; page++ {
+			got := list(&store.JobListParams{Limit: 2, After: after})
+			if len(got) > 2 {
+				t.Fatalf("page %d has %d jobs, limit 2", page, len(got))
+			}
+			if len(got) == 0 {
+				break
+			}
+			seen = append(seen, jobIDs(got)...)
+			after = cursor(got[len(got)-1])
+		}
+		checkIDs(t, "paged JobList", seen, all)
+	})
+
+	t.Run("CursorOnTie", func(t *testing.T) {
+		// "b" and "a" share CreatedAt: after "b" comes "a", then "e".
+		got := list(&store.JobListParams{Limit: 100, After: &store.JobCursor{CreatedAt: at, ID: "b"}})
+		checkIDs(t, "JobList after b", jobIDs(got), []string{"a", "e"})
+		// A cursor need not name an existing job.
+		got = list(&store.JobListParams{Limit: 100, After: &store.JobCursor{CreatedAt: at, ID: "ab"}})
+		checkIDs(t, "JobList after (at, ab)", jobIDs(got), []string{"a", "e"})
+	})
+
+	t.Run("StatusFilter", func(t *testing.T) {
+		got := list(&store.JobListParams{Status: domain.JobPending, Limit: 100})
+		checkIDs(t, "JobList pending", jobIDs(got), []string{"c", "f", "a", "e"})
+		got = list(&store.JobListParams{Status: domain.JobPending, Limit: 2, After: cursor(jobs[2])})
+		checkIDs(t, "JobList pending after c", jobIDs(got), []string{"f", "a"})
+		got = list(&store.JobListParams{Status: domain.JobCancelled, Limit: 100})
+		checkIDs(t, "JobList cancelled", jobIDs(got), nil)
+	})
+}

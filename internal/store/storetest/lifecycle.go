@@ -1,0 +1,185 @@
+package storetest
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+func exerciseLifecycle(t *testing.T, newStore newFunc) {
+	t.Run("TaskListExpired", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		now := Epoch()
+		mk := func(id string, st domain.TaskState, expires time.Time) *domain.Task {
+			tk := claimable(id, "j", 0, now, 0)
+			tk.State, tk.LeaseOwner, tk.LeaseExpiresAt, tk.Attempt = st, "w", expires, 1
+			return tk
+		}
+		insertTasks(t, s,
+			mk("at-now", domain.TaskLeased, now),
+			mk("3s-ago", domain.TaskLeased, now.Add(-3*time.Second)),
+			mk("live", domain.TaskLeased, now.Add(time.Microsecond)),
+			mk("1s-ago", domain.TaskLeased, now.Add(-time.Second)),
+			mk("pending", domain.TaskPending, now.Add(-time.Hour)),
+			mk("completed", domain.TaskCompleted, now.Add(-time.Hour)),
+			mk("cancelled", domain.TaskCancelled, now.Add(-time.Hour)),
+		)
+		list := func(limit int) []*domain.Task {
+			got, err := s.TaskListExpired(t.Context(), now, limit)
+			if err != nil {
+				t.Fatalf("TaskListExpired: %v", err)
+			}
+			return got
+		}
+		got := list(10)
+		checkIDs(t, "expired", taskIDs(got), []string{"3s-ago", "1s-ago", "at-now"})
+		if len(got) > 0 {
+			checkTask(t, "expired task", got[0], getTask(t, s, "3s-ago"))
+		}
+		checkIDs(t, "expired, limit 2", taskIDs(list(2)), []string{"3s-ago", "1s-ago"})
+	})
+
+	t.Run("TaskCancelJob", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
+		tasks := NewTasks(j, 6) // stitch waiting, chunks pending
+		tasks[2].State, tasks[2].LeaseOwner, tasks[2].LeaseExpiresAt, tasks[2].Attempt = domain.TaskLeased, "w", Epoch().Add(time.Minute), 1
+		tasks[3].State, tasks[3].FinishedAt, tasks[3].Result = domain.TaskCompleted, Epoch(), []byte("x\n")
+		tasks[4].State, tasks[4].FinishedAt = domain.TaskFailed, Epoch()
+		tasks[5].State, tasks[5].FinishedAt = domain.TaskCancelled, Epoch()
+		except := tasks[6].ID // pending, spared
+		insertTasks(t, s, tasks...)
+		insertTasks(t, s, NewTasks(other, 2)...)
+		before := map[string]*domain.Task{}
+		for _, id := range []string{tasks[0].ID, tasks[1].ID, tasks[2].ID, tasks[3].ID, tasks[4].ID, tasks[5].ID, tasks[6].ID,
+			StitchTaskID("j2"), ChunkTaskID("j2", 0), ChunkTaskID("j2", 1)} {
+			before[id] = getTask(t, s, id)
+		}
+		now := Epoch().Add(time.Hour)
+		n, err := s.TaskCancelJob(ctx, "j1", except, now)
+		if err != nil {
+			t.Fatalf("TaskCancelJob: %v", err)
+		}
+		if n != 3 {
+			t.Errorf("TaskCancelJob moved %d tasks, want 3 (waiting stitch, pending chunk, leased chunk)", n)
+		}
+		moved := map[string]bool{tasks[0].ID: true, tasks[1].ID: true, tasks[2].ID: true}
+		for id, b := range before {
+			got := getTask(t, s, id)
+			want := cloneTask(b)
+			if moved[id] {
+				want.State, want.FinishedAt, want.UpdatedAt, want.Version = domain.TaskCancelled, now, now, b.Version+1
+				// The contract does not say what becomes of a cancelled
+				// task's lease fields; leave them to the implementation.
+				want.LeaseExpiresAt, want.LeaseOwner = got.LeaseExpiresAt, got.LeaseOwner
+			}
+			checkTask(t, "after TaskCancelJob", got, want)
+		}
+
+		n, err = s.TaskCancelJob(ctx, "j1", "", now.Add(time.Second))
+		if err != nil || n != 1 {
+			t.Errorf("second TaskCancelJob = %d, %v; want 1 (the task spared before), nil", n, err)
+		}
+		if got := getTask(t, s, except); got.State != domain.TaskCancelled || !got.FinishedAt.Equal(now.Add(time.Second)) {
+			t.Errorf("spared task is %s finished %s after the second cancel, want cancelled", got.State, fmtTime(got.FinishedAt))
+		}
+		n, err = s.TaskCancelJob(ctx, "j1", "", now)
+		if err != nil || n != 0 {
+			t.Errorf("third TaskCancelJob = %d, %v; want 0, nil", n, err)
+		}
+		n, err = s.TaskCancelJob(ctx, "missing", "", now)
+		if err != nil || n != 0 {
+			t.Errorf("TaskCancelJob(missing) = %d, %v; want 0, nil", n, err)
+		}
+	})
+
+	t.Run("TaskUpstreamDone", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j := NewJob("j1", Epoch())
+		tasks := NewTasks(j, 3)
+		insertTasks(t, s, tasks...)
+		id := StitchTaskID("j1")
+		b := getTask(t, s, id)
+
+		step := func(n int, now time.Time, wantLeft int, wantState domain.TaskState, version int64) {
+			t.Helper()
+			got, err := s.TaskUpstreamDone(ctx, id, n, now)
+			if err != nil {
+				t.Fatalf("TaskUpstreamDone(%d): %v", n, err)
+			}
+			want := cloneTask(b)
+			want.PendingUpstreams, want.State, want.UpdatedAt, want.Version = wantLeft, wantState, now, version
+			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) result", n), got, want)
+			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) row", n), getTask(t, s, id), want)
+		}
+		step(1, Epoch().Add(time.Second), 2, domain.TaskWaiting, b.Version+1)
+		step(2, Epoch().Add(2*time.Second), 0, domain.TaskPending, b.Version+2)
+
+		_, err := s.TaskUpstreamDone(ctx, "missing", 1, Epoch())
+		checkErr(t, "TaskUpstreamDone(missing)", err, store.ErrNotFound)
+
+		// Pinned: only a waiting task becomes pending; a cancelled one
+		// keeps its state while its count still goes down.
+		tree := fullTask("tree")
+		tree.State, tree.PendingUpstreams = domain.TaskCancelled, 1
+		insertTasks(t, s, tree)
+		got, err := s.TaskUpstreamDone(ctx, "tree", 1, Epoch())
+		if err != nil {
+			t.Fatalf("TaskUpstreamDone(cancelled): %v", err)
+		}
+		if got.State != domain.TaskCancelled || got.PendingUpstreams != 0 {
+			t.Errorf("cancelled task after TaskUpstreamDone: %s with %d upstreams, want cancelled with 0", got.State, got.PendingUpstreams)
+		}
+	})
+
+	t.Run("TaskResults", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
+		tasks := NewTasks(j, 5)
+		results := map[int][]byte{}
+		for i, tk := range tasks[1:] {
+			switch i {
+			case 0, 2, 4:
+				tk.State = domain.TaskCompleted
+				tk.Result = fmt.Appendf(nil, "id,score\n%d,0.%d\n\x00", i, i)
+				results[i] = tk.Result
+			case 1:
+				tk.State, tk.Result = domain.TaskFailed, []byte("partial")
+			}
+		}
+		tasks[0].State, tasks[0].Result = domain.TaskCompleted, []byte("the stitch result")
+		insertTasks(t, s, tasks[5], tasks[0], tasks[3], tasks[1], tasks[4], tasks[2])
+		ot := NewTasks(other, 1)
+		ot[1].State, ot[1].Result = domain.TaskCompleted, []byte("other job")
+		insertTasks(t, s, ot...)
+
+		got, err := s.TaskResults(t.Context(), "j1")
+		if err != nil {
+			t.Fatalf("TaskResults: %v", err)
+		}
+		var idx []int
+		for _, r := range got {
+			idx = append(idx, r.ChunkIndex)
+			if !bytes.Equal(r.Result, results[r.ChunkIndex]) {
+				t.Errorf("chunk %d result = %q, want %q", r.ChunkIndex, r.Result, results[r.ChunkIndex])
+			}
+		}
+		if fmt.Sprint(idx) != "[0 2 4]" {
+			t.Errorf("TaskResults chunk indexes = %v, want [0 2 4]", idx)
+		}
+		got, err = s.TaskResults(t.Context(), "missing")
+		if err != nil || len(got) != 0 {
+			t.Errorf("TaskResults(missing) = %v, %v; want none, nil", got, err)
+		}
+	})
+}

@@ -1,0 +1,312 @@
+package storetest
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// fullTask returns a task with every field set to a value unlike its zero.
+func fullTask(id string) *domain.Task {
+	at := Epoch()
+	return &domain.Task{
+		ID:               id,
+		JobID:            "job-1",
+		Kind:             domain.KindTree,
+		Workload:         "tanimoto.v2",
+		ChunkIndex:       17,
+		State:            domain.TaskLeased,
+		Attempt:          2,
+		MaxAttempts:      4,
+		LeaseSeconds:     45,
+		LeaseOwner:       "worker-7",
+		LeaseExpiresAt:   at.Add(45 * time.Second),
+		RunAfter:         at.Add(-time.Second),
+		Priority:         12,
+		JobCreatedAt:     at.Add(-time.Hour),
+		InputURI:         "blob:chunks/job-1/17.csv",
+		InputSHA256:      strings.Repeat("9a", 32),
+		InputBytes:       1 << 40,
+		Result:           []byte("id,score\n3,1e-3\n\x00\xfe"),
+		Metrics:          json.RawMessage(`{"rows": 10,"secs":1.5 }`),
+		Error:            "attempt 1: out of memory",
+		DownstreamID:     "1:other-shard.stitch",
+		PendingUpstreams: 3,
+		CreatedAt:        at.Add(-time.Hour),
+		UpdatedAt:        at,
+		FinishedAt:       at.Add(time.Microsecond),
+	}
+}
+
+func exerciseTasks(t *testing.T, newStore newFunc) {
+	t.Run("TaskInsert", func(t *testing.T) {
+		t.Parallel()
+
+		t.Run("RoundTripsEveryField", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			full := fullTask("t1")
+			// A tree task of no job, with every optional field at its zero:
+			// Metrics stays nil, times stay zero.
+			bare := &domain.Task{ID: "t2", Kind: domain.KindTree, Workload: "w", State: domain.TaskWaiting,
+				CreatedAt: Epoch(), UpdatedAt: Epoch()}
+			want := []*domain.Task{cloneTask(full), cloneTask(bare)}
+			insertTasks(t, s, full, bare)
+			for i, tk := range []*domain.Task{full, bare} {
+				// Pinned: an insert stores Version+1 and reflects it.
+				if tk.Version != 1 {
+					t.Errorf("after TaskInsert %s.Version = %d, want 1", tk.ID, tk.Version)
+				}
+				want[i].Version = 1
+				checkTask(t, "TaskGet", getTask(t, s, tk.ID), want[i])
+			}
+			if got := getTask(t, s, "t2"); got.Metrics != nil {
+				t.Errorf("nil Metrics came back as %q", got.Metrics)
+			}
+		})
+
+		t.Run("TimesComeBackUTCMicroseconds", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			zone := time.FixedZone("UTC-3", -3*3600)
+			at := time.Date(2023, 12, 31, 21, 30, 0, 987654321, zone)
+			tk := fullTask("t1")
+			tk.LeaseExpiresAt, tk.RunAfter, tk.JobCreatedAt, tk.CreatedAt, tk.UpdatedAt, tk.FinishedAt = at, at, at, at, at, time.Time{}
+			insertTasks(t, s, tk)
+			got := getTask(t, s, "t1")
+			want := at.Truncate(time.Microsecond)
+			for name, v := range map[string]time.Time{"LeaseExpiresAt": got.LeaseExpiresAt, "RunAfter": got.RunAfter,
+				"JobCreatedAt": got.JobCreatedAt, "CreatedAt": got.CreatedAt, "UpdatedAt": got.UpdatedAt} {
+				if !v.Equal(want) || v.Location() != time.UTC {
+					t.Errorf("%s = %s, want %s in UTC", name, fmtTime(v), fmtTime(want))
+				}
+			}
+			if !got.FinishedAt.IsZero() {
+				t.Errorf("FinishedAt = %s, want zero", fmtTime(got.FinishedAt))
+			}
+		})
+
+		t.Run("Empty", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			if err := s.TaskInsert(t.Context(), nil); err != nil {
+				t.Errorf("TaskInsert(nil): %v", err)
+			}
+		})
+
+		t.Run("ManyTasks", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := NewJob("j1", Epoch())
+			insertJobs(t, s, j)
+			const n = 3000
+			insertTasks(t, s, NewTasks(j, n)...)
+			got, err := s.TaskList(t.Context(), &store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: n + 10, AfterIndex: -1})
+			if err != nil {
+				t.Fatalf("TaskList: %v", err)
+			}
+			if len(got) != n {
+				t.Fatalf("TaskList returned %d tasks, want %d", len(got), n)
+			}
+			for i, tk := range got {
+				if tk.ChunkIndex != i || tk.ID != ChunkTaskID("j1", i) || tk.Version != 1 {
+					t.Fatalf("task %d is %s (index %d, version %d)", i, tk.ID, tk.ChunkIndex, tk.Version)
+				}
+			}
+		})
+
+		t.Run("DuplicateIsAllOrNone", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			ctx := t.Context()
+			first := fullTask("t1")
+			insertTasks(t, s, first)
+			stored := getTask(t, s, "t1")
+
+			batch := []*domain.Task{fullTask("t2"), fullTask("t3"), fullTask("t1")}
+			batch[2].Error = "the second t1"
+			checkErr(t, "TaskInsert with a taken ID", s.TaskInsert(ctx, batch), store.ErrDuplicate)
+			for _, id := range []string{"t2", "t3"} {
+				_, err := s.TaskGet(ctx, id)
+				checkErr(t, "TaskGet of a task from a refused batch", err, store.ErrNotFound)
+			}
+			checkTask(t, "the first t1", getTask(t, s, "t1"), stored)
+
+			// A batch that repeats an ID of its own is refused whole too.
+			checkErr(t, "TaskInsert repeating an ID", s.TaskInsert(ctx, []*domain.Task{fullTask("t4"), fullTask("t5"), fullTask("t4")}), store.ErrDuplicate)
+			for _, id := range []string{"t4", "t5"} {
+				_, err := s.TaskGet(ctx, id)
+				checkErr(t, "TaskGet of a task from a refused batch", err, store.ErrNotFound)
+			}
+		})
+	})
+
+	t.Run("TaskGet", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		insertTasks(t, s, fullTask("t1"))
+		_, err := s.TaskGet(t.Context(), "missing")
+		checkErr(t, "TaskGet(missing)", err, store.ErrNotFound)
+	})
+
+	t.Run("TaskList", func(t *testing.T) { t.Parallel(); exerciseTaskList(t, newStore) })
+
+	t.Run("TaskUpdate", func(t *testing.T) {
+		t.Parallel()
+
+		t.Run("WritesMutableFieldsAndBumpsVersion", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			j := NewJob("j1", Epoch())
+			insertTasks(t, s, NewTasks(j, 1)...)
+			tk := getTask(t, s, ChunkTaskID("j1", 0))
+			orig := cloneTask(tk)
+			now := Epoch().Add(time.Minute)
+			tk.State = domain.TaskCompleted
+			tk.Attempt = 3
+			tk.LeaseOwner = "w-1"
+			tk.LeaseExpiresAt = now.Add(time.Minute)
+			tk.RunAfter = now.Add(-time.Second)
+			tk.Result = []byte("a,b\n1,2\n")
+			tk.Metrics = json.RawMessage(`{"secs": 2}`)
+			tk.Error = "earlier attempt failed"
+			tk.PendingUpstreams = 9
+			tk.UpdatedAt = now
+			tk.FinishedAt = now.Add(time.Microsecond)
+			// Not mutable fields: must not be written.
+			tk.InputURI, tk.Priority, tk.Workload, tk.DownstreamID = "blob:other", 99, "other", "elsewhere"
+			if err := s.TaskUpdate(t.Context(), tk); err != nil {
+				t.Fatalf("TaskUpdate: %v", err)
+			}
+			if tk.Version != orig.Version+1 {
+				t.Errorf("tk.Version = %d after TaskUpdate, want %d", tk.Version, orig.Version+1)
+			}
+			want := cloneTask(tk)
+			want.InputURI, want.Priority, want.Workload, want.DownstreamID = orig.InputURI, orig.Priority, orig.Workload, orig.DownstreamID
+			checkTask(t, "TaskGet after TaskUpdate", getTask(t, s, tk.ID), want)
+
+			// Clearing fields writes NULLs that read back as zero values.
+			tk = getTask(t, s, tk.ID)
+			tk.State = domain.TaskPending
+			tk.LeaseOwner, tk.LeaseExpiresAt, tk.Result, tk.Metrics, tk.Error, tk.FinishedAt = "", time.Time{}, nil, nil, "", time.Time{}
+			if err := s.TaskUpdate(t.Context(), tk); err != nil {
+				t.Fatalf("TaskUpdate clearing fields: %v", err)
+			}
+			got := getTask(t, s, tk.ID)
+			checkTask(t, "TaskGet after clearing", got, tk)
+			if got.Metrics != nil {
+				t.Errorf("Metrics cleared to nil came back as %q", got.Metrics)
+			}
+			if got.Version != orig.Version+2 {
+				t.Errorf("Version = %d after two updates, want %d", got.Version, orig.Version+2)
+			}
+		})
+
+		t.Run("StaleVersion", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			insertTasks(t, s, fullTask("t1"))
+			first, second := getTask(t, s, "t1"), getTask(t, s, "t1")
+			first.Error = "first"
+			if err := s.TaskUpdate(t.Context(), first); err != nil {
+				t.Fatalf("TaskUpdate: %v", err)
+			}
+			stored := getTask(t, s, "t1")
+			for _, v := range []int64{second.Version, stored.Version + 1, 0} {
+				stale := cloneTask(second)
+				stale.Version = v
+				stale.State = domain.TaskFailed
+				checkErr(t, "TaskUpdate with a stale version", s.TaskUpdate(t.Context(), stale), store.ErrStale)
+				if stale.Version != v {
+					t.Errorf("a refused TaskUpdate changed the struct's version from %d to %d", v, stale.Version)
+				}
+				checkTask(t, "the row after a stale TaskUpdate", getTask(t, s, "t1"), stored)
+			}
+		})
+
+		t.Run("Missing", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			tk := fullTask("ghost")
+			tk.Version = 1
+			checkErr(t, "TaskUpdate of a missing task", s.TaskUpdate(t.Context(), tk), store.ErrNotFound)
+		})
+	})
+}
+
+func exerciseTaskList(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
+	tasks := NewTasks(j, 10)
+	for i, tk := range tasks[1:] {
+		if i%3 == 0 {
+			tk.State = domain.TaskCompleted
+		}
+	}
+	// Insert out of order: the list orders by ChunkIndex, not by insertion.
+	shuffled := []*domain.Task{tasks[7], tasks[3], tasks[0], tasks[10], tasks[1], tasks[5], tasks[9], tasks[2], tasks[8], tasks[4], tasks[6]}
+	want := make(map[string]*domain.Task, len(tasks))
+	for _, tk := range tasks {
+		want[tk.ID] = cloneTask(tk)
+		want[tk.ID].Version = 1
+	}
+	insertTasks(t, s, shuffled...)
+	insertTasks(t, s, NewTasks(other, 4)...)
+
+	list := func(p store.TaskListParams) []string {
+		t.Helper()
+		got, err := s.TaskList(t.Context(), &p)
+		if err != nil {
+			t.Fatalf("TaskList(%+v): %v", p, err)
+		}
+		for _, tk := range got {
+			if w := want[tk.ID]; w != nil {
+				checkTask(t, "TaskList", tk, w)
+			} else {
+				t.Errorf("TaskList(%+v) returned %s of another job", p, tk.ID)
+			}
+		}
+		return taskIDs(got)
+	}
+	chunks := func(idx ...int) []string {
+		out := make([]string, len(idx))
+		for i, x := range idx {
+			out[i] = ChunkTaskID("j1", x)
+		}
+		return out
+	}
+
+	t.Run("AllByIndex", func(t *testing.T) {
+		got := list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 100, AfterIndex: -1})
+		checkIDs(t, "chunks", got, chunks(0, 1, 2, 3, 4, 5, 6, 7, 8, 9))
+	})
+	t.Run("Paging", func(t *testing.T) {
+		checkIDs(t, "first page", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 3, AfterIndex: -1}), chunks(0, 1, 2))
+		checkIDs(t, "after 2", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 3, AfterIndex: 2}), chunks(3, 4, 5))
+		checkIDs(t, "after 8", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 3, AfterIndex: 8}), chunks(9))
+		checkIDs(t, "after 9", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 3, AfterIndex: 9}), nil)
+	})
+	t.Run("StateFilter", func(t *testing.T) {
+		checkIDs(t, "completed", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, State: domain.TaskCompleted, Limit: 100, AfterIndex: -1}), chunks(0, 3, 6, 9))
+		checkIDs(t, "completed after 3", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, State: domain.TaskCompleted, Limit: 2, AfterIndex: 3}), chunks(6, 9))
+		checkIDs(t, "pending, limit 2", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, State: domain.TaskPending, Limit: 2, AfterIndex: -1}), chunks(1, 2))
+		checkIDs(t, "failed", list(store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, State: domain.TaskFailed, Limit: 100, AfterIndex: -1}), nil)
+	})
+	// Pinned: AfterIndex -1 or less means "from the start", so it does not
+	// skip the stitch task, whose ChunkIndex is -1.
+	t.Run("StitchKind", func(t *testing.T) {
+		for _, after := range []int{-1, -5} {
+			got := list(store.TaskListParams{JobID: "j1", Kind: domain.KindStitch, Limit: 100, AfterIndex: after})
+			checkIDs(t, fmt.Sprintf("stitch after %d", after), got, []string{StitchTaskID("j1")})
+		}
+	})
+	t.Run("NoSuchJob", func(t *testing.T) {
+		checkIDs(t, "missing job", list(store.TaskListParams{JobID: "missing", Kind: domain.KindChunk, Limit: 100, AfterIndex: -1}), nil)
+		checkIDs(t, "tree kind", list(store.TaskListParams{JobID: "j1", Kind: domain.KindTree, Limit: 100, AfterIndex: -1}), nil)
+	})
+}
