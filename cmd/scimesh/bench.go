@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ type benchConfig struct {
 	Backlog int
 	Tasks   int
 	Batch   int
+	Profile string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -56,6 +58,7 @@ throwaway PostgreSQL cluster from the installed server binaries.`,
 	f.IntVar(&c.Backlog, "backlog", 10000, "pending tasks left over when the measured ones are done")
 	f.IntVar(&c.Tasks, "tasks", 30000, "task lifecycles to measure")
 	f.IntVar(&c.Batch, "batch", 1, "tasks per claim (max_tasks) and per result request; 1 uses the single forms")
+	f.StringVar(&c.Profile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
 	return cmd
 }
 
@@ -98,6 +101,17 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		return err
 	}
 
+	if c.Profile != "" {
+		f, err := os.Create(c.Profile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	res := drive(ctx, base, c)
 	if res.err != nil {
 		return res.err

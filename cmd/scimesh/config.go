@@ -96,7 +96,7 @@ func checkTopology(t string) error {
 		}
 		return nil
 	}
-	return fmt.Errorf("topology %q must start with static: or pattern:", t)
+	return fmt.Errorf("topology %q must start with \"static:\" or \"pattern:\"", t)
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.

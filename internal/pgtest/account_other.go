@@ -18,3 +18,7 @@ func lookupAccount(name string) (*account, error) {
 }
 
 func (a *account) apply(*exec.Cmd) {}
+
+// processAlive reports true: without a portable check, no cluster is taken
+// for an orphan.
+func processAlive(int) bool { return true }

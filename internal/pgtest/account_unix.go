@@ -3,6 +3,7 @@
 package pgtest
 
 import (
+	"errors"
 	"fmt"
 	"os/exec"
 	"os/user"
@@ -39,4 +40,10 @@ func (a *account) apply(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Credential: &syscall.Credential{Uid: uint32(a.uid), Gid: uint32(a.gid)},
 	}
+}
+
+// processAlive reports whether a process with ID pid exists.
+func processAlive(pid int) bool {
+	err := syscall.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
 }

@@ -24,9 +24,17 @@ import (
 // were found on PATH or under /usr/lib/postgresql/*/bin.
 var ErrNoServer = errors.New("pgtest: no PostgreSQL server binaries (initdb, pg_ctl) on PATH or under /usr/lib/postgresql/*/bin")
 
-// serverUser is the account that runs initdb and the server when the current
-// process is root: initdb refuses to run as root.
-const serverUser = "postgres"
+const (
+	// serverUser is the account that runs initdb and the server when the
+	// current process is root: initdb refuses to run as root.
+	serverUser = "postgres"
+	// dirPrefix starts the name of every cluster's temporary directory.
+	dirPrefix = "scimesh-pg-"
+	// ownerFile, in a cluster's directory, holds the ID of the process that
+	// started the cluster, so a later start can tell a cluster orphaned by
+	// a killed process from one in use.
+	ownerFile = "owner.pid"
+)
 
 // Options tune a cluster started by StartCluster. The zero value suits tests:
 // fsync, synchronous_commit and full_page_writes are off, which is fast and
@@ -77,7 +85,12 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			return nil, fmt.Errorf("pgtest: running as root, so initdb must run as user %q, but: %w", serverUser, err)
 		}
 	}
-	if c.dir, err = os.MkdirTemp(opts.Dir, "scimesh-pg-"); err != nil {
+	parent := opts.Dir
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	c.reapOrphans(parent)
+	if c.dir, err = os.MkdirTemp(parent, dirPrefix); err != nil {
 		return nil, fmt.Errorf("pgtest: %w", err)
 	}
 	defer func() {
@@ -85,6 +98,9 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 			c.Stop()
 		}
 	}()
+	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return nil, fmt.Errorf("pgtest: %w", err)
+	}
 	// MkdirTemp makes the directory 0700; the server's account must be able
 	// to enter it to reach its data and socket directories.
 	if err := os.Chmod(c.dir, 0o755); err != nil {
@@ -252,7 +268,7 @@ func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
 func (c *Cluster) Stop() error {
 	c.stopOnce.Do(func() {
 		var errs []error
-		if c.port != 0 {
+		if _, err := os.Stat(filepath.Join(c.dataDir, "postmaster.pid")); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			errs = append(errs, c.run(ctx, "pg_ctl", "-D", c.dataDir, "-m", "immediate", "-w", "stop"))
 			cancel()
@@ -265,6 +281,25 @@ func (c *Cluster) Stop() error {
 		c.stopErr = errors.Join(errs...)
 	})
 	return c.stopErr
+}
+
+// reapOrphans stops and removes the clusters in parent whose starting
+// process is gone: killed (by a test timeout, say) before it could call
+// Stop. It does its best and reports nothing.
+func (c *Cluster) reapOrphans(parent string) {
+	dirs, _ := filepath.Glob(filepath.Join(parent, dirPrefix+"*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue // not ours, or still being set up
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		orphan := &Cluster{dir: dir, dataDir: filepath.Join(dir, "data"), binDir: c.binDir, runAs: c.runAs}
+		_ = orphan.Stop()
+	}
 }
 
 var dbNameRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)

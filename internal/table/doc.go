@@ -30,7 +30,8 @@
 //     refused. -0 and 0 are equal scores.
 //
 // Errors about the data wrap domain.ErrInvalidArgument and name the line
-// where the offending record starts.
+// where the offending record starts; for malformed CSV, also the line and
+// column of the fault.
 //
 // Merge ranks rows by score in the job's order, ties broken by chunk index
 // and then by row order within the chunk's output. That is a total order, so

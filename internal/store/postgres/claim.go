@@ -14,7 +14,8 @@ const (
 	// picks; SKIP LOCKED passes over rows another claimer holds, so
 	// concurrent claimers take different tasks and never wait on each
 	// other. A row that stopped being pending before we locked it is
-	// re-checked and dropped. An empty $4 means any workload.
+	// re-checked and dropped. An empty $4 means any workload. The ORDER BY
+	// must match the index column for column, NULLS FIRST included.
 	sqlTaskClaim = `UPDATE tasks
 SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + lease_seconds * interval '1 second',
@@ -25,7 +26,7 @@ FROM (
 		AND (run_after IS NULL OR run_after <= $2::timestamptz)
 		AND kind = ANY($3::text[])
 		AND (cardinality($4::text[]) = 0 OR workload = ANY($4::text[]))
-	ORDER BY priority DESC, job_created_at, job_id, chunk_index
+	ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
 	LIMIT $5
 	FOR UPDATE SKIP LOCKED
 ) AS claimable

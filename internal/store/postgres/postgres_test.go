@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -41,4 +43,27 @@ func openURL(t testing.TB, params ...string) (*postgres.Store, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return s, url
+}
+
+// TestCloseStopsGoroutines checks that a closed store leaves no goroutine
+// behind. It is not parallel, so the other tests' goroutines are paused
+// and ignored.
+func TestCloseStopsGoroutines(t *testing.T) {
+	url := pgtest.URL(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.InTx(ctx, func(q store.Querier) error {
+		return q.JobInsert(ctx, storetest.NewJob("j1", storetest.Epoch()))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.JobList(ctx, &store.JobListParams{Limit: 10}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
 }

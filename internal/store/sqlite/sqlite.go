@@ -17,9 +17,10 @@
 // Times are stored as INTEGER microseconds since the Unix epoch (NULL for the
 // zero time.Time) and read back in UTC.
 //
-// The package is not safe for several processes writing one file at high
-// rates: they would wait on each other's locks (busy_timeout, 10 s), and a wait
-// that runs out is store.ErrUnavailable.
+// Several processes may open one file, but they take turns at its write lock:
+// a statement waits up to busy_timeout (10 s) for another process's
+// transaction, and a wait that runs out is store.ErrUnavailable. One process
+// per file is the configuration the store is built for.
 package sqlite
 
 import (
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 
 	"modernc.org/sqlite"
@@ -82,8 +84,8 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // schema as it is, for tools that inspect or change the migrations
 // themselves (see MigrateDB).
 func OpenNoMigrate(ctx context.Context, path string) (*Store, error) {
-	if path == "" {
-		return nil, errors.New("sqlite: open: empty path; name the database file")
+	if path == "" || strings.HasPrefix(path, ":memory:") || strings.HasPrefix(path, "file:") {
+		return nil, fmt.Errorf("sqlite: open %q: name a database file by its path (not empty, :memory: or a file: URI)", path)
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {

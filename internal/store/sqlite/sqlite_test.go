@@ -250,8 +250,8 @@ func TestBusyIsUnavailable(t *testing.T) {
 // TestLargeInsert inserts a large job in one transaction: the batched insert
 // keeps it to seconds, not minutes.
 func TestLargeInsert(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow")
+	if testing.Short() || raceEnabled {
+		t.Skip("slow under -short and -race")
 	}
 	t.Parallel()
 	s := newStore(t)

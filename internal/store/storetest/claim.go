@@ -62,17 +62,21 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			claimable("D", "ja", 5, at, 7),
 			claimable("E", "jq", 9, at.Add(time.Hour), 0),
 			claimable("F", "jb", -3, at.Add(-time.Hour), 0),
+			// Pinned: a zero JobCreatedAt (a tree task of no job) is the
+			// earliest instant, so it sorts first among equal priorities
+			// (SQL: NULLS FIRST).
+			claimable("G", "", 5, time.Time{}, 4),
 		)
 		// Priority descending, then JobCreatedAt, JobID, ChunkIndex ascending.
 		var got []string
-		for range 7 {
+		for range 8 {
 			c := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 1, Now: at})
 			if len(c) > 1 {
 				t.Fatalf("TaskClaim with Max 1 returned %d tasks", len(c))
 			}
 			got = append(got, taskIDs(c)...)
 		}
-		checkIDs(t, "claim order", got, []string{"E", "D", "C", "B", "A", "F"})
+		checkIDs(t, "claim order", got, []string{"E", "G", "D", "C", "B", "A", "F"})
 	})
 
 	t.Run("MaxTakesTheFirstInOrder", func(t *testing.T) {

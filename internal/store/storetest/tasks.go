@@ -104,7 +104,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			s := newStore(t)
 			j := NewJob("j1", Epoch())
 			insertJobs(t, s, j)
-			const n = 3000
+			const n = 600 // several batches of any likely batch size, and a remainder
 			insertTasks(t, s, NewTasks(j, n)...)
 			got, err := s.TaskList(t.Context(), &store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: n + 10, AfterIndex: -1})
 			if err != nil {

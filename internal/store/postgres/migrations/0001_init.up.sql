@@ -63,8 +63,9 @@ CREATE TABLE tasks (
 );
 
 -- The claim index holds runnable tasks only, in claim order, so a claim
--- reads the first entries whatever the backlog of other states.
-CREATE INDEX tasks_claim ON tasks (priority DESC, job_created_at, job_id, chunk_index)
+-- reads the first entries whatever the backlog of other states. A NULL
+-- job_created_at (a tree task of no job) is the earliest instant.
+CREATE INDEX tasks_claim ON tasks (priority DESC, job_created_at NULLS FIRST, job_id, chunk_index)
     WHERE state = 'pending';
 -- The reaper: leased tasks by lease expiry.
 CREATE INDEX tasks_lease_expiry ON tasks (lease_expires_at) WHERE state = 'leased';

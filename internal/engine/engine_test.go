@@ -1,0 +1,175 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+)
+
+func openStore(t *testing.T) store.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "e.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newEngine(s store.Store, cfg engine.Config) *engine.Engine {
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.StitchInterval == 0 {
+		cfg.StitchInterval = 20 * time.Millisecond
+	}
+	return engine.New(s, cfg)
+}
+
+func spec(n int) *domain.JobSpec {
+	chunks := make([]domain.ChunkRef, n)
+	for i := range chunks {
+		chunks[i] = domain.ChunkRef{URI: fmt.Sprintf("https://x.org/%d", i), SHA256: strings.Repeat("0", 64)}
+	}
+	return &domain.JobSpec{
+		Workload: "w", Parameters: json.RawMessage("{}"), Chunks: chunks, ChunkRows: 10, HasHeader: true,
+		TopK: 1, ScoreColumn: "score", Order: domain.Desc, MaxAttempts: 3, LeaseSeconds: 60,
+	}
+}
+
+// TestRunStops checks that the background loops end with their context and
+// leave no goroutine behind.
+func TestRunStops(t *testing.T) {
+	s := openStore(t) // closed after the check, by t.Cleanup
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	e := newEngine(s, engine.Config{ReapInterval: time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { e.Run(ctx); close(done) }()
+	time.Sleep(50 * time.Millisecond)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context was cancelled")
+	}
+}
+
+// TestTwoEnginesStitchOnce runs two coordinators' loops on one database:
+// every job is stitched exactly once and completes.
+func TestTwoEnginesStitchOnce(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	a := newEngine(s, engine.Config{NodeID: "a"})
+	b := newEngine(s, engine.Config{NodeID: "b"})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Run(ctx) })
+	wg.Go(func() { b.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	var ids []string
+	for range 10 {
+		v, _, err := a.CreateJob(t.Context(), spec(3), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, v.ID)
+	}
+	for {
+		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Max: 7})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(tasks) == 0 {
+			break
+		}
+		var items []engine.ResultParams
+		for _, tk := range tasks {
+			items = append(items, engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt,
+				Output: fmt.Appendf(nil, "id,score\n%s,%d\n", tk.ID, tk.ChunkIndex)})
+		}
+		for _, r := range a.CompleteMany(t.Context(), items) {
+			if r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, id := range ids {
+		for {
+			v, err := a.GetJob(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Status == domain.JobCompleted {
+				root, err := s.TaskGet(t.Context(), v.RootTaskID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if root.State != domain.TaskCompleted || root.Attempt != 1 {
+					t.Fatalf("root of %s: %s at attempt %d, want completed at its first lease", id, root.State, root.Attempt)
+				}
+				want := fmt.Sprintf("id,score\n%s-2,2\n", id)
+				if string(v.Result) != want {
+					t.Fatalf("result of %s = %q, want %q", id, v.Result, want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("job %s is %s", id, v.Status)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+func TestFailureBackoff(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	e := newEngine(s, engine.Config{Now: func() time.Time { return now }, Jitter: func() float64 { return 0.5 }})
+	v, _, err := e.CreateJob(t.Context(), spec(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waits := []time.Duration{750 * time.Millisecond, 1500 * time.Millisecond}
+	for i, want := range waits {
+		tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+		if err != nil || len(tasks) != 1 || tasks[0].Attempt != i+1 {
+			t.Fatalf("claim %d: %v %v", i, tasks, err)
+		}
+		got, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: i + 1, Error: "boom", Retryable: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State != domain.TaskPending || !got.RunAfter.Equal(now.Add(want)) {
+			t.Fatalf("after attempt %d: %s, run after %v, want pending at +%v", i+1, got.State, got.RunAfter.Sub(now), want)
+		}
+		now = now.Add(want)
+	}
+	tasks, _ := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	if _, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
+		t.Fatal(err)
+	}
+	job, err := e.GetJob(t.Context(), v.ID)
+	if err != nil || job.Status != domain.JobFailed || !strings.Contains(job.Error, "after 3 attempt(s): boom") {
+		t.Fatalf("job after the last attempt: %+v %v", job, err)
+	}
+	if _, err := e.Heartbeat(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
+		t.Fatalf("heartbeat on a failed task = %v, want ErrCancelled", err)
+	}
+}

@@ -1,0 +1,46 @@
+package postgres_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/storetest"
+)
+
+// BenchmarkTaskInsert measures TaskInsert of one job's 100,000 chunk tasks
+// per iteration, each into a fresh job.
+func BenchmarkTaskInsert(b *testing.B) {
+	const n = 100_000
+	s := open(b)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		tasks := storetest.NewTasks(storetest.NewJob(fmt.Sprintf("j%d", i), storetest.Epoch()), n)
+		b.StartTimer()
+		if err := s.TaskInsert(b.Context(), tasks); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N*(n+1))/b.Elapsed().Seconds(), "tasks/s")
+}
+
+// BenchmarkTaskClaim measures claims of one task at a time from a backlog
+// of 100,000 pending tasks.
+func BenchmarkTaskClaim(b *testing.B) {
+	const n = 100_000
+	s := open(b)
+	j := storetest.NewJob("j", storetest.Epoch())
+	if err := s.TaskInsert(b.Context(), storetest.NewTasks(j, n)[1:]); err != nil {
+		b.Fatal(err)
+	}
+	p := &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 1, Now: storetest.Epoch().Add(time.Minute)}
+	for b.Loop() {
+		got, err := s.TaskClaim(b.Context(), p)
+		if err != nil || len(got) != 1 {
+			b.Fatalf("TaskClaim = %d tasks, %v", len(got), err)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package sqlite
+
+import (
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/storetest"
+)
+
+// BenchmarkTaskClaim measures task lifecycles on a large backlog: each
+// operation claims one task in a transaction (claim, mark its job running)
+// and completes it in another (read, write the result, tell the stitch task),
+// as the engine does. "parallel" runs GOMAXPROCS claimers at once.
+//
+//	go test -run '^$' -bench BenchmarkTaskClaim -benchtime 20000x ./internal/store/sqlite/
+func BenchmarkTaskClaim(b *testing.B) {
+	for _, backlog := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("backlog=%d", backlog), func(b *testing.B) {
+			s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatalf("Open: %v", err)
+			}
+			defer s.Close()
+			f := &feeder{s: s}
+			f.fill(b, backlog)
+			b.Run("serial", func(b *testing.B) {
+				for b.Loop() {
+					lifecycle(b, f, "w")
+				}
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lifecycles/s")
+			})
+			b.Run("parallel", func(b *testing.B) {
+				var n atomic.Int64
+				b.RunParallel(func(pb *testing.PB) {
+					me := fmt.Sprintf("w%d", n.Add(1))
+					for pb.Next() {
+						lifecycle(b, f, me)
+					}
+				})
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "lifecycles/s")
+			})
+		})
+	}
+}
+
+// feeder keeps the backlog from running dry.
+type feeder struct {
+	s    *Store
+	mu   sync.Mutex
+	jobs int
+}
+
+// fill inserts n pending chunk tasks in jobs of 10,000.
+func (f *feeder) fill(b *testing.B, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for n > 0 {
+		size := min(n, 10_000)
+		j := storetest.NewJob(fmt.Sprintf("job%06d", f.jobs), storetest.Epoch().Add(time.Duration(f.jobs)*time.Second))
+		j.ChunkCount = size
+		f.jobs++
+		err := f.s.InTx(b.Context(), func(q store.Querier) error {
+			if err := q.JobInsert(b.Context(), j); err != nil {
+				return err
+			}
+			return q.TaskInsert(b.Context(), storetest.NewTasks(j, size))
+		})
+		if err != nil {
+			b.Fatalf("fill: %v", err)
+		}
+		n -= size
+	}
+}
+
+var chunkOnly = []domain.TaskKind{domain.KindChunk}
+
+func lifecycle(b *testing.B, f *feeder, owner string) {
+	ctx := b.Context()
+	now := storetest.Epoch().Add(time.Hour)
+	var claimed []*domain.Task
+	for claimed == nil {
+		err := f.s.InTx(ctx, func(q store.Querier) error {
+			ts, err := q.TaskClaim(ctx, &store.TaskClaimParams{Owner: owner, Kinds: chunkOnly, Max: 1, Now: now})
+			if err != nil || len(ts) == 0 {
+				return err
+			}
+			claimed = ts
+			return q.JobMarkRunning(ctx, []string{ts[0].JobID}, now)
+		})
+		if err != nil {
+			b.Fatalf("claim: %v", err)
+		}
+		if claimed == nil {
+			f.fill(b, 10_000)
+		}
+	}
+	id := claimed[0].ID
+	err := f.s.InTx(ctx, func(q store.Querier) error {
+		t, err := q.TaskGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !t.HoldsLease(owner, t.Attempt, now) {
+			return fmt.Errorf("task %s: lease lost", id)
+		}
+		t.State, t.Result, t.LeaseExpiresAt, t.UpdatedAt, t.FinishedAt = domain.TaskCompleted, []byte("id,score\n1,0.5\n"), time.Time{}, now, now
+		if err := q.TaskUpdate(ctx, t); err != nil {
+			return err
+		}
+		_, err = q.TaskUpstreamDone(ctx, t.DownstreamID, 1, now)
+		return err
+	})
+	if err != nil {
+		b.Fatalf("complete %s: %v", id, err)
+	}
+}
