@@ -9,12 +9,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 )
@@ -30,6 +33,8 @@ type serveConfig struct {
 	Tokens   httpapi.Tokens
 	Peer     string
 	Migrate  bool
+	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
+	MaxUploadBytes int64
 }
 
 func newServeCmd() *cobra.Command {
@@ -55,6 +60,7 @@ func newServeCmd() *cobra.Command {
 	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
+	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
 	return cmd
 }
@@ -75,6 +81,13 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			Client: e.get("CLIENT_AUTH_TOKEN"),
 		},
 		Peer: e.get("PEER_AUTH_TOKEN"),
+	}
+	if v := e.setting(cmd, "max-upload-bytes", "SCIMESH_MAX_UPLOAD_BYTES", ""); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("max upload bytes %q must be a positive number of bytes (--max-upload-bytes or SCIMESH_MAX_UPLOAD_BYTES)", v)
+		}
+		cfg.MaxUploadBytes = n
 	}
 	if err := checkShard(cfg.Shard); err != nil {
 		return nil, err
@@ -104,7 +117,11 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 		return err
 	}
 	defer st.Close()
-	eng := engine.New(st, engine.Config{Shard: cfg.Shard, Logger: log})
+	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
+	if err != nil {
+		return err
+	}
+	eng := engine.New(st, engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs})
 	return runServer(ctx, eng, cfg, log, ready)
 }
 
@@ -112,6 +129,9 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 // until ctx is done.
 func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
 	api := httpapi.New(eng, cfg.Tokens, log)
+	if cfg.MaxUploadBytes > 0 {
+		api.MaxUploadBytes = cfg.MaxUploadBytes
+	}
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {

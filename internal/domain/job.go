@@ -24,6 +24,8 @@ type Job struct {
 	Error          string // names the task that failed the job
 	RootTaskID     string // the stitch task
 	ChunkCount     int
+	UploadID       string // the upload the chunks are cut from; empty for hosted chunks
+	InputHeader    []byte // the header line every chunk of an upload repeats; nil when none
 	IdempotencyKey string // empty when the client sent none
 	RequestHash    string // sha256 of the creating request, to compare replays
 	Result         []byte // the final CSV, once completed
@@ -48,3 +50,23 @@ const (
 	MinLeaseSeconds, MaxLeaseSeconds = 5, 3600
 	MinPriority, MaxPriority         = -1000, 1000
 )
+
+// Upload is a table a client streamed to the coordinator, stored normalized
+// (LF line ends, fields quoted only when needed) as a blob.
+type Upload struct {
+	ID        string
+	SHA256    string // of the body as sent
+	Bytes     int64  // of the body as sent
+	Rows      int64  // CSV records, the header included
+	BlobKey   string // sha256 of the normalized file, its name in the blob store
+	BlobBytes int64  // size of the normalized file
+	CreatedAt time.Time
+}
+
+// LogLine is one line of a task's log.
+type LogLine struct {
+	ID      int64 // increases with every line appended to any task
+	Attempt int
+	Time    time.Time
+	Line    string
+}

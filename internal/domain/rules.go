@@ -16,7 +16,8 @@ type JobSpec struct {
 	Name         string
 	Workload     string
 	Parameters   json.RawMessage
-	Chunks       []ChunkRef
+	Chunks       []ChunkRef // hosted chunks; or
+	UploadID     string     // an upload to cut into chunks of ChunkRows records
 	ChunkRows    int
 	HasHeader    bool
 	TopK         int
@@ -78,6 +79,12 @@ func (s *JobSpec) Validate() error {
 	}
 	if s.Order != Desc && s.Order != Asc {
 		return Invalidf("order %q must be \"desc\" or \"asc\"", s.Order)
+	}
+	if s.UploadID != "" {
+		if len(s.Chunks) > 0 {
+			return Invalidf("input takes upload_id or chunks, not both")
+		}
+		return nil
 	}
 	if len(s.Chunks) == 0 {
 		return Invalidf("input needs at least one chunk")

@@ -24,7 +24,9 @@ type Task struct {
 	JobCreatedAt     time.Time // the job's creation time, copied for claim order
 	InputURI         string
 	InputSHA256      string
-	InputBytes       int64
+	InputBytes       int64           // bytes a worker downloads; 0 when unknown
+	InputOffset      int64           // for chunks of an upload: where the chunk's records start in it
+	InputLength      int64           // and how many bytes they take (the header not included)
 	Result           []byte          // the recorded output: CSV for chunks
 	Metrics          json.RawMessage // optional worker-reported metrics; nil when none
 	Error            string          // why the last attempt failed, for people

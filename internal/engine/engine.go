@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
@@ -34,6 +35,9 @@ type Config struct {
 	// StitchInterval is how often the stitcher looks for ready jobs besides
 	// being woken by completions; default 1s.
 	StitchInterval time.Duration
+	// Blobs holds uploads; nil on a coordinator without a data directory,
+	// which then refuses uploads.
+	Blobs *blob.Store
 	// PollInterval bounds how long a long-polling claim sleeps between
 	// attempts when nothing wakes it (work made runnable by a backoff
 	// passing or by another process); default 500ms.
@@ -47,6 +51,7 @@ type Engine struct {
 	log    *slog.Logger
 	wake   *broadcast // work became claimable
 	stitch *broadcast // a stitch task became pending
+	logs   *broadcast // log lines were appended or a task became final
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -87,6 +92,7 @@ func New(s store.Store, cfg Config) *Engine {
 		log:    cfg.Logger,
 		wake:   newBroadcast(),
 		stitch: newBroadcast(),
+		logs:   newBroadcast(),
 		jobs:   map[string]*domain.Job{},
 	}
 }

@@ -44,6 +44,10 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		}
 	}
 
+	inputs, header, err := e.chunkInputs(ctx, spec)
+	if err != nil {
+		return nil, false, err
+	}
 	now := e.now()
 	local := e.newLocalID()
 	job := &domain.Job{
@@ -61,13 +65,15 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		Priority:       spec.Priority,
 		Status:         domain.JobPending,
 		RootTaskID:     e.cfg.Shard + ":" + local + "-root",
-		ChunkCount:     len(spec.Chunks),
+		ChunkCount:     len(inputs),
+		UploadID:       spec.UploadID,
+		InputHeader:    header,
 		IdempotencyKey: idempotencyKey,
 		RequestHash:    hash,
 		CreatedAt:      now,
 		UpdatedAt:      now,
 	}
-	tasks := make([]*domain.Task, 0, len(spec.Chunks)+1)
+	tasks := make([]*domain.Task, 0, len(inputs)+1)
 	tasks = append(tasks, &domain.Task{
 		ID:               job.RootTaskID,
 		JobID:            job.ID,
@@ -80,11 +86,11 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		RunAfter:         now,
 		Priority:         job.Priority,
 		JobCreatedAt:     now,
-		PendingUpstreams: len(spec.Chunks),
+		PendingUpstreams: len(inputs),
 		CreatedAt:        now,
 		UpdatedAt:        now,
 	})
-	for i, c := range spec.Chunks {
+	for i, c := range inputs {
 		tasks = append(tasks, &domain.Task{
 			ID:           job.ID + "-" + strconv.Itoa(i),
 			JobID:        job.ID,
@@ -100,6 +106,8 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 			InputURI:     c.URI,
 			InputSHA256:  c.SHA256,
 			InputBytes:   c.Bytes,
+			InputOffset:  c.Offset,
+			InputLength:  c.Length,
 			DownstreamID: job.RootTaskID,
 			CreatedAt:    now,
 			UpdatedAt:    now,
@@ -122,8 +130,39 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	e.log.InfoContext(ctx, "job created", "job_id", job.ID, "workload", job.Workload, "chunks", job.ChunkCount)
 	e.wake.Notify()
 	counts := domain.TaskCounts{}
-	counts.Add(domain.TaskPending, len(spec.Chunks))
+	counts.Add(domain.TaskPending, len(inputs))
 	return &JobView{Job: job, Tasks: counts}, true, nil
+}
+
+// chunkInput is where one chunk task's input comes from.
+type chunkInput struct {
+	URI, SHA256           string
+	Bytes, Offset, Length int64
+}
+
+// chunkInputs lists the chunks of spec: the hosted ones as given, or those
+// cut from its upload, with the header line they repeat.
+func (e *Engine) chunkInputs(ctx context.Context, spec *domain.JobSpec) ([]chunkInput, []byte, error) {
+	if spec.UploadID == "" {
+		out := make([]chunkInput, len(spec.Chunks))
+		for i, c := range spec.Chunks {
+			out[i] = chunkInput{URI: c.URI, SHA256: c.SHA256, Bytes: c.Bytes}
+		}
+		return out, nil, nil
+	}
+	c, err := e.splitUpload(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]chunkInput, len(c.Chunks))
+	for i, ch := range c.Chunks {
+		out[i] = chunkInput{
+			SHA256: hex.EncodeToString(ch.SHA256[:]),
+			Bytes:  int64(len(c.Header)) + ch.Length,
+			Offset: ch.Offset, Length: ch.Length,
+		}
+	}
+	return out, c.Header, nil
 }
 
 // replay returns the job created under key when hash matches its request.

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strconv"
 
@@ -62,8 +61,11 @@ func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 	case r.Input.UploadID != nil && r.Input.Chunks != nil:
 		return nil, domain.Invalidf("input takes upload_id or chunks, not both")
 	case r.Input.UploadID != nil:
-		return nil, fmt.Errorf("input.upload_id %q: no such upload on this coordinator; upload the table with POST /upload first: %w",
-			*r.Input.UploadID, domain.ErrNotFound)
+		if *r.Input.UploadID == "" {
+			return nil, domain.Invalidf("input.upload_id is empty; send the upload_id that POST /upload returned")
+		}
+		s.UploadID = *r.Input.UploadID
+		return s, nil
 	}
 	for _, c := range r.Input.Chunks {
 		s.Chunks = append(s.Chunks, domain.ChunkRef{URI: c.URI, SHA256: c.SHA256, Bytes: c.Bytes})
@@ -168,7 +170,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		NextCursor *string     `json:"next_cursor"`
 	}{Tasks: make([]*taskJSON, len(tasks)), NextCursor: strPtr(next)}
 	for i, t := range tasks {
-		out.Tasks[i] = taskView(t)
+		out.Tasks[i] = taskView(t, baseURL(r))
 	}
 	writeJSON(w, http.StatusOK, out)
 }

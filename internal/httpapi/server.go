@@ -18,6 +18,10 @@ type Tokens struct {
 
 // Server serves the REST API over an engine.
 type Server struct {
+	// MaxUploadBytes bounds the body of POST /upload; over it the answer is
+	// 413. New sets it to DefaultMaxUploadBytes; change it before serving.
+	MaxUploadBytes int64
+
 	engine *engine.Engine
 	tokens Tokens
 	log    *slog.Logger
@@ -29,7 +33,7 @@ func New(e *engine.Engine, tokens Tokens, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{engine: e, tokens: tokens, log: log, mux: http.NewServeMux()}
+	s := &Server{MaxUploadBytes: DefaultMaxUploadBytes, engine: e, tokens: tokens, log: log, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -41,6 +45,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /ready", s.ready)
 
+	m.Handle("POST /upload", client(s.upload))
 	m.Handle("POST /jobs", client(s.createJob))
 	m.Handle("GET /jobs", client(s.listJobs))
 	m.Handle("GET /jobs/{job_id}", client(s.getJob))
@@ -48,12 +53,15 @@ func (s *Server) routes() {
 	m.Handle("GET /jobs/{job_id}/result", client(s.jobResult))
 	m.Handle("POST /jobs/{job_id}/cancel", client(s.cancelJob))
 	m.Handle("GET /tasks/{task_id}", client(s.getTask))
+	m.Handle("GET /tasks/{task_id}/logs", client(s.logs))
 
 	m.Handle("POST /tasks/claim", worker(s.claim))
 	m.Handle("POST /tasks/results", worker(s.batchResults))
 	m.Handle("POST /tasks/{task_id}/heartbeat", worker(s.heartbeat))
 	m.Handle("POST /tasks/{task_id}/result", worker(s.result))
 	m.Handle("POST /tasks/{task_id}/failure", worker(s.failure))
+	m.Handle("GET /tasks/{task_id}/input", worker(s.taskInput))
+	m.Handle("POST /tasks/{task_id}/logs", worker(s.appendLogs))
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see the API reference in the README")

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/pgtest"
@@ -41,12 +42,15 @@ type bundle struct {
 	engine *engine.Engine
 	clock  *clock
 	tokens httpapi.Tokens
+	// dataDir holds the engine's blobs.
+	dataDir string
 }
 
 type options struct {
-	tokens   httpapi.Tokens
-	postgres bool
-	noLoops  bool // do not run the reaper and stitcher in the background
+	tokens    httpapi.Tokens
+	postgres  bool
+	noLoops   bool // do not run the reaper and stitcher in the background
+	maxUpload int64
 }
 
 func sqliteStore(t *testing.T) store.Store {
@@ -80,11 +84,20 @@ func setup(t *testing.T, opts options) *bundle {
 	}
 	c := &clock{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	dataDir := t.TempDir()
+	blobs, err := blob.Open(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng := engine.New(st, engine.Config{
-		Shard: "s0", Logger: log, Now: c.Now,
+		Shard: "s0", Logger: log, Now: c.Now, Blobs: blobs,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
-	srv := httptest.NewServer(httpapi.New(eng, opts.tokens, log))
+	api := httpapi.New(eng, opts.tokens, log)
+	if opts.maxUpload > 0 {
+		api.MaxUploadBytes = opts.maxUpload
+	}
+	srv := httptest.NewServer(api)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	if !opts.noLoops {
@@ -95,7 +108,7 @@ func setup(t *testing.T, opts options) *bundle {
 		wg.Wait()
 		srv.Close()
 	})
-	return &bundle{t: t, url: srv.URL, store: st, engine: eng, clock: c, tokens: opts.tokens}
+	return &bundle{t: t, url: srv.URL, store: st, engine: eng, clock: c, tokens: opts.tokens, dataDir: dataDir}
 }
 
 // response is an HTTP answer read whole.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"net/http"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -73,7 +74,9 @@ type taskJSON struct {
 	UpdatedAt      time.Time        `json:"updated_at"`
 }
 
-func taskView(v *engine.TaskView) *taskJSON {
+// taskView renders a task; base is the coordinator's URL, where workers
+// download the chunks of uploads.
+func taskView(v *engine.TaskView, base string) *taskJSON {
 	t := v.Task
 	out := &taskJSON{
 		TaskID: t.ID, JobID: t.JobID, ChunkIndex: t.ChunkIndex, Attempt: t.Attempt,
@@ -84,6 +87,9 @@ func taskView(v *engine.TaskView) *taskJSON {
 	}
 	if t.State == domain.TaskLeased {
 		out.LeaseExpiresAt = timePtr(t.LeaseExpiresAt)
+	}
+	if t.InputURI == "" && t.Kind == domain.KindChunk && v.Job != nil && v.Job.UploadID != "" {
+		out.Input.URL = base + "/tasks/" + t.ID + "/input"
 	}
 	if j := v.Job; j != nil {
 		out.Parameters, out.TopK, out.ScoreColumn = j.Parameters, j.TopK, j.ScoreColumn
@@ -105,4 +111,13 @@ func strPtr(s string) *string {
 		return nil
 	}
 	return &s
+}
+
+// baseURL is the coordinator's URL as the client reached it.
+func baseURL(r *http.Request) string {
+	scheme := "http"
+	if r.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + r.Host
 }

@@ -104,6 +104,35 @@ type Querier interface {
 	// TaskResults returns the results of a job's completed chunk tasks by
 	// ChunkIndex ascending.
 	TaskResults(ctx context.Context, jobID string) ([]ChunkResult, error)
+
+	// TaskLogAppend appends lines to a task's log, each with a new ID
+	// greater than every ID before it. A task holds at most p.MaxLines
+	// lines: the lines past that are dropped.
+	TaskLogAppend(ctx context.Context, p *TaskLogAppendParams) error
+	// TaskLogList returns up to p.Limit lines of a task's log with ID
+	// greater than p.After, by ID ascending.
+	TaskLogList(ctx context.Context, p *TaskLogListParams) ([]domain.LogLine, error)
+
+	// UploadInsert records an upload. A taken ID is ErrDuplicate.
+	UploadInsert(ctx context.Context, u *domain.Upload) error
+	// UploadGet returns the upload with id, or ErrNotFound.
+	UploadGet(ctx context.Context, id string) (*domain.Upload, error)
+}
+
+// TaskLogAppendParams is a batch of log lines of one attempt of a task.
+type TaskLogAppendParams struct {
+	TaskID   string
+	Attempt  int
+	Lines    []string
+	Now      time.Time
+	MaxLines int
+}
+
+// TaskLogListParams selects a page of a task's log.
+type TaskLogListParams struct {
+	TaskID string
+	After  int64 // the ID of the last line already seen; 0 from the start
+	Limit  int
 }
 
 // JobListParams selects a page of jobs.

@@ -1,7 +1,9 @@
 // Package table holds CSV-aware helpers for task outputs: ParseOutput checks
 // a worker's result before it is recorded, and Merge stitches the recorded
-// chunk outputs of a job into its final CSV. It is pure: no I/O beyond the
-// readers and writers passed in, no clock, no randomness.
+// chunk outputs of a job into its final CSV. For uploads, Normalize checks
+// a table as it streams and writes its canonical form, and Split divides
+// that form into a job's chunks. It is pure: no I/O beyond the readers and
+// writers passed in, no clock, no randomness.
 //
 // The rules both functions share:
 //

@@ -72,10 +72,9 @@ func TestClaimAtScale(t *testing.T) {
 	took := time.Since(start)
 	t.Logf("TaskInsert of %d tasks: %v (%.0f tasks/s)", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
 
+	// No ANALYZE here: TaskInsert must have refreshed the statistics, or
+	// the planner may sort every pending task instead of using the index.
 	conn := connect(t, url)
-	if _, err := conn.Exec(ctx, `ANALYZE tasks`); err != nil {
-		t.Fatal(err)
-	}
 	now := storetest.Epoch().Add(time.Hour)
 	args := []any{"w", now, []string{"chunk"}, []string{}, 10}
 	for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {

@@ -75,7 +75,7 @@ func TestMigrateDownUp(t *testing.T) {
 	if v, err := migrate.Down(ctx, s.MigrateDB(), ms); err != nil || v != 0 {
 		t.Fatalf("Down with nothing applied = %d, %v; want 0, nil", v, err)
 	}
-	for _, table := range []string{"jobs", "tasks"} {
+	for _, table := range []string{"jobs", "tasks", "uploads", "task_logs"} {
 		if tableExists(t, conn, table) {
 			t.Errorf("table %s survived the down migrations", table)
 		}
@@ -121,7 +121,7 @@ func TestCheckMigrated(t *testing.T) {
 		t.Errorf("CheckMigrated with an unknown migration = %v; want ErrNotMigrated asking for a newer scimesh", err)
 	}
 
-	if _, err := conn.Exec(ctx, `DROP TABLE tasks, jobs, scimesh_migrations`); err != nil {
+	if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
 	err = s.CheckMigrated(ctx)
@@ -142,7 +142,7 @@ func TestConcurrentMigrators(t *testing.T) {
 	url := pgtest.URL(t)
 	conn := connect(t, url)
 	// Back to an empty database, without even the bookkeeping table.
-	if _, err := conn.Exec(ctx, `DROP TABLE tasks, jobs, scimesh_migrations`); err != nil {
+	if _, err := conn.Exec(ctx, `DROP SCHEMA public CASCADE; CREATE SCHEMA public`); err != nil {
 		t.Fatal(err)
 	}
 

@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -35,7 +36,14 @@ func openURL(t testing.TB, params ...string) (*postgres.Store, string) {
 	url := pgtest.URL(t)
 	storeURL := url
 	for _, p := range params {
-		storeURL += "&" + p
+		switch {
+		case !strings.Contains(storeURL, "://"): // keyword/value form
+			storeURL += " " + p
+		case strings.Contains(storeURL, "?"):
+			storeURL += "&" + p
+		default:
+			storeURL += "?" + p
+		}
 	}
 	s, err := postgres.Open(context.Background(), storeURL)
 	if err != nil {

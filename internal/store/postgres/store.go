@@ -59,11 +59,15 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error 
 	}
 	// Rollback after Commit is a no-op; this also covers a panicking fn.
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	if err := fn(&querier{db: tx, tx: tx}); err != nil {
+	q := &querier{db: tx, tx: tx}
+	if err := fn(q); err != nil {
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return translate(err, "postgres: commit")
+	}
+	if q.analyze {
+		s.querier.analyzeTasks(ctx)
 	}
 	return nil
 }
@@ -89,6 +93,7 @@ type dbtx interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error) // on a transaction: a savepoint
 }
 
 // querier implements store.Querier on the pool (each call on its own) or on
@@ -96,4 +101,7 @@ type dbtx interface {
 type querier struct {
 	db dbtx
 	tx pgx.Tx // the transaction db is, or nil on the pool
+	// analyze asks InTx to refresh the tasks table's statistics after the
+	// commit, for the transaction inserted many tasks.
+	analyze bool
 }

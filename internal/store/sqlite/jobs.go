@@ -15,10 +15,10 @@ import (
 
 const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
-	request_hash, result, result_sha256, created_at, updated_at, finished_at, version`
+	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header`
 
 var (
-	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(24) + `)`
+	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(26) + `)`
 	jobGetSQL    = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
 	jobByKeySQL  = `SELECT ` + jobCols + ` FROM jobs WHERE idempotency_key = ?`
 	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
@@ -69,7 +69,8 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.ID, j.Name, j.Workload, params, j.ChunkRows, boolArg(j.HasHeader), j.TopK, j.ScoreColumn, string(j.Order),
 		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
 		nullString(j.IdempotencyKey), j.RequestHash, blobArg(j.Result), j.ResultSHA256,
-		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1)
+		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
+		j.UploadID, blobArg(j.InputHeader))
 	if err != nil {
 		return fmt.Errorf("sqlite: insert job %s: %w", j.ID, err)
 	}
@@ -203,7 +204,8 @@ func scanJob(r scanner) (*domain.Job, error) {
 	)
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
-		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version)
+		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
+		&j.UploadID, &j.InputHeader)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

@@ -17,8 +17,8 @@ import (
 const (
 	taskCols = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
-	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version`
-	taskNumCols = 26
+	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length`
+	taskNumCols = 28
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then single rows, so
@@ -133,7 +133,7 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 			t.MaxAttempts, t.LeaseSeconds, t.LeaseOwner, timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), t.Priority,
 			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, blobArg(t.Result), textArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
-			timeArg(t.FinishedAt), t.Version+1)
+			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength)
 	}
 	_, err := q.exec(ctx, taskInsertSQLs[len(tasks)], args...)
 	return err
@@ -315,7 +315,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
 		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
-		&finished, &t.Version)
+		&finished, &t.Version, &t.InputOffset, &t.InputLength)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

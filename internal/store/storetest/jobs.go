@@ -31,6 +31,8 @@ func fullJob(id string) *domain.Job {
 		Error:          "task 0:x.000003 failed: boom",
 		RootTaskID:     StitchTaskID(id),
 		ChunkCount:     42,
+		UploadID:       "0:u-" + id,
+		InputHeader:    []byte("id,\"fp\"\n"),
 		IdempotencyKey: "idem-" + id,
 		RequestHash:    strings.Repeat("ab", 32),
 		Result:         []byte("id,score\n1,0.5\n\x00\xff\n"),

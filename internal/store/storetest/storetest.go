@@ -37,6 +37,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("TaskClaim", func(t *testing.T) { t.Parallel(); exerciseClaim(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { t.Parallel(); exerciseLifecycle(t, newStore) })
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); exerciseTx(t, newStore) })
+	t.Run("Upload", func(t *testing.T) { t.Parallel(); exerciseUploads(t, newStore) })
+	t.Run("TaskLog", func(t *testing.T) { t.Parallel(); exerciseTaskLogs(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.

@@ -32,6 +32,8 @@ func fullTask(id string) *domain.Task {
 		InputURI:         "blob:chunks/job-1/17.csv",
 		InputSHA256:      strings.Repeat("9a", 32),
 		InputBytes:       1 << 40,
+		InputOffset:      1<<40 - 12345,
+		InputLength:      1 << 35,
 		Result:           []byte("id,score\n3,1e-3\n\x00\xfe"),
 		Metrics:          json.RawMessage(`{"rows": 10,"secs":1.5 }`),
 		Error:            "attempt 1: out of memory",

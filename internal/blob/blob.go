@@ -1,0 +1,126 @@
+// Package blob keeps SciMesh's files — normalized uploads — on disk under
+// the data directory, named by the sha256 of their content. A file is
+// written to a temporary name, synced, and renamed into place, so a blob
+// either exists whole or not at all, even across a crash.
+//
+// Several coordinators that share one database must share the data
+// directory too (a network file system): the database names blobs, the
+// directory holds them.
+package blob
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+)
+
+// ErrNotFound reports a blob that is not in the store.
+var ErrNotFound = errors.New("blob: not found")
+
+// Store is a directory of content-addressed files.
+type Store struct {
+	dir string
+}
+
+// Open returns the store rooted at dir, creating it when needed.
+func Open(dir string) (*Store, error) {
+	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "sha256")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("blob: create %s: %w", d, err)
+		}
+	}
+	return &Store{dir: dir}, nil
+}
+
+var keyRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+func (s *Store) path(key string) (string, error) {
+	if !keyRe.MatchString(key) {
+		return "", fmt.Errorf("blob: key %q is not a sha256 in hex: %w", key, ErrNotFound)
+	}
+	return filepath.Join(s.dir, "sha256", key[:2], key), nil
+}
+
+// Open opens the blob named key for reading.
+func (s *Store) Open(key string) (*os.File, error) {
+	p, err := s.path(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("blob %s: %w", key, ErrNotFound)
+	}
+	return f, err
+}
+
+// Writer writes a new blob. Commit names it by its content; Abort (or a
+// Commit that failed) leaves nothing behind.
+type Writer struct {
+	s    *Store
+	f    *os.File
+	h    hash.Hash
+	n    int64
+	done bool
+}
+
+// Create starts a new blob.
+func (s *Store) Create() (*Writer, error) {
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
+	if err != nil {
+		return nil, fmt.Errorf("blob: create: %w", err)
+	}
+	return &Writer{s: s, f: f, h: sha256.New()}, nil
+}
+
+// Write appends p to the blob.
+func (w *Writer) Write(p []byte) (int, error) {
+	n, err := w.f.Write(p)
+	w.h.Write(p[:n])
+	w.n += int64(n)
+	return n, err
+}
+
+// Commit syncs the blob to disk and names it by the sha256 of its content,
+// which it returns with the size.
+func (w *Writer) Commit() (key string, size int64, err error) {
+	defer w.Abort()
+	if err := w.f.Sync(); err != nil {
+		return "", 0, fmt.Errorf("blob: sync: %w", err)
+	}
+	if err := w.f.Close(); err != nil {
+		return "", 0, fmt.Errorf("blob: close: %w", err)
+	}
+	key = hex.EncodeToString(w.h.Sum(nil))
+	p, _ := w.s.path(key)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return "", 0, fmt.Errorf("blob: create directory: %w", err)
+	}
+	if err := os.Rename(w.f.Name(), p); err != nil {
+		return "", 0, fmt.Errorf("blob: commit: %w", err)
+	}
+	w.done = true
+	if d, err := os.Open(filepath.Dir(p)); err == nil {
+		_ = d.Sync() // make the rename durable; best effort on file systems without it
+		d.Close()
+	}
+	return key, w.n, nil
+}
+
+// Abort discards the blob unless it was committed. It is safe to call twice.
+func (w *Writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.f.Close()
+	os.Remove(w.f.Name())
+}
+
+var _ io.Writer = (*Writer)(nil)

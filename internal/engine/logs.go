@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Log limits.
+const (
+	MaxLogLinesPerRequest = 1000
+	MaxLogLineBytes       = 16 << 10
+	MaxLogLinesPerTask    = 100_000
+)
+
+// AppendLogsParams is a batch of a worker's log lines for one attempt.
+type AppendLogsParams struct {
+	TaskID   string
+	WorkerID string
+	Attempt  int
+	Lines    []string
+}
+
+// AppendLogs records log lines of (worker, attempt). The lease must be live,
+// or the task completed or failed by that very attempt (so that lines sent
+// just after the outcome are kept). Lines over MaxLogLineBytes are cut; a
+// task keeps its first MaxLogLinesPerTask lines and drops the rest.
+func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
+	if !domain.ValidWorkerID(p.WorkerID) {
+		return domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
+	}
+	if p.Attempt < 1 {
+		return domain.Invalidf("attempt is %d; send the attempt of your lease (1 or more)", p.Attempt)
+	}
+	if len(p.Lines) > MaxLogLinesPerRequest {
+		return domain.Invalidf("lines has %d entries; send at most %d per request", len(p.Lines), MaxLogLinesPerRequest)
+	}
+	if len(p.Lines) == 0 {
+		return nil
+	}
+	lines := make([]string, len(p.Lines))
+	for i, l := range p.Lines {
+		if len(l) > MaxLogLineBytes {
+			l = strings.ToValidUTF8(l[:MaxLogLineBytes], "") + " [cut]"
+		}
+		lines[i] = l
+	}
+	err := e.tx(ctx, func(q store.Querier) error {
+		t, err := q.TaskGet(ctx, p.TaskID)
+		if err != nil {
+			return notFound(err, "task %q", p.TaskID)
+		}
+		now := e.now()
+		ownOutcome := (t.State == domain.TaskCompleted || t.State == domain.TaskFailed) &&
+			t.LeaseOwner == p.WorkerID && t.Attempt == p.Attempt
+		if !ownOutcome {
+			if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
+				return err
+			}
+		}
+		return q.TaskLogAppend(ctx, &store.TaskLogAppendParams{
+			TaskID: t.ID, Attempt: p.Attempt, Lines: lines, Now: now, MaxLines: MaxLogLinesPerTask,
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("append logs: %w", err)
+	}
+	e.logs.Notify()
+	return nil
+}
+
+// LogPage is a page of a task's log and whether the task is final, in
+// which case no line will follow the page's last.
+type LogPage struct {
+	Lines []domain.LogLine
+	Final bool
+}
+
+// Logs returns up to limit lines of a task's log after the line with ID
+// after (0 from the start).
+func (e *Engine) Logs(ctx context.Context, taskID string, after int64, limit int) (*LogPage, error) {
+	t, err := e.store.TaskGet(ctx, taskID)
+	if err != nil {
+		return nil, notFound(err, "task %q", taskID)
+	}
+	// Read the state before the lines: a task final before its lines were
+	// read has no line appended after them.
+	final := t.State.Final()
+	lines, err := e.store.TaskLogList(ctx, &store.TaskLogListParams{TaskID: taskID, After: after, Limit: limit})
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("read log of task %s: %w", taskID, err))
+	}
+	return &LogPage{Lines: lines, Final: final}, nil
+}
+
+// WaitLogs returns when lines may have been appended to some task's log or
+// after d, whichever comes first.
+func (e *Engine) WaitLogs(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-e.logs.Wait():
+	case <-t.C:
+	}
+}

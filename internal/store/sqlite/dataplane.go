@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+const (
+	uploadCols      = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
+	uploadInsertSQL = `INSERT INTO uploads (` + uploadCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
+	uploadGetSQL    = `SELECT ` + uploadCols + ` FROM uploads WHERE id = ?`
+
+	// taskLogCountSQL counts a task's lines up to a bound, so that the
+	// count costs at most that many index steps.
+	taskLogCountSQL  = `SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`
+	taskLogInsertSQL = `INSERT INTO task_logs (task_id, attempt, created_at, line) VALUES (?, ?, ?, ?)`
+	taskLogListSQL   = `SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`
+)
+
+// UploadInsert records u. A taken ID is store.ErrDuplicate.
+func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
+	_, err := q.exec(ctx, uploadInsertSQL, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt))
+	if err != nil {
+		return fmt.Errorf("sqlite: insert upload %s: %w", u.ID, err)
+	}
+	return nil
+}
+
+// UploadGet returns the upload with id, or store.ErrNotFound.
+func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, error) {
+	var (
+		u       domain.Upload
+		created sql.NullInt64
+	)
+	err := q.queryRow(ctx, false, func(r scanner) error {
+		return r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created)
+	}, uploadGetSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get upload %s: %w", id, err)
+	}
+	u.CreatedAt = timeCol(created)
+	return &u, nil
+}
+
+// TaskLogAppend appends p.Lines to the task's log, dropping those past
+// p.MaxLines lines in all.
+func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParams) error {
+	return q.atomically(ctx, "task_log_append", func(q *querier) error {
+		var n int
+		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, taskLogCountSQL, p.TaskID, p.MaxLines)
+		if err != nil {
+			return fmt.Errorf("sqlite: count log lines of task %s: %w", p.TaskID, err)
+		}
+		for _, line := range p.Lines[:min(len(p.Lines), max(p.MaxLines-n, 0))] {
+			if _, err := q.exec(ctx, taskLogInsertSQL, p.TaskID, p.Attempt, timeArg(p.Now), line); err != nil {
+				return fmt.Errorf("sqlite: append log of task %s: %w", p.TaskID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TaskLogList returns a page of the task's log.
+func (q *querier) TaskLogList(ctx context.Context, p *store.TaskLogListParams) ([]domain.LogLine, error) {
+	var out []domain.LogLine
+	err := q.query(ctx, false, func(r scanner) error {
+		var (
+			l       domain.LogLine
+			created sql.NullInt64
+		)
+		if err := r.Scan(&l.ID, &l.Attempt, &created, &l.Line); err != nil {
+			return err
+		}
+		l.Time = timeCol(created)
+		out = append(out, l)
+		return nil
+	}, taskLogListSQL, p.TaskID, p.After, limitArg(p.Limit))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("sqlite: list log of task %s: %w", p.TaskID, err)
+	}
+	return out, nil
+}

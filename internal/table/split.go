@@ -1,0 +1,194 @@
+package table
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"fmt"
+	"hash"
+	"io"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+// Chunk is one task's share of a normalized table: whole records, as a
+// byte range of the table. A worker downloads the table's header line
+// followed by the range: len(Header)+Length bytes.
+type Chunk struct {
+	Offset int64             // where the chunk's first record starts in the table
+	Length int64             // bytes of the chunk's records, the last '\n' included
+	Rows   int               // records in the chunk
+	SHA256 [sha256.Size]byte // of what a worker downloads: the header line, then the range
+}
+
+// Chunking is how Split divides a normalized table into chunks.
+type Chunking struct {
+	Header []byte  // the header line with its '\n'; empty when the table has none
+	Rows   int64   // data rows in all chunks
+	Chunks []Chunk // in table order; every one but the last holds chunkRows rows
+}
+
+// Split reads a table that Normalize wrote and divides its data rows into
+// chunks of chunkRows records each, but for the last chunk, which holds the
+// rest. With hasHeader the first record is the header line, which every
+// chunk's download repeats and no chunk's range holds.
+//
+// Split reads r once, in order, in constant memory but for the header and
+// the result. It relies on the canonical form: a record ends at an LF that
+// is outside quotes, and every quote, escaped or not, toggles the quoting
+// (a doubled quote toggles twice). Input that is not canonical as far as
+// Split can tell, such as one that ends inside quotes or without a final
+// LF, is an error that is no domain error: it is a fault of the caller.
+//
+// A table with no record is "the table is empty", and a header with no
+// rows "the table has a header but no rows"; a chunkRows below 1, or one
+// that makes more than domain.MaxChunks chunks, is refused too. Those
+// errors wrap domain.ErrInvalidArgument.
+func Split(r io.Reader, hasHeader bool, chunkRows int) (*Chunking, error) {
+	if chunkRows < 1 {
+		return nil, domain.Invalidf("chunk_rows is %d; it must be at least 1", chunkRows)
+	}
+	s := &splitter{
+		chunkRows: chunkRows,
+		maxChunks: domain.MaxChunks,
+		inHeader:  hasHeader,
+		h:         sha256.New(),
+		res:       Chunking{Header: []byte{}},
+	}
+	if err := s.read(r, splitBufSize); err != nil {
+		return nil, err
+	}
+	return &s.res, nil
+}
+
+// splitBufSize is the size of Split's reads.
+const splitBufSize = 1 << 20
+
+// splitter is the state of one Split call, which lasts across reads.
+type splitter struct {
+	chunkRows int
+	maxChunks int
+	inHeader  bool // the header record has not ended yet
+	inQuote   bool
+	off       int64 // the table offset of the window's first byte
+	last      byte  // the last byte read
+
+	h          hash.Hash // of the current chunk's download so far
+	chunkStart int64
+	rows       int // rows in the current chunk so far
+
+	res Chunking
+}
+
+func (s *splitter) read(r io.Reader, size int) error {
+	buf := make([]byte, size)
+	for {
+		n, err := io.ReadFull(r, buf)
+		if n > 0 {
+			if err := s.window(buf[:n]); err != nil {
+				return err
+			}
+		}
+		switch err {
+		case nil:
+			continue
+		case io.EOF, io.ErrUnexpectedEOF:
+			return s.end()
+		default:
+			return fmt.Errorf("split table: read: %w", err)
+		}
+	}
+}
+
+// window scans the next bytes of the table.
+func (s *splitter) window(b []byte) error {
+	hashed := 0 // b[:hashed] is accounted for in the header or the hash
+	quote := s.nextQuote(b, 0)
+	for i := 0; i < len(b); {
+		nl := bytes.IndexByte(b[i:], '\n')
+		if nl < 0 {
+			break
+		}
+		end := i + nl // the LF
+		for quote < end {
+			s.inQuote = !s.inQuote
+			quote = s.nextQuote(b, quote+1)
+		}
+		i = end + 1
+		if s.inQuote {
+			continue
+		}
+		// A record ends at b[i].
+		if s.inHeader {
+			s.res.Header = append(s.res.Header, b[hashed:i]...)
+			hashed = i
+			s.inHeader = false
+			s.chunkStart = s.off + int64(i)
+			s.h.Write(s.res.Header)
+			continue
+		}
+		s.rows++
+		if s.rows == s.chunkRows {
+			s.h.Write(b[hashed:i])
+			hashed = i
+			if err := s.endChunk(s.off + int64(i)); err != nil {
+				return err
+			}
+		}
+	}
+	// Quotes after the last LF of the window.
+	for quote < len(b) {
+		s.inQuote = !s.inQuote
+		quote = s.nextQuote(b, quote+1)
+	}
+	if s.inHeader {
+		s.res.Header = append(s.res.Header, b[hashed:]...)
+	} else {
+		s.h.Write(b[hashed:])
+	}
+	s.off += int64(len(b))
+	s.last = b[len(b)-1]
+	return nil
+}
+
+// nextQuote returns the index of the first quote in b[from:], or len(b).
+func (s *splitter) nextQuote(b []byte, from int) int {
+	if i := bytes.IndexByte(b[from:], '"'); i >= 0 {
+		return from + i
+	}
+	return len(b)
+}
+
+// endChunk records the current chunk, which ends at table offset end, and
+// starts the next.
+func (s *splitter) endChunk(end int64) error {
+	if len(s.res.Chunks) == s.maxChunks {
+		return domain.Invalidf("the table makes more than %d chunks of %d rows; raise chunk_rows", s.maxChunks, s.chunkRows)
+	}
+	c := Chunk{Offset: s.chunkStart, Length: end - s.chunkStart, Rows: s.rows}
+	s.h.Sum(c.SHA256[:0]) // fills the array, which has room
+	s.res.Chunks = append(s.res.Chunks, c)
+	s.res.Rows += int64(c.Rows)
+	s.chunkStart, s.rows = end, 0
+	s.h.Reset()
+	s.h.Write(s.res.Header)
+	return nil
+}
+
+// end checks the end of the table and records the last chunk.
+func (s *splitter) end() error {
+	switch {
+	case s.off == 0:
+		return domain.Invalidf("the table is empty")
+	case s.inQuote || s.last != '\n':
+		return fmt.Errorf("split table: the table is not normalized: it ends inside a record at byte %d", s.off)
+	}
+	if s.rows > 0 {
+		if err := s.endChunk(s.off); err != nil {
+			return err
+		}
+	}
+	if len(s.res.Chunks) == 0 {
+		return domain.Invalidf("the table has a header but no rows")
+	}
+	return nil
+}
