@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/url"
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,9 @@ func (s *JobSpec) Validate() error {
 	if len(s.Name) > 256 {
 		return Invalidf("name is %d bytes long; at most 256", len(s.Name))
 	}
+	if strings.ContainsRune(s.Name, 0) || strings.ContainsRune(s.ScoreColumn, 0) {
+		return Invalidf("name and score_column must not contain NUL characters")
+	}
 	p := bytes.TrimSpace(s.Parameters)
 	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
 		return Invalidf("parameters must be a JSON object")
@@ -81,6 +85,9 @@ func (s *JobSpec) Validate() error {
 		return Invalidf("order %q must be \"desc\" or \"asc\"", s.Order)
 	}
 	if s.UploadID != "" {
+		if !ValidID(s.UploadID) {
+			return Invalidf("input.upload_id %q is not an ID this coordinator hands out", s.UploadID)
+		}
 		if len(s.Chunks) > 0 {
 			return Invalidf("input takes upload_id or chunks, not both")
 		}
@@ -111,6 +118,20 @@ func inRange(name string, v, lo, hi int) error {
 		return Invalidf("%s is %d; it must be between %d and %d", name, v, lo, hi)
 	}
 	return nil
+}
+
+// ValidID reports whether id could name a job, task or upload: 1-256
+// bytes of printable text (IDs are opaque, but never hold control bytes).
+func ValidID(id string) bool {
+	if id == "" || len(id) > 256 {
+		return false
+	}
+	for _, r := range id {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 // ValidWorkerID reports whether id is 1-128 of [A-Za-z0-9._:-].

@@ -290,7 +290,7 @@ func decodeJobCursor(c string) (*store.JobCursor, error) {
 	}
 	micros, id, ok := strings.Cut(s, "|")
 	us, perr := strconv.ParseInt(micros, 10, 64)
-	if !ok || perr != nil || id == "" {
+	if !ok || perr != nil || id == "" || strings.ContainsRune(id, 0) {
 		return nil, domain.Invalidf("cursor %q is not one this server handed out; pass next_cursor from the previous page", c)
 	}
 	return &store.JobCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil

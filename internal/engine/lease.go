@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -270,6 +271,9 @@ func (e *Engine) validateResult(ctx context.Context, p ResultParams) error {
 	if len(p.Metrics) > 0 && (p.Metrics[0] != '{' || !json.Valid(p.Metrics)) {
 		return domain.Invalidf("metrics must be a JSON object")
 	}
+	if !domain.ValidID(p.TaskID) {
+		return fmt.Errorf("task %q does not exist: %w", p.TaskID, domain.ErrNotFound)
+	}
 	t, err := e.store.TaskGet(ctx, p.TaskID)
 	if err != nil {
 		return notFound(err, "task %q", p.TaskID)
@@ -309,6 +313,7 @@ func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
 	if len(p.Error) > MaxErrorBytes {
 		p.Error = p.Error[:MaxErrorBytes]
 	}
+	p.Error = strings.ToValidUTF8(strings.ReplaceAll(p.Error, "\x00", ""), "\uFFFD")
 	var task *domain.Task
 	err := e.tx(ctx, func(q store.Querier) error {
 		t, err := q.TaskGet(ctx, p.TaskID)

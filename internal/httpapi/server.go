@@ -70,6 +70,10 @@ func (s *Server) routes() {
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.ContainsRune(r.URL.Path, 0) {
+		writeAPIError(w, http.StatusNotFound, "not_found", "no such path: it holds a NUL character")
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 

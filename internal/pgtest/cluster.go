@@ -37,11 +37,12 @@ const (
 )
 
 // Options tune a cluster started by StartCluster. The zero value suits tests:
-// fsync, synchronous_commit and full_page_writes are off, which is fast and
-// safe for a cluster that is thrown away.
+// fsync, synchronous_commit and full_page_writes are off and the WAL is kept
+// small, which is fast and safe for a cluster that is thrown away.
 type Options struct {
-	// Durable keeps fsync, synchronous_commit and full_page_writes on, for
-	// measurements that should reflect a production server.
+	// Durable keeps fsync, synchronous_commit, full_page_writes and the WAL
+	// size at their defaults, for measurements that should reflect a
+	// production server.
 	Durable bool
 	// MaxConnections is the server's max_connections; 0 means 300.
 	MaxConnections int
@@ -174,7 +175,10 @@ func (c *Cluster) serverFlags(opts Options) string {
 		"-c", "max_connections=" + strconv.Itoa(maxConns),
 	}
 	if !opts.Durable {
-		flags = append(flags, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+		// Without fsync a checkpoint is cheap; checkpointing often keeps the
+		// WAL, which may live on a RAM disk, small.
+		flags = append(flags, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+			"-c", "max_wal_size=256MB", "-c", "min_wal_size=32MB")
 	}
 	names := make([]string, 0, len(opts.Settings))
 	for name := range opts.Settings {

@@ -67,7 +67,8 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 // TaskLogAppend appends p.Lines to the task's log, dropping those past
 // p.MaxLines lines. Appends to one task take turns (an advisory lock held
 // to the end of the transaction), so the cap holds and a line's ID is
-// greater than that of every line committed before it.
+// greater than that of every line of the task committed before it: a
+// reader that pages by ID misses none.
 func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParams) error {
 	if len(p.Lines) == 0 || p.MaxLines <= 0 {
 		return nil

@@ -102,6 +102,6 @@ type querier struct {
 	db dbtx
 	tx pgx.Tx // the transaction db is, or nil on the pool
 	// analyze asks InTx to refresh the tasks table's statistics after the
-	// commit, for the transaction inserted many tasks.
+	// commit, because the transaction inserted many tasks.
 	analyze bool
 }
