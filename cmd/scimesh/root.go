@@ -14,6 +14,8 @@ deterministic final CSV.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newBenchCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newBenchCmd(), newWorkerCmd())
+	root.AddCommand(newClientCmds()...)
+	root.AddCommand(newDemoCmd())
 	return root
 }

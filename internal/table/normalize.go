@@ -18,32 +18,29 @@ type NormalizeStats struct {
 }
 
 // Normalize reads an uploaded CSV table from src, checks it, and writes its
-// canonical form to dst: the records as encoding/csv's Reader reads them
-// (default settings: RFC 4180 quotes, every record as many fields as the
-// first, blank lines skipped, CRLF or LF line ends, the last line end
-// optional), written back as its Writer writes them (',' and LF line ends,
-// every line terminated, fields quoted only when needed). The rules of the
-// package doc apply: leading byte order marks are dropped, from the data
-// and from the start of the first header name, and CRs before an LF inside
-// a field are dropped.
-//
-// Two outputs differ from what encoding/csv's Writer writes, so that the
-// canonical form reads back as the same records and Normalize of it gives
-// the same bytes: a record of one empty field is written as `""`, where the
-// Writer would write a blank line that reads back as no record; and the
-// Writer never sees a CR LF inside a field, because of the rule above.
+// canonical form to dst. It reads what encoding/csv's Reader reads with its
+// defaults (RFC 4180 quoting; every record as many fields as the first;
+// blank lines skipped; LF or CRLF line ends, the last one optional) and
+// writes what its Writer writes (',' between fields, an LF after every
+// record, fields quoted only when needed), with two rules on top, as
+// ParseOutput has them: byte order marks at the start of the input and of
+// the first header name are dropped, and so are CRs before an LF inside a
+// field. The output differs from the Writer's in one more case: a record of
+// one empty field is written as `""`, where the Writer writes an empty
+// line, which reads back as no record. So the output reads back as the
+// records Normalize read, and normalizing it again gives the same bytes.
 //
 // Normalize streams: it holds one record in memory, never the table, and
 // refuses a record longer than 64 MiB, which is most often a quoted field
-// that is never closed. Input that is canonical already, the common case,
-// is copied through in large runs.
+// that is never closed. Records that are canonical already, the common
+// case, are copied through in runs as long as its window.
 //
 // Bad data is an error that wraps domain.ErrInvalidArgument and names the
-// line where the bad record starts (and the line and column of the fault,
-// when they differ), so that people can fix their file; a table with no
-// record at all is "the table is empty". When Normalize fails it may have
-// written part of the output already. Errors of src and dst are returned
-// wrapped, as they are.
+// line where the bad record starts, and for malformed CSV also the line and
+// column of the fault (lines counted by LF, as encoding/csv counts them;
+// columns in bytes, byte order marks included); a table with no record at
+// all is "the table is empty". Errors of src and dst are returned wrapped.
+// When Normalize fails, it may have written part of the output.
 func Normalize(dst io.Writer, src io.Reader) (NormalizeStats, error) {
 	z := newNormalizer(dst, src, normalizeBufSize, maxRecordBytes)
 	err := z.all()

@@ -54,120 +54,30 @@ func byteSet(s string) (t [256]bool) {
 func (z *normalizer) record(start int) (int, error) {
 	b := z.buf[:z.n]
 	mark, runMark := len(z.out), z.run
-	undo := func(err error) (int, error) {
-		z.out, z.run = z.out[:mark], runMark
-		return 0, err
-	}
 	header := z.width == 0
 	i := start
 	for field := 1; ; field++ {
-		j := i // the field's delimiter, once found
+		var (
+			j   int // the field's delimiter
+			err error
+		)
 		if i < len(b) && b[i] == '"' {
-			escaped, special, crlf := false, false, false
-			j++
-			for {
-				j = skipPlain(b, j)
-				if j == len(b) {
-					if z.eof {
-						return undo(z.fault(start, i, msgUnclosed))
-					}
-					return undo(errMore)
-				}
-				c := b[j]
-				j++
-				if c != '"' {
-					special = true
-					crlf = crlf || c == '\n' && b[j-2] == '\r'
-					continue
-				}
-				if j == len(b) && !z.eof {
-					return undo(errMore) // the next byte may double the quote
-				}
-				if j == len(b) || b[j] != '"' {
-					break
-				}
-				escaped = true
-				j++
-			}
-			// j is after the closing quote.
-			if j < len(b) {
-				switch b[j] {
-				case ',', '\n':
-				case '\r':
-					if j+1 == len(b) && !z.eof {
-						return undo(errMore)
-					}
-					if j+1 < len(b) && b[j+1] != '\n' {
-						return undo(z.fault(start, j-1, msgStray))
-					}
-				default:
-					return undo(z.fault(start, j-1, msgStray))
-				}
-			}
-			f := b[i+1 : j-1]
-			only := field == 1 && (j == len(b) || b[j] != ',')
-			switch {
-			case header && field == 1:
-				z.drop(i, j)
-				z.appendFirstName(b[i:j], true, only)
-			case !escaped && !special && (len(f) > 0 || !only) && !(len(f) > 0 && fieldRisk[f[0]] && startNeedsQuotes(f)):
-				z.drop(i, j)
-				z.out = append(z.out, f...)
-			case crlf:
-				z.drop(i, j)
-				z.out = append(z.out, '"')
-				z.out = appendDropCR(z.out, f)
-				z.out = append(z.out, '"')
-			}
+			j, err = z.quotedField(b, start, i, field == 1, header && field == 1)
 		} else {
-			hasCR := false
-			for {
-				j = skipPlain(b, j)
-				if j == len(b) {
-					if !z.eof {
-						return undo(errMore)
-					}
-					break
-				}
-				c := b[j]
-				if c == ',' || c == '\n' {
-					break
-				}
-				if c == '"' {
-					return undo(z.fault(start, j, msgBareQuote))
-				}
-				// A CR ends the line before an LF or at the end of the
-				// input, and is data anywhere else.
-				if j+1 == len(b) {
-					if !z.eof {
-						return undo(errMore)
-					}
-					break
-				}
-				if b[j+1] == '\n' {
-					break
-				}
-				hasCR = true
-				j++
-			}
-			f := b[i:j]
-			switch {
-			case header && field == 1:
-				z.drop(i, j)
-				z.appendFirstName(f, false, field == 1 && (j == len(b) || b[j] != ','))
-			case hasCR || len(f) > 0 && fieldRisk[f[0]] && startNeedsQuotes(f):
-				z.drop(i, j)
-				z.out = append(z.out, '"')
-				z.out = append(z.out, f...) // no quotes to double
-				z.out = append(z.out, '"')
-			}
+			j, err = z.unquotedField(b, start, i, field == 1, header && field == 1)
 		}
-
-		// The delimiter.
-		if j < len(b) && b[j] == ',' {
+		if err == nil && j < len(b) && b[j] == ',' {
 			i = j + 1
 			continue
 		}
+		if err == nil && !header && field != z.width {
+			err = domain.Invalidf("line %d: record has %d fields; the header has %d", z.line(start), field, z.width)
+		}
+		if err != nil {
+			z.out, z.run = z.out[:mark], runMark
+			return 0, err
+		}
+
 		end := j
 		switch {
 		case j == len(b): // the end of the input
@@ -183,18 +93,130 @@ func (z *normalizer) record(start int) (int, error) {
 			z.out = append(z.out, '\n')
 			end++
 		}
-		switch {
-		case header:
+		if header {
 			z.width = field
 			z.stats.Columns = field
 			// What this record added to the output: out since mark and
 			// the run up to end, less the run that was pending at start.
 			z.stats.HeaderBytes = len(z.out) - mark + (end - z.run) - (start - runMark)
-		case field != z.width:
-			return undo(domain.Invalidf("line %d: record has %d fields; the header has %d", z.line(start), field, z.width))
 		}
 		return end, nil
 	}
+}
+
+// quotedField normalizes the quoted field at b[q], in the record that
+// starts at b[start], and returns the index of its delimiter: a comma, an
+// LF, a CR before an LF or at the end of the input, or len(b) at the end of
+// the input. first says the field is its record's first, name that it is
+// the header's first.
+func (z *normalizer) quotedField(b []byte, start, q int, first, name bool) (int, error) {
+	escaped, special, crlf := false, false, false
+	j := q + 1
+	for {
+		j = skipPlain(b, j)
+		if j == len(b) {
+			if z.eof {
+				return 0, z.fault(start, q, msgUnclosed)
+			}
+			return 0, errMore
+		}
+		c := b[j]
+		j++
+		if c != '"' {
+			special = true
+			crlf = crlf || c == '\n' && b[j-2] == '\r'
+			continue
+		}
+		if j == len(b) && !z.eof {
+			return 0, errMore // the next byte may double the quote
+		}
+		if j == len(b) || b[j] != '"' {
+			break
+		}
+		escaped = true
+		j++
+	}
+	// The closing quote is b[j-1].
+	if j < len(b) {
+		switch b[j] {
+		case ',', '\n':
+		case '\r':
+			if j+1 == len(b) && !z.eof {
+				return 0, errMore
+			}
+			if j+1 < len(b) && b[j+1] != '\n' {
+				return 0, z.fault(start, j-1, msgStray)
+			}
+		default:
+			return 0, z.fault(start, j-1, msgStray)
+		}
+	}
+	f := b[q+1 : j-1]
+	only := first && (j == len(b) || b[j] != ',')
+	switch {
+	case name:
+		z.drop(q, j)
+		z.appendFirstName(b[q:j], true, only)
+	case !escaped && !special && !(len(f) == 0 && only) && !startNeedsQuotes(f):
+		// Needless quotes.
+		z.drop(q, j)
+		z.out = append(z.out, f...)
+	case crlf:
+		z.drop(q, j)
+		z.out = append(z.out, '"')
+		z.out = appendDropCR(z.out, f)
+		z.out = append(z.out, '"')
+	}
+	return j, nil
+}
+
+// unquotedField normalizes the unquoted field at b[i], in the record that
+// starts at b[start], and returns the index of its delimiter, as
+// quotedField does.
+func (z *normalizer) unquotedField(b []byte, start, i int, first, name bool) (int, error) {
+	hasCR := false
+	j := i
+	for {
+		j = skipPlain(b, j)
+		if j == len(b) {
+			if !z.eof {
+				return 0, errMore
+			}
+			break
+		}
+		c := b[j]
+		if c == ',' || c == '\n' {
+			break
+		}
+		if c == '"' {
+			return 0, z.fault(start, j, msgBareQuote)
+		}
+		// A CR ends the line before an LF or at the end of the input, and
+		// is data anywhere else.
+		if j+1 == len(b) {
+			if !z.eof {
+				return 0, errMore
+			}
+			break
+		}
+		if b[j+1] == '\n' {
+			break
+		}
+		hasCR = true
+		j++
+	}
+	f := b[i:j]
+	switch {
+	case name:
+		z.drop(i, j)
+		z.appendFirstName(f, false, first && (j == len(b) || b[j] != ','))
+	case hasCR || len(f) > 0 && fieldRisk[f[0]] && startNeedsQuotes(f):
+		z.drop(i, j)
+		z.out = append(z.out, '"')
+		z.out = append(z.out, f...) // no quotes to double
+		z.out = append(z.out, '"')
+	}
+	return j, nil
 }
 
 // skipPlain returns the index of the first byte of b[i:] in unquotedStop,

@@ -47,13 +47,7 @@ func Split(r io.Reader, hasHeader bool, chunkRows int) (*Chunking, error) {
 	if chunkRows < 1 {
 		return nil, domain.Invalidf("chunk_rows is %d; it must be at least 1", chunkRows)
 	}
-	s := &splitter{
-		chunkRows: chunkRows,
-		maxChunks: domain.MaxChunks,
-		inHeader:  hasHeader,
-		h:         sha256.New(),
-		res:       Chunking{Header: []byte{}},
-	}
+	s := newSplitter(hasHeader, chunkRows, domain.MaxChunks)
 	if err := s.read(r, splitBufSize); err != nil {
 		return nil, err
 	}
@@ -77,6 +71,16 @@ type splitter struct {
 	rows       int // rows in the current chunk so far
 
 	res Chunking
+}
+
+func newSplitter(hasHeader bool, chunkRows, maxChunks int) *splitter {
+	return &splitter{
+		chunkRows: chunkRows,
+		maxChunks: maxChunks,
+		inHeader:  hasHeader,
+		h:         sha256.New(),
+		res:       Chunking{Header: []byte{}},
+	}
 }
 
 func (s *splitter) read(r io.Reader, size int) error {

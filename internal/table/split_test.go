@@ -110,12 +110,12 @@ func TestSplitRejects(t *testing.T) {
 
 func TestSplitTooManyChunks(t *testing.T) {
 	t.Parallel()
-	s := &splitter{chunkRows: 2, maxChunks: 3, h: sha256.New(), res: Chunking{Header: []byte{}}}
+	s := newSplitter(false, 2, 3)
 	in := strings.Repeat("1\n", 7)
 	if err := s.read(strings.NewReader(in), 4); err == nil || err.Error() != "invalid argument: the table makes more than 3 chunks of 2 rows; raise chunk_rows" {
 		t.Errorf("Split of 7 rows into chunks of 2, at most 3 chunks: got error %v", err)
 	}
-	s = &splitter{chunkRows: 2, maxChunks: 3, h: sha256.New(), res: Chunking{Header: []byte{}}}
+	s = newSplitter(false, 2, 3)
 	if err := s.read(strings.NewReader(in[2:]), 4); err != nil || len(s.res.Chunks) != 3 {
 		t.Errorf("Split of 6 rows into chunks of 2, at most 3 chunks: got %d chunks, error %v; want 3 chunks", len(s.res.Chunks), err)
 	}
@@ -145,7 +145,7 @@ func TestSplitNormalized(t *testing.T) {
 		for _, hasHeader := range []bool{true, false} {
 			for _, chunkRows := range []int{1, 2, 3, 7, 1000} {
 				bufSize := 1 + r.IntN(40)
-				s := &splitter{chunkRows: chunkRows, maxChunks: domain.MaxChunks, inHeader: hasHeader, h: sha256.New(), res: Chunking{Header: []byte{}}}
+				s := newSplitter(hasHeader, chunkRows, domain.MaxChunks)
 				err := s.read(iotest.HalfReader(bytes.NewReader(table)), bufSize)
 				if hasHeader && firstRecordBytes(table) == len(table) {
 					if err == nil || err.Error() != "invalid argument: the table has a header but no rows" {
@@ -216,4 +216,28 @@ func checkChunks(t *testing.T, table []byte, hasHeader bool, chunkRows int, c *C
 	if want := int64(len(all)); hasHeader && rows != want-1 || !hasHeader && rows != want {
 		t.Errorf("Split(%q, header %v): %d rows in chunks; the table has %d records", table, hasHeader, rows, want)
 	}
+}
+
+func FuzzSplit(f *testing.F) {
+	for i, s := range normalizeSeeds {
+		f.Add([]byte(s), uint8(i), i%2 == 0)
+	}
+	f.Fuzz(func(t *testing.T, in []byte, chunkRows uint8, hasHeader bool) {
+		var table bytes.Buffer
+		if _, err := Normalize(&table, bytes.NewReader(in)); err != nil {
+			return
+		}
+		rows := int(chunkRows)%16 + 1
+		c, err := Split(bytes.NewReader(table.Bytes()), hasHeader, rows)
+		if hasHeader && firstRecordBytes(table.Bytes()) == table.Len() {
+			if err == nil || err.Error() != "invalid argument: the table has a header but no rows" {
+				t.Fatalf("Split(%q) with a header: got error %v, want the table has a header but no rows", table.Bytes(), err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("Split(%q, %v, %d): %v", table.Bytes(), hasHeader, rows, err)
+		}
+		checkChunks(t, table.Bytes(), hasHeader, rows, c)
+	})
 }

@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/client"
+)
+
+const defaultCoordinator = "http://127.0.0.1:8080"
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	coordinator string
+	token       string
+}
+
+func (f *clientFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.coordinator, "coordinator", defaultCoordinator, "coordinator URL (env SCIMESH_COORDINATOR)")
+	cmd.Flags().StringVar(&f.token, "token", "", "client token (env SCIMESH_TOKEN)")
+}
+
+// client resolves the coordinator and token (flags, then environment, then
+// .env) and returns a client of it.
+func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
+	e, err := loadEnv()
+	if err != nil {
+		return nil, err
+	}
+	base := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", defaultCoordinator)
+	token := e.setting(cmd, "token", "SCIMESH_TOKEN", "")
+	return client.New(base, token, client.WithUserAgent("scimesh-cli")), nil
+}
+
+// signalContext is cmd's context, cancelled by SIGINT or SIGTERM.
+func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+}
+
+func newClientCmds() []*cobra.Command {
+	return []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd()}
+}
+
+func newSubmitCmd() *cobra.Command {
+	var (
+		cf       clientFlags
+		req      client.JobRequest
+		params   []string
+		noHeader bool
+		wait     bool
+		output   string
+	)
+	cmd := &cobra.Command{
+		Use:   "submit FILE",
+		Short: "Upload a CSV table and create a job over it",
+		Long: `submit uploads FILE (a CSV table; "-" reads standard input), creates a job
+that scores every row with the workload and keeps the best --top-k rows,
+and prints the job's ID. With --wait it shows the job's progress and writes
+the final CSV to --output, or to standard output.
+
+--param KEY=VALUE passes VALUE to the workload as a string;
+--param KEY:=JSON passes a JSON value (a number, true, a list…).`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			p, err := parseParams(params)
+			if err != nil {
+				return err
+			}
+			req.Parameters = p
+			if noHeader {
+				f := false
+				req.HasHeader = &f
+			}
+			return submit(ctx, cmd, c, args[0], &req, wait, output)
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&req.Workload, "workload", "", "the workload that scores the rows (required)")
+	f.StringVar(&req.Name, "name", "", "a name for the job")
+	f.IntVar(&req.TopK, "top-k", 0, "rows to keep (default 100)")
+	f.StringVar(&req.ScoreColumn, "score-column", "", `the workload's output column to rank by (default "score")`)
+	f.StringVar(&req.Order, "order", "", "desc (higher first, the default) or asc")
+	f.IntVar(&req.ChunkRows, "chunk-rows", 0, "rows per chunk (default 10000)")
+	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts per chunk before the job fails (default 3)")
+	f.IntVar(&req.LeaseSeconds, "lease-seconds", 0, "seconds a worker holds a chunk between heartbeats (default 120)")
+	f.IntVar(&req.Priority, "priority", 0, "higher runs first, -1000 to 1000")
+	f.StringArrayVar(&params, "param", nil, "workload parameter KEY=VALUE (string) or KEY:=JSON; repeatable")
+	f.BoolVar(&noHeader, "no-header", false, "the table has no header line")
+	f.BoolVar(&wait, "wait", false, "wait for the job, show its progress and write its result")
+	f.StringVarP(&output, "output", "o", "", "with --wait: write the result here instead of standard output")
+	_ = cmd.MarkFlagRequired("workload")
+	return cmd
+}
+
+// parseParams turns KEY=VALUE and KEY:=JSON flags into a JSON object.
+func parseParams(flags []string) (json.RawMessage, error) {
+	if len(flags) == 0 {
+		return nil, nil
+	}
+	m := map[string]json.RawMessage{}
+	for _, p := range flags {
+		if k, v, ok := strings.Cut(p, ":="); ok && !strings.Contains(k, "=") {
+			if k == "" || !json.Valid([]byte(v)) {
+				return nil, fmt.Errorf("--param %q: KEY:=JSON needs a key and a valid JSON value", p)
+			}
+			m[k] = json.RawMessage(v)
+			continue
+		}
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--param %q: write KEY=VALUE (a string) or KEY:=JSON", p)
+		}
+		b, _ := json.Marshal(v)
+		m[k] = b
+	}
+	return json.Marshal(m)
+}
+
+func submit(ctx context.Context, cmd *cobra.Command, c *client.Client, path string, req *client.JobRequest, wait bool, output string) error {
+	in := io.Reader(os.Stdin)
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return fmt.Errorf("open the table: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	stderr := cmd.ErrOrStderr()
+	up, err := c.Upload(ctx, in)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", path, err)
+	}
+	fmt.Fprintf(stderr, "uploaded %s: %d rows, %d bytes\n", path, up.Rows, up.Bytes)
+	req.Input = client.JobInput{UploadID: up.UploadID}
+	job, err := c.CreateJob(ctx, req, newIdempotencyKey())
+	if err != nil {
+		return fmt.Errorf("create the job: %w", err)
+	}
+	if !wait {
+		fmt.Fprintln(cmd.OutOrStdout(), job.JobID)
+		return nil
+	}
+	fmt.Fprintf(stderr, "job %s: %d chunks\n", job.JobID, job.Tasks.Total)
+	job, err = waitJob(ctx, c, job.JobID, newProgress(stderr))
+	if err != nil {
+		return err
+	}
+	if job.Status != client.JobCompleted {
+		msg := fmt.Sprintf("job %s is %s", job.JobID, job.Status)
+		if job.Error != "" {
+			msg += ": " + job.Error
+		}
+		return errors.New(msg)
+	}
+	return writeResult(ctx, cmd, c, job.JobID, output)
+}
+
+func newIdempotencyKey() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return "scimesh-cli-" + hex.EncodeToString(b)
+}
+
+// waitJob polls the job until it is final, reporting progress.
+func waitJob(ctx context.Context, c *client.Client, id string, p *progress) (*client.Job, error) {
+	poll := 100 * time.Millisecond // short at first, for short jobs; up to a second
+	for {
+		job, err := c.GetJob(ctx, id)
+		switch {
+		case err == nil:
+			p.show(job)
+			if job.Final() {
+				p.done()
+				return job, nil
+			}
+		case client.IsRetryable(err):
+			p.note(fmt.Sprintf("coordinator unreachable, retrying: %v", err))
+		default:
+			return nil, fmt.Errorf("follow job %s: %w", id, err)
+		}
+		select {
+		case <-ctx.Done():
+			p.done()
+			return nil, fmt.Errorf("stopped waiting for job %s (it goes on; see 'scimesh status %s'): %w", id, id, ctx.Err())
+		case <-time.After(poll):
+			poll = min(poll*3/2, time.Second)
+		}
+	}
+}
+
+func writeResult(ctx context.Context, cmd *cobra.Command, c *client.Client, id, output string) error {
+	rc, err := c.Result(ctx, id)
+	if err != nil {
+		return fmt.Errorf("download the result of job %s: %w", id, err)
+	}
+	defer rc.Close()
+	var w io.Writer = cmd.OutOrStdout()
+	if output != "" {
+		f, err := os.Create(output)
+		if err != nil {
+			return fmt.Errorf("write the result: %w", err)
+		}
+		defer f.Close()
+		w = f
+	}
+	if _, err := io.Copy(w, rc); err != nil {
+		return fmt.Errorf("download the result of job %s: %w", id, err)
+	}
+	if output != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "result written to %s\n", output)
+	}
+	return nil
+}
+
+func newStatusCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status JOB",
+		Short: "Show a job's status and progress",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			job, err := c.GetJob(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(job)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "job\t%s\n", job.JobID)
+			if job.Name != "" {
+				fmt.Fprintf(tw, "name\t%s\n", job.Name)
+			}
+			fmt.Fprintf(tw, "workload\t%s\n", job.Workload)
+			fmt.Fprintf(tw, "status\t%s\n", job.Status)
+			fmt.Fprintf(tw, "progress\t%.1f%% (%d of %d chunks)\n", 100*job.Progress, job.Tasks.Completed, job.Tasks.Total)
+			fmt.Fprintf(tw, "tasks\tpending %d, leased %d, completed %d, failed %d, cancelled %d\n",
+				job.Tasks.Pending, job.Tasks.Leased, job.Tasks.Completed, job.Tasks.Failed, job.Tasks.Cancelled)
+			fmt.Fprintf(tw, "created\t%s\n", job.CreatedAt.Format(time.RFC3339))
+			if job.FinishedAt != nil {
+				fmt.Fprintf(tw, "finished\t%s (%s)\n", job.FinishedAt.Format(time.RFC3339), job.FinishedAt.Sub(job.CreatedAt).Round(time.Millisecond))
+			}
+			if job.Error != "" {
+				fmt.Fprintf(tw, "error\t%s\n", job.Error)
+			}
+			return tw.Flush()
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
+	return cmd
+}
+
+func newJobsCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		opts   client.ListOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			list, err := c.ListJobs(cmd.Context(), opts)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return json.NewEncoder(out).Encode(list)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "JOB\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED")
+			for _, j := range list.Jobs {
+				fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+			if list.NextCursor != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "more: scimesh jobs --cursor %s\n", list.NextCursor)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&opts.Status, "status", "", "only jobs of this status: pending, running, completed, failed, cancelled")
+	f.IntVar(&opts.Limit, "limit", 0, "jobs per page, 1-1000 (default 50)")
+	f.StringVar(&opts.Cursor, "cursor", "", "continue a listing")
+	f.BoolVar(&asJSON, "json", false, "print the page as JSON")
+	return cmd
+}
+
+func newResultCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "result JOB",
+		Short: "Download a completed job's final CSV",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			err = writeResult(cmd.Context(), cmd, c, args[0], output)
+			if client.IsNotReady(err) {
+				return fmt.Errorf("job %s has no result yet; wait until 'scimesh status %s' says completed", args[0], args[0])
+			}
+			return err
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write the result here instead of standard output")
+	return cmd
+}
+
+func newLogsCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		follow bool
+	)
+	cmd := &cobra.Command{
+		Use:   "logs TASK",
+		Short: "Print a task's log; -f follows it until the task is final",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			rc, err := c.Logs(ctx, args[0], follow)
+			if err != nil {
+				return err
+			}
+			defer rc.Close()
+			if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil && ctx.Err() == nil {
+				return fmt.Errorf("read the log of task %s: %w", args[0], err)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task is final")
+	return cmd
+}
+
+func newCancelCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "cancel JOB",
+		Short: "Cancel a job and every task of it not yet finished",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			job, err := c.Cancel(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s is %s\n", job.JobID, job.Status)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}

@@ -1,0 +1,298 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/blob"
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/worker"
+	"github.com/scimesh/scimesh/internal/worker/tanimoto"
+)
+
+// demoConfig says what `scimesh demo` runs.
+type demoConfig struct {
+	Rows      int
+	Bits      int
+	Density   float64
+	Seed      uint64
+	Workers   int
+	ChunkRows int
+	TopK      int
+	Keep      bool
+}
+
+func newDemoCmd() *cobra.Command {
+	var c demoConfig
+	cmd := &cobra.Command{
+		Use:   "demo",
+		Short: "Run the whole pipeline on a generated data set, in one command",
+		Long: `demo starts a coordinator on an embedded SQLite database in a temporary
+directory and two workers with the built-in tanimoto workload, generates
+200,000 random fingerprints (fixed seed), submits a similarity search for the
+10 nearest to a query, shows its progress, prints the top 10 and the wall
+time, and checks the result against a direct single-process computation.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			return runDemo(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&c.Rows, "rows", 200_000, "fingerprints to generate")
+	f.IntVar(&c.Bits, "bits", 2048, "bits per fingerprint (a multiple of 8)")
+	f.Float64Var(&c.Density, "density", 0.03, "share of bits set")
+	f.Uint64Var(&c.Seed, "seed", 1, "random seed of the data set")
+	f.IntVar(&c.Workers, "workers", 2, "worker processes' worth of workers to run")
+	f.IntVar(&c.ChunkRows, "chunk-rows", 10_000, "rows per chunk")
+	f.IntVar(&c.TopK, "top-k", 10, "rows to keep")
+	f.BoolVar(&c.Keep, "keep", false, "keep the temporary directory (data set, database, result)")
+	return cmd
+}
+
+func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err error) {
+	if c.Rows < 1 || c.Bits < 8 || c.Bits%8 != 0 || c.Workers < 1 || c.ChunkRows < 1 || c.TopK < 1 || c.Density <= 0 || c.Density >= 1 {
+		return fmt.Errorf("demo: need --rows ≥ 1, --bits a positive multiple of 8, --workers ≥ 1, --chunk-rows ≥ 1, --top-k ≥ 1 and 0 < --density < 1")
+	}
+	start := time.Now()
+	dir, err := os.MkdirTemp("", "scimesh-demo-")
+	if err != nil {
+		return err
+	}
+	if c.Keep {
+		fmt.Fprintf(stderr, "keeping %s\n", dir)
+	} else {
+		defer os.RemoveAll(dir)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+
+	// The data set.
+	dataPath := filepath.Join(dir, "fingerprints.csv")
+	query, err := writeFingerprints(dataPath, c)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "generated %d fingerprints of %d bits (seed %d) in %v\n", c.Rows, c.Bits, c.Seed, time.Since(start).Round(time.Millisecond))
+
+	// The coordinator.
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return err
+	}
+	eng := engine.New(st, engine.Config{Shard: defaultShard, Logger: quiet, Blobs: blobs})
+	addrc := make(chan string, 1)
+	var wg sync.WaitGroup
+	srvErr := make(chan error, 1)
+	wg.Go(func() {
+		srvErr <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, quiet, func(a string) { addrc <- a })
+	})
+	defer wg.Wait()
+	defer cancel()
+	var base string
+	select {
+	case a := <-addrc:
+		base = "http://" + a
+	case err := <-srvErr:
+		return err
+	}
+	fmt.Fprintf(stderr, "coordinator on %s (SQLite in %s)\n", base, dir)
+
+	// The workers.
+	for i := range c.Workers {
+		wl, err := worker.ParseWorkload(tanimoto.Name)
+		if err != nil {
+			return err
+		}
+		w, err := worker.New(worker.Config{
+			Client: client.New(base, ""), ID: fmt.Sprintf("demo-worker-%d", i+1), Concurrency: 1,
+			Workloads: []worker.Workload{wl}, Logger: quiet, ClaimWait: time.Second,
+		})
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { _ = w.Run(ctx) })
+	}
+	fmt.Fprintf(stderr, "%d workers running the built-in tanimoto\n", c.Workers)
+
+	// The job, the way a scientist submits it.
+	jobStart := time.Now()
+	cl := client.New(base, "")
+	f, err := os.Open(dataPath)
+	if err != nil {
+		return err
+	}
+	up, err := cl.Upload(ctx, f)
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("upload: %w", err)
+	}
+	fmt.Fprintf(stderr, "uploaded %d rows, %d bytes in %v\n", up.Rows, up.Bytes, time.Since(jobStart).Round(time.Millisecond))
+	params, _ := json.Marshal(map[string]string{"query": query})
+	job, err := cl.CreateJob(ctx, &client.JobRequest{
+		Name: "demo", Workload: tanimoto.Name, Parameters: params, Input: client.JobInput{UploadID: up.UploadID},
+		ChunkRows: c.ChunkRows, TopK: c.TopK, ScoreColumn: "score", Order: client.Desc,
+	}, "")
+	if err != nil {
+		return fmt.Errorf("create the job: %w", err)
+	}
+	fmt.Fprintf(stderr, "job %s: %d chunks of %d rows, created %v after the upload began\n", job.JobID, job.Tasks.Total, c.ChunkRows, time.Since(jobStart).Round(time.Millisecond))
+	job, err = waitJob(ctx, cl, job.JobID, newProgress(stderr))
+	if err != nil {
+		return err
+	}
+	if job.Status != client.JobCompleted {
+		return fmt.Errorf("demo job %s is %s: %s", job.JobID, job.Status, job.Error)
+	}
+	rc, err := cl.Result(ctx, job.JobID)
+	if err != nil {
+		return err
+	}
+	got, err := io.ReadAll(rc)
+	rc.Close()
+	if err != nil {
+		return err
+	}
+	distributed := time.Since(jobStart)
+
+	// The same search in one process, to check the result.
+	directStart := time.Now()
+	want, err := directTopK(ctx, dataPath, params, c.TopK)
+	if err != nil {
+		return fmt.Errorf("direct computation: %w", err)
+	}
+	direct := time.Since(directStart)
+
+	fmt.Fprintf(stdout, "top %d of %d fingerprints by Tanimoto similarity to the query:\n%s", c.TopK, c.Rows, got)
+	fmt.Fprintf(stdout, "distributed (upload, %d chunks, %d workers, stitch): %v\n", job.Tasks.Total, c.Workers, distributed.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "direct single-process computation:                %v\n", direct.Round(time.Millisecond))
+	fmt.Fprintf(stdout, "wall time of the demo:                            %v\n", time.Since(start).Round(time.Millisecond))
+	if !bytes.Equal(got, want) {
+		return fmt.Errorf("check FAILED: the distributed result differs from the direct computation:\n%s\nwant:\n%s", got, want)
+	}
+	fmt.Fprintln(stdout, "check: the result equals the direct computation, byte for byte")
+	cancel()
+	return nil
+}
+
+// writeFingerprints writes c.Rows random fingerprints as id,fingerprint and
+// returns a query near one of them.
+func writeFingerprints(path string, c demoConfig) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0x5c1e5))
+	fp := make([]byte, c.Bits/8)
+	var query []byte
+	pick := rng.IntN(c.Rows)
+	line := make([]byte, 0, 32+2*len(fp))
+	w.WriteString("id,fingerprint\n")
+	for i := range c.Rows {
+		randomFingerprint(rng, fp, c.Density)
+		if i == pick {
+			query = slices.Clone(fp)
+			for range max(1, c.Bits/256) { // flip a few bits: the nearest is near, not equal
+				b := rng.IntN(c.Bits)
+				query[b/8] ^= 1 << (b % 8)
+			}
+		}
+		line = append(line[:0], "mol-"...)
+		line = strconv.AppendInt(line, int64(i), 10)
+		line = append(line, ',')
+		line = hex.AppendEncode(line, fp)
+		line = append(line, '\n')
+		w.Write(line)
+	}
+	if err := w.Flush(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(query), f.Close()
+}
+
+func randomFingerprint(rng *rand.Rand, fp []byte, density float64) {
+	clear(fp)
+	bits := len(fp) * 8
+	for range int(density * float64(bits)) {
+		b := rng.IntN(bits)
+		fp[b/8] |= 1 << (b % 8)
+	}
+}
+
+// directTopK scores the whole table in this process and keeps the best k
+// rows, ties by row order: what the distributed job must produce.
+func directTopK(ctx context.Context, path string, params json.RawMessage, k int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var scored bytes.Buffer
+	if err := tanimoto.Run(ctx, params, true, bufio.NewReaderSize(f, 1<<20), &scored); err != nil {
+		return nil, err
+	}
+	r := csv.NewReader(&scored)
+	recs, err := r.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(recs) == 0 {
+		return nil, errors.New("no output")
+	}
+	header, rows := recs[0], recs[1:]
+	scores := make([]float64, len(rows))
+	for i, rec := range rows {
+		if scores[i], err = strconv.ParseFloat(rec[1], 64); err != nil {
+			return nil, err
+		}
+	}
+	idx := make([]int, len(rows))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case scores[a] > scores[b]:
+			return -1
+		case scores[a] < scores[b]:
+			return 1
+		}
+		return 0
+	})
+	var out bytes.Buffer
+	cw := csv.NewWriter(&out)
+	cw.Write(header)
+	for _, i := range idx[:min(k, len(idx))] {
+		cw.Write(rows[i])
+	}
+	cw.Flush()
+	return out.Bytes(), cw.Error()
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/worker"
+)
+
+// Defaults of `scimesh worker`.
+const (
+	workerDefaultCoordinator = "http://127.0.0.1:8080"
+	workerDefaultWorkDir     = "./scimesh-work"
+)
+
+func newWorkerCmd() *cobra.Command {
+	var (
+		concurrency int
+		workloads   []string
+		grace       time.Duration
+		keepDirs    bool
+	)
+	cmd := &cobra.Command{
+		Use:   "worker --workload NAME=COMMAND… [flags]",
+		Short: "Run the worker daemon: claim tasks, run them, report the best rows",
+		Long: `Run the worker daemon. It claims tasks of the configured workloads only,
+downloads each chunk, runs the workload's command with the chunk on stdin
+(as /bin/sh -c COMMAND, in WORK_DIR/TASK_ID/ATTEMPT/, with SCIMESH_TASK_ID,
+SCIMESH_JOB_ID, SCIMESH_CHUNK_INDEX, SCIMESH_ATTEMPT and SCIMESH_PARAMETERS
+in its environment), keeps the best top_k rows of the CSV it prints, and
+reports them. --workload NAME (no command) turns on a built-in: tanimoto.
+
+On SIGTERM or SIGINT it stops claiming, lets running tasks finish within
+--grace, kills the rest and reports them as failures so that they are leased
+again at once, and exits 0.`,
+		Example: `  scimesh worker --coordinator http://coord:8080 --id node-7 --concurrency 8 \
+    --workload tanimoto --workload 'dock=/opt/dock/score.sh --fast'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := loadEnv()
+			if err != nil {
+				return err
+			}
+			coordinator := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", workerDefaultCoordinator)
+			// A worker next to its coordinator may share its .env: the
+			// worker token is the fallback.
+			token := e.setting(cmd, "token", "SCIMESH_TOKEN", e.get("WORKER_AUTH_TOKEN"))
+			id := e.setting(cmd, "id", "SCIMESH_WORKER_ID", workerDefaultID())
+			workDir := e.setting(cmd, "work-dir", "SCIMESH_WORK_DIR", workerDefaultWorkDir)
+			if len(workloads) == 0 {
+				return fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
+			}
+			var wls []worker.Workload
+			for _, spec := range workloads {
+				wl, err := worker.ParseWorkload(spec)
+				if err != nil {
+					return err
+				}
+				wls = append(wls, wl)
+			}
+			c := client.New(coordinator, token, client.WithUserAgent("scimesh-worker/"+id))
+			defer c.CloseIdleConnections()
+			w, err := worker.New(worker.Config{
+				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
+				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(),
+			})
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			return w.Run(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.String("coordinator", workerDefaultCoordinator, "the coordinator's URL (env SCIMESH_COORDINATOR)")
+	f.String("token", "", "the worker token (env SCIMESH_TOKEN, else WORKER_AUTH_TOKEN); prefer the environment, flags show in ps")
+	f.String("id", "", "this worker's ID, 1-128 of [A-Za-z0-9._:-] (env SCIMESH_WORKER_ID; default HOSTNAME-PID)")
+	f.IntVar(&concurrency, "concurrency", 1, "how many tasks run at once")
+	f.StringArrayVar(&workloads, "workload", nil, "NAME=COMMAND runs COMMAND with /bin/sh -c for tasks of NAME; NAME alone turns on a built-in (repeat the flag)")
+	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/ (env SCIMESH_WORK_DIR)")
+	f.DurationVar(&grace, "grace", worker.DefaultGrace, "on SIGTERM or SIGINT, how long running tasks may finish before they are killed")
+	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory when it ends, for debugging")
+	return cmd
+}
+
+var workerIDUnsafe = regexp.MustCompile(`[^A-Za-z0-9._:-]`)
+
+// workerDefaultID is HOSTNAME-PID, made a valid worker ID.
+func workerDefaultID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "worker"
+	}
+	id := workerIDUnsafe.ReplaceAllString(host, "_") + fmt.Sprintf("-%d", os.Getpid())
+	if len(id) > 128 {
+		id = id[len(id)-128:]
+	}
+	return id
+}

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestWorkerProcess runs real `scimesh serve` and `scimesh worker`
+// processes: the worker completes a job, then gets SIGTERM while a long
+// task runs, kills it after the grace period, reports it so that it is
+// pending again at once (its lease had a minute left), and exits 0.
+func TestWorkerProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "data", "scimesh.db"))
+
+	chunk := "id,value\na,1\nb,3\n"
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(chunk))
+	}))
+	defer data.Close()
+	sum := sha256.Sum256([]byte(chunk))
+	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
+
+	pids := t.TempDir()
+	w := start(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"},
+		"worker", "--id", "w1", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work"),
+		"--workload", "copy=sed s/value/score/",
+		"--workload", "sleep=echo $$ > "+pids+"/sh; sleep 60 & echo $! > "+pids+"/child; wait")
+
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "copy", "top_k": 1, "input": input}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	workerWaitFor(t, 20*time.Second, "the copy job to complete", func() bool {
+		var got jobOut
+		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		return got.Status == "completed"
+	})
+	var res string
+	workerGetText(t, p.url+"/jobs/"+j.JobID+"/result", &res)
+	if res != "id,score\nb,3\n" {
+		t.Fatalf("result %q", res)
+	}
+
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "sleep", "lease_seconds": 60, "input": input}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	var sh, child int
+	workerWaitFor(t, 20*time.Second, "the sleep command to start", func() bool {
+		sh, child = workerReadPID(pids+"/sh"), workerReadPID(pids+"/child")
+		return sh > 0 && child > 0
+	})
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	select {
+	case err := <-w.done:
+		w.done <- err
+		if err != nil {
+			t.Fatalf("worker exited with %v after SIGTERM, want 0:\n%s", err, w.stderr.String())
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatalf("worker still runs 15s after SIGTERM:\n%s", w.stderr.String())
+	}
+	t.Logf("worker exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
+
+	var tasks struct{ Tasks []map[string]any }
+	call(t, "GET", p.url+"/jobs/"+j.JobID+"/tasks", "ctok", nil, &tasks)
+	if len(tasks.Tasks) != 1 {
+		t.Fatalf("tasks: %+v", tasks)
+	}
+	tk := tasks.Tasks[0]
+	if tk["state"] != "pending" || tk["attempt"] != float64(1) || !strings.Contains(fmt.Sprint(tk["error"]), "grace period") {
+		t.Fatalf("task after SIGTERM: %+v; want pending again at once, with the reason", tk)
+	}
+	for _, pid := range []int{sh, child} {
+		if workerAlive(pid) {
+			t.Errorf("process %d of the killed command still runs", pid)
+		}
+	}
+	if out := w.stderr.String(); !strings.Contains(out, "grace period over") || !strings.Contains(out, "worker stopped") {
+		t.Errorf("worker log lacks the shutdown:\n%s", out)
+	}
+}
+
+func workerWaitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", timeout, what)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+}
+
+func workerGetText(t *testing.T, url string, out *string) {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer ctok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	*out = string(data)
+}
+
+// workerReadPID returns the process ID in a file, 0 until it is written.
+func workerReadPID(path string) int {
+	data, err := os.ReadFile(path)
+	if err != nil || !strings.HasSuffix(string(data), "\n") {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	return pid
+}
+
+// workerAlive reports whether process pid runs; a zombie does not.
+func workerAlive(pid int) bool {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) && syscall.Kill(pid, 0) == nil
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}

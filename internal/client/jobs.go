@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// Health calls GET /health and returns nil when the coordinator is alive.
+func (c *Client) Health(ctx context.Context) error {
+	_, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/health"}, nil)
+	return err
+}
+
+// Upload streams a CSV table from r to POST /upload (without reading it
+// into memory) and returns what the coordinator stored. The coordinator
+// checks the CSV as it streams and answers 400 naming the line of a bad
+// record.
+func (c *Client) Upload(ctx context.Context, r io.Reader) (*Upload, error) {
+	var up Upload
+	_, _, err := c.call(ctx, &request{
+		method: http.MethodPost, path: "/upload", body: r, ctype: "text/csv", timeout: -1,
+	}, &up)
+	if err != nil {
+		return nil, err
+	}
+	return &up, nil
+}
+
+// CreateJob creates a job with POST /jobs. A non-empty idempotencyKey is sent
+// as the Idempotency-Key header: the same key with the same request returns
+// the job created the first time, a different request a 409 conflict.
+func (c *Client) CreateJob(ctx context.Context, req *JobRequest, idempotencyKey string) (*Job, error) {
+	var h http.Header
+	if idempotencyKey != "" {
+		h = http.Header{"Idempotency-Key": {idempotencyKey}}
+	}
+	var j Job
+	if _, _, err := c.call(ctx, &request{method: http.MethodPost, path: "/jobs", body: req, header: h}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// GetJob returns a job with its progress.
+func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
+	var j Job
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID)}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// ListOptions selects a page of a list; zero fields are left out.
+type ListOptions struct {
+	Status string // jobs only: a job status to filter on
+	State  string // tasks only: a task state to filter on
+	Limit  int    // page size; 0 for the coordinator's default
+	Cursor string // the NextCursor of the previous page; "" for the first
+}
+
+func (o ListOptions) query() url.Values {
+	q := url.Values{}
+	if o.Status != "" {
+		q.Set("status", o.Status)
+	}
+	if o.State != "" {
+		q.Set("state", o.State)
+	}
+	if o.Limit != 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.Cursor != "" {
+		q.Set("cursor", o.Cursor)
+	}
+	return q
+}
+
+// ListJobs returns a page of jobs, newest first.
+func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (*JobList, error) {
+	if opts.State != "" {
+		return nil, fmt.Errorf("list jobs: jobs have a status, not a state; set ListOptions.Status")
+	}
+	var l JobList
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/jobs", query: opts.query()}, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// ListTasks returns a page of a job's chunk tasks, by chunk index.
+func (c *Client) ListTasks(ctx context.Context, jobID string, opts ListOptions) (*TaskList, error) {
+	if opts.Status != "" {
+		return nil, fmt.Errorf("list tasks: tasks have a state, not a status; set ListOptions.State")
+	}
+	var l TaskList
+	req := &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID) + "/tasks", query: opts.query()}
+	if _, _, err := c.call(ctx, req, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// Result returns the final CSV of a completed job as a stream; the caller
+// closes it. Before the job completes it fails with a 409 not_ready
+// (IsNotReady).
+func (c *Client) Result(ctx context.Context, jobID string) (io.ReadCloser, error) {
+	return c.stream(ctx, &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID) + "/result"})
+}
+
+// Cancel cancels a job and returns it. Cancelling is idempotent; a job
+// already final is returned unchanged.
+func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
+	var j Job
+	if _, _, err := c.call(ctx, &request{method: http.MethodPost, path: "/jobs/" + pathEscape(jobID) + "/cancel"}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// GetTask returns a task: its claimed-task fields, state, lease owner and
+// error.
+func (c *Client) GetTask(ctx context.Context, taskID string) (*Task, error) {
+	var t Task
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/tasks/" + pathEscape(taskID)}, &t); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// Logs returns a task's log as text, a line per log line; the caller closes
+// it. With follow the stream sends the existing lines, then new ones as
+// they come, and ends when the task is final.
+func (c *Client) Logs(ctx context.Context, taskID string, follow bool) (io.ReadCloser, error) {
+	var q url.Values
+	if follow {
+		q = url.Values{"follow": {"1"}}
+	}
+	return c.stream(ctx, &request{method: http.MethodGet, path: "/tasks/" + pathEscape(taskID) + "/logs", query: q})
+}

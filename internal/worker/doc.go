@@ -1,0 +1,86 @@
+// Package worker is SciMesh's worker daemon (`scimesh worker`): it claims
+// chunk tasks from a coordinator over the REST API, runs them, and reports
+// each chunk's best rows. It never touches the database; everything goes
+// through internal/client with the worker token.
+//
+// # Life cycle
+//
+// Run starts Concurrency slots. Each slot loops:
+//
+//  1. Claim one task, long-polling (wait_seconds, ClaimWait) and naming
+//     the configured workloads only. No work, a network error or a 5xx
+//     (or 429) answer: back off with jitter, doubling from MinBackoff to
+//     MaxBackoff, and keep going. A refusal that waiting cannot fix (401,
+//     403, 400, 404) shuts the worker down and Run returns it.
+//  2. Heartbeat every third of what is left of the lease, measured from the
+//     claim's lease_expires_at against the coordinator's Date header, so a
+//     skewed local clock does not matter. An answer of lease_lost or
+//     cancelled (or 404), or no heartbeat getting through before the lease
+//     ends, abandons the attempt: the workload is killed and nothing is
+//     reported, since the task is someone else's or its job is over.
+//  3. Download input.url — with the worker token only when the URL is on
+//     the coordinator's own scheme and host — and stream it to the
+//     workload as it arrives, hashing it on the way. A download that
+//     stalls for InputIdleTimeout is abandoned. Before a result (or a
+//     permanent failure) is reported the whole input has been read and its
+//     size and sha256 checked; a mismatch is a retryable failure.
+//  4. Run the workload. A command workload is the operator's string, run
+//     as `/bin/sh -c COMMAND` in its own process group, in the fresh
+//     directory WORK_DIR/TASK_ID/ATTEMPT/ (removed afterwards unless
+//     KeepWorkDirs), with the chunk on stdin and the task in its
+//     environment: SCIMESH_TASK_ID, SCIMESH_JOB_ID, SCIMESH_CHUNK_INDEX,
+//     SCIMESH_ATTEMPT, SCIMESH_PARAMETERS (the job's parameters as compact
+//     JSON), and for convenience SCIMESH_WORKLOAD, SCIMESH_WORKER_ID,
+//     SCIMESH_HAS_HEADER (true or false), SCIMESH_TOP_K,
+//     SCIMESH_SCORE_COLUMN and SCIMESH_ORDER. The worker's own environment
+//     is passed on without its SCIMESH_ variables, the three tokens,
+//     DATABASE_URL and ENV_FILE. Its stderr lines go to the task's log in
+//     batches (every LogInterval or LogBatch lines; dropped quietly when
+//     the coordinator has no log endpoint). When it exits, whatever it
+//     left running in its group is killed. A built-in workload (a name
+//     without a command, such as tanimoto) runs in the worker's process.
+//  5. Keep the best top_k rows of the output (CSV with a header on stdout)
+//     by the job's score column and order, ties to the earlier row, in a
+//     bounded heap as the output streams in, and report them in that
+//     order. Otherwise report a failure whose error says what happened.
+//
+// # Failures
+//
+// Retryable, so the task runs again while attempts remain: a non-zero exit
+// or death by a signal (the error quotes the last stderr lines), input that
+// does not download or does not match its sha256 or size, and an output
+// the worker cannot use — empty, no header naming the score column once,
+// malformed CSV, or a score that is not a finite number. Output faults are
+// retryable because they are the command's, which is the operator's
+// configuration of this worker: another worker's command may do better,
+// and max_attempts bounds the waste. Not retryable, failing the task and
+// its job for good: an error of a built-in that wraps ErrPermanent (for
+// tanimoto, a fingerprint of the wrong length or not in hex, naming the
+// line), and parameters that cannot be passed to a command (not JSON, or
+// over the 128 KiB a Linux environment variable holds).
+//
+// A task is never run for a job's choice of command: the coordinator's
+// task names a workload, and a worker runs only the command its operator
+// configured for that name. A task of a workload this worker did not
+// configure, were a coordinator to hand one out, fails as retryable without
+// running anything.
+//
+// # Shutdown
+//
+// When Run's context is done (SIGTERM or SIGINT in the scimesh command),
+// the worker stops claiming (an in-flight long poll is cut short), lets
+// running tasks finish and report within Grace, then kills the rest and
+// reports them as retryable failures, so that the coordinator leases them
+// again at once instead of after their lease expires, and Run returns nil.
+// A failure report consumes an attempt, as an expired lease would.
+//
+// # Directories
+//
+// Task IDs are SHARD:LOCAL of [A-Za-z0-9._:-]; the ':' is kept in directory
+// names, which Linux and macOS allow. Any other byte becomes '_', and an ID
+// of "." or ".." gets a leading '_', so that no ID can name a directory
+// outside WORK_DIR.
+//
+// Every goroutine the worker starts belongs to a slot or to Run and ends
+// before Run returns.
+package worker

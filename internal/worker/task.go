@@ -1,0 +1,290 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/client"
+)
+
+// errAbandoned is the cause of an attempt stopped because its lease is gone:
+// the coordinator answered lease_lost or cancelled, or no heartbeat got
+// through before the lease ran out. Nothing is reported for it.
+var errAbandoned = errors.New("the lease is gone")
+
+// outputError is an output of a workload that the worker cannot use.
+type outputError struct{ err error }
+
+func (e *outputError) Error() string { return e.err.Error() }
+func (e *outputError) Unwrap() error { return e.err }
+
+// leaseClock is the local deadline of an attempt's lease, moved on by
+// heartbeats.
+type leaseClock struct {
+	mu       sync.Mutex
+	deadline time.Time
+}
+
+func (l *leaseClock) get() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadline
+}
+
+func (l *leaseClock) set(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.deadline = t
+}
+
+// outcome is what a successful attempt sends.
+type outcome struct {
+	output []byte
+	rows   int // data rows the workload wrote
+	kept   int // rows in output
+	input  int64
+}
+
+// handle runs a claimed task to its end: heartbeats while it runs, then
+// reports the result or the failure — or nothing, when the lease is gone.
+// runCtx is done when the worker kills its tasks at the end of the grace
+// period.
+func (w *Worker) handle(runCtx context.Context, t *client.Task) {
+	w.running.Add(1)
+	defer w.running.Add(-1)
+	log := w.log.With("task_id", t.TaskID, "job_id", t.JobID, "attempt", t.Attempt)
+	began := time.Now()
+	log.Info("task claimed", "workload", t.Workload, "chunk_index", t.ChunkIndex,
+		"lease_left", time.Until(t.LeaseDeadline).Round(time.Millisecond))
+
+	lease := &leaseClock{deadline: t.LeaseDeadline}
+	ctx, abandon := context.WithCancelCause(runCtx)
+	defer abandon(nil)
+	stopBeats := make(chan struct{})
+	var beats sync.WaitGroup
+	beats.Go(func() { w.heartbeat(ctx, abandon, t, lease, stopBeats, log) })
+	out, err := w.execute(ctx, t, log)
+	close(stopBeats)
+	beats.Wait()
+
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errAbandoned):
+		log.Warn("task stopped without a report: its lease is gone", "reason", cause)
+	case err == nil:
+		w.complete(runCtx, t, lease, out, time.Since(began), log)
+	case runCtx.Err() != nil:
+		w.fail(runCtx, t, lease, fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace), true, log)
+	default:
+		w.fail(runCtx, t, lease, err.Error(), !errors.Is(err, ErrPermanent), log)
+	}
+}
+
+// heartbeat renews the lease every third of what is left of it until stop
+// is closed or ctx is done. When the lease is gone it abandons the attempt,
+// which kills the workload.
+func (w *Worker) heartbeat(ctx context.Context, abandon context.CancelCauseFunc, t *client.Task, lease *leaseClock, stop <-chan struct{}, log *slog.Logger) {
+	timer := time.NewTimer(beatWait(lease.get()))
+	defer timer.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+		}
+		deadline := lease.get()
+		callCtx, cancel := context.WithTimeout(ctx, min(max(time.Until(deadline), time.Second), 30*time.Second))
+		l, err := w.client.Heartbeat(callCtx, t.TaskID, w.cfg.ID, t.Attempt)
+		cancel()
+		switch {
+		case err == nil:
+			lease.set(l.Deadline)
+			timer.Reset(beatWait(l.Deadline))
+		case ctx.Err() != nil:
+			return
+		case client.IsLeaseLost(err), client.IsCancelled(err), client.IsNotFound(err):
+			abandon(fmt.Errorf("%w: %w", errAbandoned, err))
+			return
+		case !time.Now().Before(deadline):
+			abandon(fmt.Errorf("%w: no heartbeat got through before the lease ran out; the last error: %w", errAbandoned, err))
+			return
+		default:
+			log.Warn("heartbeat failed; retrying", "error", err)
+			timer.Reset(min(time.Second, beatWait(deadline)))
+		}
+	}
+}
+
+// beatWait is the wait before the next heartbeat of a lease that ends at
+// deadline: a third of what is left.
+func beatWait(deadline time.Time) time.Duration {
+	return max(time.Until(deadline)/3, 100*time.Millisecond)
+}
+
+// execute downloads the task's input and runs its workload over it,
+// keeping the best rows of the output. Its errors are worded for the
+// task's error field; those wrapping ErrPermanent are not retryable.
+func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) (*outcome, error) {
+	wl, ok := w.workloads[t.Workload]
+	if !ok {
+		return nil, fmt.Errorf("this worker has no workload %q configured (it runs %v), yet was handed its task", t.Workload, w.names)
+	}
+	keep, err := newTopK(t.ScoreColumn, t.Order, t.TopK)
+	if err != nil {
+		return nil, Permanent(fmt.Errorf("the task's settings: %w", err))
+	}
+
+	dlCtx, dlCancel := context.WithCancelCause(ctx)
+	defer dlCancel(nil)
+	body, err := w.client.Input(dlCtx, t.Input.URL)
+	if err != nil {
+		return nil, fmt.Errorf("download the input: %w", err)
+	}
+	defer body.Close()
+	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout)
+	defer in.stop()
+
+	// The workload writes into a pipe that the parser reads as it comes; a
+	// bad output stops the workload at once.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	pr, pw := io.Pipe()
+	parsed := make(chan error, 1)
+	go func() {
+		err := keep.read(pr)
+		if err != nil {
+			stopRun(&outputError{err})
+			pr.CloseWithError(err)
+		}
+		parsed <- err
+	}()
+	var runErr error
+	if wl.Command != "" {
+		runErr = w.runCommand(runCtx, stopRun, wl, t, in, pw, log)
+	} else {
+		runErr = runBuiltin(runCtx, wl.Run, t, in, pw)
+	}
+	stoppedBy := context.Cause(runCtx)
+	pw.Close()
+	parseErr := <-parsed
+
+	var bad *outputError
+	switch {
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case in.failed() != nil:
+		// A broken download explains whatever the workload did with it.
+		return nil, in.failed()
+	case errors.As(stoppedBy, &bad):
+		return nil, fmt.Errorf("the workload's output is unusable: %w", bad.err)
+	case runErr != nil:
+		if errors.Is(runErr, ErrPermanent) {
+			// Fail for good only on the input the task names.
+			if err := in.finish(); err != nil {
+				return nil, err
+			}
+		}
+		return nil, runErr
+	case parseErr != nil:
+		return nil, fmt.Errorf("the workload's output is unusable: %w", parseErr)
+	}
+	if err := in.finish(); err != nil {
+		return nil, err
+	}
+	out, err := keep.csv()
+	if err != nil {
+		return nil, fmt.Errorf("write the kept rows: %w", err)
+	}
+	return &outcome{output: out, rows: keep.rows, kept: keep.kept.Len(), input: in.n}, nil
+}
+
+// runBuiltin runs a built-in workload, turning a panic into a retryable
+// failure rather than the end of the worker and its other tasks.
+func runBuiltin(ctx context.Context, run RunFunc, t *client.Task, in io.Reader, out io.Writer) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the built-in workload %q panicked: %v", t.Workload, p)
+		}
+	}()
+	return run(ctx, t, in, out)
+}
+
+// complete reports a successful attempt's output.
+func (w *Worker) complete(runCtx context.Context, t *client.Task, lease *leaseClock, out *outcome, took time.Duration, log *slog.Logger) {
+	metrics := fmt.Appendf(nil, `{"seconds":%.3f,"input_bytes":%d,"output_rows":%d}`, took.Seconds(), out.input, out.rows)
+	err := w.report(runCtx, lease, func(ctx context.Context) error {
+		_, err := w.client.Complete(ctx, t.TaskID, client.Result{WorkerID: w.cfg.ID, Attempt: t.Attempt, Output: string(out.output), Metrics: metrics})
+		return err
+	})
+	var refused *client.Error
+	switch {
+	case err == nil:
+		log.Info("task completed", "rows", out.rows, "kept", out.kept, "duration", took.Round(time.Millisecond))
+	case client.IsLeaseLost(err), client.IsCancelled(err):
+		log.Warn("result not recorded: the lease is gone", "error", err)
+	case errors.As(err, &refused) && (refused.Status == 400 || refused.Status == 413):
+		// The coordinator refuses the output; another worker's command may
+		// do better, so the failure is retryable.
+		w.fail(runCtx, t, lease, "the coordinator refused the output: "+refused.Message, true, log)
+	default:
+		log.Error("result not recorded; the task runs again once its lease runs out", "error", err)
+	}
+}
+
+// fail reports a failed attempt.
+func (w *Worker) fail(runCtx context.Context, t *client.Task, lease *leaseClock, msg string, retryable bool, log *slog.Logger) {
+	msg = "worker " + w.cfg.ID + ": " + msg
+	var state string
+	err := w.report(runCtx, lease, func(ctx context.Context) error {
+		tk, err := w.client.Fail(ctx, t.TaskID, client.Failure{WorkerID: w.cfg.ID, Attempt: t.Attempt, Error: msg, Retryable: retryable})
+		if err == nil {
+			state = tk.State
+		}
+		return err
+	})
+	switch {
+	case err == nil:
+		log.Warn("task attempt failed", "error", msg, "retryable", retryable, "state", state)
+	case client.IsLeaseLost(err), client.IsCancelled(err):
+		log.Warn("task attempt failed; not recorded: the lease is gone", "error", msg, "report_error", err)
+	default:
+		log.Error("task attempt failed; not recorded, so the task runs again once its lease runs out", "error", msg, "report_error", err)
+	}
+}
+
+// reportWindowAfterKill bounds how long a worker that killed its tasks at
+// the end of the grace period keeps trying to report them.
+const reportWindowAfterKill = 10 * time.Second
+
+// report calls send until it succeeds, fails for good, or the lease is
+// surely over (a report after that can only be refused), retrying
+// errors of the network and 5xx answers with backoff.
+func (w *Worker) report(runCtx context.Context, lease *leaseClock, send func(context.Context) error) error {
+	deadline := lease.get().Add(2 * time.Second)
+	if soon := time.Now().Add(5 * time.Second); deadline.Before(soon) {
+		deadline = soon
+	}
+	b := backoff{min: 250 * time.Millisecond, max: 2 * time.Second}
+	for {
+		if limit := time.Now().Add(reportWindowAfterKill); runCtx.Err() != nil && limit.Before(deadline) {
+			deadline = limit
+		}
+		ctx, cancel := context.WithDeadline(context.WithoutCancel(runCtx), deadline)
+		err := send(ctx)
+		cancel()
+		if err == nil || !client.IsRetryable(err) {
+			return err
+		}
+		d := b.next()
+		if time.Until(deadline) < d {
+			return err
+		}
+		time.Sleep(d)
+	}
+}

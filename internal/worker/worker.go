@@ -1,0 +1,264 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+// Defaults of Config.
+const (
+	DefaultClaimWait        = 25 * time.Second
+	DefaultGrace            = 30 * time.Second
+	DefaultLogInterval      = 500 * time.Millisecond
+	DefaultLogBatch         = 100
+	DefaultInputIdleTimeout = 2 * time.Minute
+	DefaultMinBackoff       = 500 * time.Millisecond
+	DefaultMaxBackoff       = 30 * time.Second
+)
+
+// Config is what a Worker runs with. Zero tuning fields take their
+// defaults.
+type Config struct {
+	// Client talks to the coordinator with the worker token. Required.
+	Client *client.Client
+	// ID is the worker_id sent with every claim and report: 1-128 of
+	// [A-Za-z0-9._:-]. Required.
+	ID string
+	// Concurrency is how many tasks run at once, each in its own slot.
+	// Required, at least 1.
+	Concurrency int
+	// Workloads are the workloads this worker runs; it claims tasks of
+	// these names only. Required, names unique.
+	Workloads []Workload
+	// WorkDir holds the directories WORK_DIR/TASK_ID/ATTEMPT/ that
+	// commands run in. Required when a workload has a command.
+	WorkDir string
+	// KeepWorkDirs keeps each attempt's directory when it ends, for
+	// debugging; by default it is removed.
+	KeepWorkDirs bool
+	// Grace is how long running tasks may go on once Run's context is done,
+	// before they are killed and reported as retryable failures. Zero kills
+	// them at once; the scimesh command defaults it to DefaultGrace.
+	Grace time.Duration
+	// Logger receives one line per event; slog.Default() when nil.
+	Logger *slog.Logger
+
+	// ClaimWait is how long a claim waits for a task (long polling).
+	ClaimWait time.Duration
+	// LogInterval and LogBatch say when stderr lines are shipped: every
+	// LogInterval, or as soon as LogBatch lines wait.
+	LogInterval time.Duration
+	LogBatch    int
+	// InputIdleTimeout abandons an input download that delivered nothing
+	// for that long.
+	InputIdleTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the wait after a claim found no work
+	// at once or failed; the wait doubles from one to the other, with
+	// jitter.
+	MinBackoff, MaxBackoff time.Duration
+}
+
+// Worker is SciMesh's worker daemon: it claims tasks of its workloads from a
+// coordinator and runs them. See the package documentation for its life
+// cycle.
+type Worker struct {
+	cfg       Config
+	client    *client.Client
+	log       *slog.Logger
+	workloads map[string]Workload
+	names     []string
+	running   atomic.Int64 // tasks being handled
+	started   atomic.Bool
+}
+
+// New checks cfg and returns a worker ready to Run.
+func New(cfg Config) (*Worker, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("worker: no coordinator client")
+	}
+	if !domain.ValidWorkerID(cfg.ID) {
+		return nil, fmt.Errorf("worker ID %q must be 1-128 characters of A-Z a-z 0-9 . _ : - (set --id)", cfg.ID)
+	}
+	if cfg.Concurrency < 1 {
+		return nil, fmt.Errorf("concurrency is %d; run at least 1 task at a time", cfg.Concurrency)
+	}
+	if len(cfg.Workloads) == 0 {
+		return nil, errors.New("no workload configured: give at least one --workload NAME=COMMAND (or a built-in's NAME)")
+	}
+	if cfg.Grace < 0 {
+		return nil, fmt.Errorf("grace period %v is negative", cfg.Grace)
+	}
+	w := &Worker{cfg: cfg, client: cfg.Client, log: cfg.Logger, workloads: map[string]Workload{}}
+	needDir := false
+	for _, wl := range cfg.Workloads {
+		if !domain.ValidWorkload(wl.Name) {
+			return nil, fmt.Errorf("workload name %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", wl.Name)
+		}
+		if _, dup := w.workloads[wl.Name]; dup {
+			return nil, fmt.Errorf("workload %q is configured twice; give each name once", wl.Name)
+		}
+		if (wl.Command == "") == (wl.Run == nil) {
+			return nil, fmt.Errorf("workload %q needs a command or a built-in, not both or neither", wl.Name)
+		}
+		needDir = needDir || wl.Command != ""
+		w.workloads[wl.Name] = wl
+		w.names = append(w.names, wl.Name)
+	}
+	if needDir {
+		if cfg.WorkDir == "" {
+			return nil, errors.New("no work directory: commands run in WORK_DIR/TASK_ID/ATTEMPT/ (set --work-dir)")
+		}
+		abs, err := filepath.Abs(cfg.WorkDir)
+		if err != nil {
+			return nil, fmt.Errorf("work directory %q: %w", cfg.WorkDir, err)
+		}
+		w.cfg.WorkDir = abs
+	}
+	if w.log == nil {
+		w.log = slog.Default()
+	}
+	w.log = w.log.With("worker_id", cfg.ID)
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&w.cfg.ClaimWait, DefaultClaimWait)
+	def(&w.cfg.LogInterval, DefaultLogInterval)
+	def(&w.cfg.InputIdleTimeout, DefaultInputIdleTimeout)
+	def(&w.cfg.MinBackoff, DefaultMinBackoff)
+	def(&w.cfg.MaxBackoff, DefaultMaxBackoff)
+	if w.cfg.LogBatch <= 0 {
+		w.cfg.LogBatch = DefaultLogBatch
+	}
+	w.cfg.ClaimWait = min(w.cfg.ClaimWait, 60*time.Second)
+	w.cfg.MaxBackoff = max(w.cfg.MaxBackoff, w.cfg.MinBackoff)
+	return w, nil
+}
+
+// fatalError stops the worker: the coordinator refuses its claims for a
+// reason that waiting does not fix (a wrong token, say).
+type fatalError struct{ err error }
+
+func (e *fatalError) Error() string { return e.err.Error() }
+
+// Run claims and runs tasks until ctx is done, then shuts down: it stops
+// claiming, lets running tasks finish within the grace period, kills those
+// still running and reports them as retryable failures, so that the
+// coordinator leases them again at once. It returns nil after such a
+// shutdown, and an error when the coordinator refuses the worker's claims
+// for good (an unknown token, say), after the same shutdown. Run may be
+// called once.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.started.CompareAndSwap(false, true) {
+		return errors.New("worker: Run called twice")
+	}
+	claimCtx, stopClaims := context.WithCancelCause(ctx)
+	defer stopClaims(nil)
+	runCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
+	defer kill()
+
+	w.log.Info("worker started", "coordinator", w.client.BaseURL(), "workloads", w.names, "concurrency", w.cfg.Concurrency)
+	var slots sync.WaitGroup
+	for range w.cfg.Concurrency {
+		slots.Go(func() { w.slot(claimCtx, runCtx, stopClaims) })
+	}
+	done := make(chan struct{})
+	go func() {
+		slots.Wait()
+		close(done)
+	}()
+
+	<-claimCtx.Done()
+	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", w.cfg.Grace)
+	grace := time.NewTimer(w.cfg.Grace)
+	defer grace.Stop()
+	select {
+	case <-done:
+	case <-grace.C:
+		if n := w.running.Load(); n > 0 {
+			w.log.Warn("grace period over: killing the running tasks", "running", n)
+		}
+		kill()
+		<-done
+	}
+	var fatal *fatalError
+	if errors.As(context.Cause(claimCtx), &fatal) {
+		w.log.Error("worker stopped", "error", fatal.err)
+		return fatal.err
+	}
+	w.log.Info("worker stopped")
+	return nil
+}
+
+// slot claims one task at a time and runs it, until claimCtx is done.
+func (w *Worker) slot(claimCtx, runCtx context.Context, stop context.CancelCauseFunc) {
+	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
+	req := client.ClaimRequest{WorkerID: w.cfg.ID, Workloads: w.names, WaitSeconds: w.cfg.ClaimWait.Seconds()}
+	for claimCtx.Err() == nil {
+		began := time.Now()
+		t, err := w.client.Claim(claimCtx, req)
+		switch {
+		case err != nil && claimCtx.Err() != nil:
+			return
+		case err != nil && client.IsRetryable(err):
+			d := b.next()
+			w.log.Warn("claim failed; backing off", "error", err, "retry_in", d.Round(time.Millisecond))
+			sleep(claimCtx, d)
+		case err != nil:
+			stop(&fatalError{fmt.Errorf("the coordinator refuses this worker's claims: %w (check --coordinator and --token, or SCIMESH_COORDINATOR and SCIMESH_TOKEN)", err)})
+			return
+		case t == nil:
+			// No work. A coordinator that held the claim for its wait
+			// gets the next at once (with a little jitter); one that
+			// answered at once gets growing pauses.
+			if time.Since(began) < w.cfg.ClaimWait/2 {
+				sleep(claimCtx, b.next())
+			} else {
+				b.reset()
+				sleep(claimCtx, rand.N(w.cfg.MinBackoff/2+1))
+			}
+		default:
+			b.reset()
+			w.handle(runCtx, t)
+		}
+	}
+}
+
+// sleep waits d or until ctx is done.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// backoff yields waits that double from min to max, each scaled by a
+// random factor in [0.5, 1] so that workers do not retry in step.
+type backoff struct {
+	min, max time.Duration
+	cur      time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }

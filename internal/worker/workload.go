@@ -1,0 +1,103 @@
+package worker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/worker/tanimoto"
+)
+
+// Workload is what a worker runs for the tasks of one workload name: an
+// operator's shell command, or a function built into the binary.
+type Workload struct {
+	// Name is the workload name jobs ask for, as in "tanimoto".
+	Name string
+	// Command is run as /bin/sh -c COMMAND for each task; empty for a
+	// built-in. It is the operator's string: nothing of the job goes into
+	// it, the task reaches it through stdin and the environment only.
+	Command string
+	// Run is the built-in, used when Command is empty.
+	Run RunFunc
+}
+
+// RunFunc is a workload built into the worker. It reads the task's chunk
+// from in and writes its scored rows to out as CSV with a header line, as
+// a command writes them to stdout; the worker keeps the best rows. It must
+// return soon after ctx is done. An error that wraps ErrPermanent fails the
+// task for good; any other error is a retryable failure.
+type RunFunc func(ctx context.Context, t *client.Task, in io.Reader, out io.Writer) error
+
+// ErrPermanent marks an error of a workload that running the task again
+// cannot fix, such as malformed input: the worker reports it as a failure
+// that is not retryable, which fails the task and its job.
+var ErrPermanent = errors.New("the task cannot succeed on a retry")
+
+// Permanent wraps err so that it matches ErrPermanent while keeping err's
+// message and chain.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return permanentError{err}
+}
+
+type permanentError struct{ err error }
+
+func (e permanentError) Error() string   { return e.err.Error() }
+func (e permanentError) Unwrap() []error { return []error{e.err, ErrPermanent} }
+
+// builtins returns the workloads built into the binary, by name.
+func builtins() map[string]RunFunc {
+	return map[string]RunFunc{
+		tanimoto.Name: runTanimoto,
+	}
+}
+
+// runTanimoto runs the built-in tanimoto workload; its bad-input errors
+// (a fingerprint of the wrong length or not in hex, naming the line) are
+// permanent.
+func runTanimoto(ctx context.Context, t *client.Task, in io.Reader, out io.Writer) error {
+	err := tanimoto.Run(ctx, t.Parameters, t.HasHeader, in, out)
+	if errors.Is(err, tanimoto.ErrBadInput) {
+		return Permanent(err)
+	}
+	return err
+}
+
+// Builtins lists the names of the built-in workloads, sorted.
+func Builtins() []string {
+	var names []string
+	for n := range builtins() {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ParseWorkload reads an operator's --workload flag: "NAME=COMMAND" runs
+// COMMAND with /bin/sh -c for the tasks of NAME; a bare "NAME" turns on the
+// built-in of that name.
+func ParseWorkload(spec string) (Workload, error) {
+	name, command, hasCommand := strings.Cut(spec, "=")
+	if !domain.ValidWorkload(name) {
+		return Workload{}, fmt.Errorf("workload %q: the name must be 1-128 characters of A-Z a-z 0-9 . _ : - (write NAME=COMMAND, or a built-in's NAME)", spec)
+	}
+	if hasCommand {
+		if strings.TrimSpace(command) == "" {
+			return Workload{}, fmt.Errorf("workload %q has an empty command; write NAME=COMMAND, or just %s for a built-in", spec, name)
+		}
+		return Workload{Name: name, Command: command}, nil
+	}
+	run, ok := builtins()[name]
+	if !ok {
+		return Workload{}, fmt.Errorf("workload %q has no command and is not a built-in (built-ins: %s); write %s=COMMAND",
+			spec, strings.Join(Builtins(), ", "), name)
+	}
+	return Workload{Name: name, Run: run}, nil
+}
