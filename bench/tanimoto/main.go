@@ -37,16 +37,16 @@ import (
 )
 
 type config struct {
-	n       int
-	runs    int
-	source  string
-	seed    uint64
-	python  string
-	smiles  string
-	dir     string
-	procs   int
-	tol     float64
-	scripts string
+	n      int
+	runs   int
+	source string
+	seed   uint64
+	python string
+	smiles string
+	dir    string
+	procs  int
+	tol    float64
+	script string
 }
 
 func main() {
@@ -60,6 +60,7 @@ func main() {
 	flag.StringVar(&c.dir, "dir", "", "directory for the CSV and the scores (default: a temporary one, removed at the end)")
 	flag.IntVar(&c.procs, "procs", 1, "GOMAXPROCS while Go is timed: 1 measures one core, as RDKit runs on one")
 	flag.Float64Var(&c.tol, "tolerance", 1e-12, "largest accepted difference between a Go and an RDKit score")
+	flag.StringVar(&c.script, "script", defaultScript(), "the path of rdkit_bench.py")
 	flag.Parse()
 	if err := run(c); err != nil {
 		fmt.Fprintln(os.Stderr, "tanimoto bench:", err)
@@ -71,8 +72,6 @@ func run(c config) error {
 	if c.n < 1 || c.runs < 1 {
 		return errors.New("-n and -runs must be at least 1")
 	}
-	_, self, _, _ := runtime.Caller(0)
-	c.scripts = filepath.Dir(self)
 	if c.dir == "" {
 		dir, err := os.MkdirTemp("", "tanimoto-bench-")
 		if err != nil {
@@ -164,13 +163,23 @@ func run(c config) error {
 
 // python runs rdkit_bench.py with args and returns its standard output.
 func python(c config, args ...string) ([]byte, error) {
-	cmd := exec.Command(c.python, append([]string{filepath.Join(c.scripts, "rdkit_bench.py")}, args...)...)
+	cmd := exec.Command(c.python, append([]string{c.script}, args...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
 		return nil, fmt.Errorf("%s rdkit_bench.py %s: %w (is python3-rdkit installed? see README.md)", c.python, args[0], err)
 	}
 	return out, nil
+}
+
+// defaultScript returns the path of rdkit_bench.py next to this file's
+// source, or relative to the repository root when the source path is not
+// known (a binary built with -trimpath).
+func defaultScript() string {
+	if _, self, _, ok := runtime.Caller(0); ok && filepath.IsAbs(self) {
+		return filepath.Join(filepath.Dir(self), "rdkit_bench.py")
+	}
+	return filepath.Join("bench", "tanimoto", "rdkit_bench.py")
 }
 
 // writeRandom writes n random 2048-bit fingerprints as id,fingerprint.

@@ -347,3 +347,35 @@ func TestMigrateCommand(t *testing.T) {
 		})
 	}
 }
+
+// tryCall GETs url and decodes its JSON into out; it returns the status,
+// or 0 when the server does not answer (while it restarts, say).
+func tryCall(url, token string, out any) int {
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+// runStdout runs `scimesh args…` to the end and returns its standard
+// output; its standard error comes with a failure.
+func runStdout(t *testing.T, dir string, env []string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Dir = dir
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("%w: %s", err, stderr.String())
+	}
+	return string(out), nil
+}

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
@@ -38,8 +39,12 @@ func setup(t *testing.T) *coordinator {
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
+	blobs, err := blob.Open(filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatalf("open blobs: %v", err)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(st, engine.Config{Shard: "s0", Logger: log,
+	eng := engine.New(st, engine.Config{Blobs: blobs, Shard: "s0", Logger: log,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
 	srv := httptest.NewServer(httpapi.New(eng, httpapi.Tokens{Worker: "wtok", Client: "ctok"}, log))
 	ctx, cancel := context.WithCancel(context.Background())

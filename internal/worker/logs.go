@@ -60,7 +60,7 @@ func (w *lineWriter) add(p []byte) {
 	}
 	if room := maxLineBytes - len(w.buf); len(p) > room {
 		w.buf = append(w.buf, p[:room]...)
-		w.buf = append(w.buf, " […line cut at 8 KiB]"...)
+		w.buf = append(bytes.ToValidUTF8(w.buf, nil), " […line cut at 8 KiB]"...)
 		w.cut = true
 		return
 	}
@@ -181,7 +181,7 @@ func (s *shipper) ship(ctx context.Context, last bool) {
 			batch = append(batch, fmt.Sprintf("[scimesh worker %s: %d earlier log lines dropped: the coordinator did not take them in time]", s.workerID, s.dropped))
 			s.dropped = 0
 		}
-		n := min(len(s.pending), s.maxBatch)
+		n := min(len(s.pending), s.maxBatch-len(batch))
 		batch = append(batch, s.pending[:n]...)
 		s.pending = s.pending[n:]
 		s.mu.Unlock()

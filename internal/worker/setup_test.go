@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
@@ -50,8 +51,12 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
+	blobs, err := blob.Open(filepath.Join(t.TempDir(), "blobs"))
+	if err != nil {
+		t.Fatalf("open blobs: %v", err)
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	eng := engine.New(st, engine.Config{
+	eng := engine.New(st, engine.Config{Blobs: blobs,
 		Shard: "s0", Logger: log,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})

@@ -97,6 +97,43 @@ func TestResultMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// TestUploadedInputAndLogs runs a job over an upload: the worker downloads
+// each chunk from the coordinator itself (with its token), and the
+// command's stderr lines reach the task's log.
+func TestUploadedInputAndLogs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	command := `echo "chunk $SCIMESH_CHUNK_INDEX starting" >&2; ` + scoreCommand + `; echo "chunk $SCIMESH_CHUNK_INDEX done" >&2`
+	b.startWorker(worker.Config{Concurrency: 2, Workloads: []worker.Workload{mustWorkload(t, "score="+command)}})
+	var table strings.Builder
+	table.WriteString("id,value\n")
+	for i := range 30 {
+		fmt.Fprintf(&table, "r%d,%d\n", i, (i*7)%11)
+	}
+	up, err := b.client.Upload(t.Context(), strings.NewReader(table.String()))
+	if err != nil {
+		t.Fatalf("upload: %v", err)
+	}
+	j := b.createJob(client.JobRequest{Workload: "score", ChunkRows: 10, TopK: 4, Input: client.JobInput{UploadID: up.UploadID}})
+	b.waitJob(j.JobID, client.JobCompleted, 20*time.Second)
+	// Values (i*7)%11 of rows 0-29: 10 at rows 3, 14, 25; 9 at rows 6, 17, 28.
+	if got, want := b.result(j.JobID), "id,score,chunk\nr3,10,0\nr14,10,1\nr25,10,2\nr6,9,0\n"; got != want {
+		t.Fatalf("result %q, want %q", got, want)
+	}
+	for _, tk := range b.tasks(j.JobID) {
+		rc, err := b.client.Logs(t.Context(), tk.TaskID, false)
+		if err != nil {
+			t.Fatalf("logs: %v", err)
+		}
+		text, err := io.ReadAll(rc)
+		rc.Close()
+		want := fmt.Sprintf("chunk %[1]d starting\nchunk %[1]d done\n", tk.ChunkIndex)
+		if err != nil || !strings.Contains(string(text), want) {
+			t.Errorf("task %s log %q (%v), want it to hold %q", tk.TaskID, text, err, want)
+		}
+	}
+}
+
 // TestCommandEnvironment checks what a command sees: its stdin, its
 // directory, the task's variables, and none of the worker's secrets; and
 // that its directory is removed afterwards.
@@ -247,6 +284,18 @@ func TestFailures(t *testing.T) {
 			}
 			if !strings.Contains(j.Error, tk.TaskID) {
 				t.Errorf("job error %q does not name the task %s", j.Error, tk.TaskID)
+			}
+			if c.name == "exit" {
+				// Both attempts' stderr lines are in the task's log.
+				rc, err := b.client.Logs(t.Context(), tk.TaskID, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text, _ := io.ReadAll(rc)
+				rc.Close()
+				if n := strings.Count(string(text), "disk full on /scratch\n"); n != 2 {
+					t.Errorf("task log %q holds the stderr line %d times, want once per attempt", text, n)
+				}
 			}
 		})
 	}
