@@ -15,11 +15,8 @@ import (
 	"github.com/scimesh/scimesh/internal/worker"
 )
 
-// Defaults of `scimesh worker`.
-const (
-	workerDefaultCoordinator = "http://127.0.0.1:8080"
-	workerDefaultWorkDir     = "./scimesh-work"
-)
+// workerDefaultWorkDir is where `scimesh worker` runs commands by default.
+const workerDefaultWorkDir = "./scimesh-work"
 
 func newWorkerCmd() *cobra.Command {
 	var (
@@ -49,7 +46,7 @@ again at once, and exits 0.`,
 			if err != nil {
 				return err
 			}
-			coordinator := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", workerDefaultCoordinator)
+			coordinator := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", defaultCoordinator)
 			// A worker next to its coordinator may share its .env: the
 			// worker token is the fallback.
 			token := e.setting(cmd, "token", "SCIMESH_TOKEN", e.get("WORKER_AUTH_TOKEN"))
@@ -81,7 +78,7 @@ again at once, and exits 0.`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("coordinator", workerDefaultCoordinator, "the coordinator's URL (env SCIMESH_COORDINATOR)")
+	f.String("coordinator", defaultCoordinator, "the coordinator's URL (env SCIMESH_COORDINATOR)")
 	f.String("token", "", "the worker token (env SCIMESH_TOKEN, else WORKER_AUTH_TOKEN); prefer the environment, flags show in ps")
 	f.String("id", "", "this worker's ID, 1-128 of [A-Za-z0-9._:-] (env SCIMESH_WORKER_ID; default HOSTNAME-PID)")
 	f.IntVar(&concurrency, "concurrency", 1, "how many tasks run at once")

@@ -36,7 +36,10 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 	ship := newShipper(w.client, t, w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
 	var shipping sync.WaitGroup
 	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
-	defer ship.close()
+	defer func() {
+		ship.close()
+		shipping.Wait()
+	}()
 	stderr := &lineWriter{emit: ship.add}
 
 	stdin, feed, err := pipe()

@@ -228,6 +228,8 @@ func (w *Worker) complete(runCtx context.Context, t *client.Task, lease *leaseCl
 		log.Info("task completed", "rows", out.rows, "kept", out.kept, "duration", took.Round(time.Millisecond))
 	case client.IsLeaseLost(err), client.IsCancelled(err):
 		log.Warn("result not recorded: the lease is gone", "error", err)
+	case errors.As(err, &refused) && refused.Code == client.CodeConflict:
+		log.Warn("result not recorded: the task was completed with another result", "error", err)
 	case errors.As(err, &refused) && (refused.Status == 400 || refused.Status == 413):
 		// The coordinator refuses the output; another worker's command may
 		// do better, so the failure is retryable.
