@@ -52,6 +52,7 @@ throwaway PostgreSQL cluster from the installed server binaries.`,
 			return runBench(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
+	cmd.AddCommand(newBenchUploadCmd())
 	f := cmd.Flags()
 	f.StringVar(&c.DB, "db", "sqlite", `database: "sqlite", "postgres", sqlite:PATH or postgres://…`)
 	f.IntVar(&c.Workers, "workers", 32, "concurrent workers")

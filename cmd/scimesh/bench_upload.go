@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/blob"
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+)
+
+func newBenchUploadCmd() *cobra.Command {
+	var (
+		size      int64
+		runs      int
+		chunkRows int
+		file      string
+		cold      bool
+		profile   string
+	)
+	cmd := &cobra.Command{
+		Use:   "upload",
+		Short: "Measure upload plus chunking in MB/s, beside reading the file with cat",
+		Long: `bench upload writes a CSV of --size bytes (or uses --file), then, --runs
+times: reads it with 'cat FILE >/dev/null', uploads it through a real
+coordinator's POST /upload (streamed, checked, normalized, hashed, synced),
+and creates a job over it (the chunking pass). It reports each step in MB/s,
+medians of the runs.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if profile != "" {
+				f, err := os.Create(profile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			return runBenchUpload(cmd.Context(), cmd.OutOrStdout(), size, runs, chunkRows, file, cold)
+		},
+	}
+	f := cmd.Flags()
+	f.Int64Var(&size, "size", 1<<30, "bytes of CSV to generate")
+	f.IntVar(&runs, "runs", 3, "measured runs")
+	f.IntVar(&chunkRows, "chunk-rows", 10_000, "rows per chunk of the job")
+	f.StringVar(&file, "file", "", "measure this CSV instead of a generated one")
+	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile to this file")
+	f.BoolVar(&cold, "cold", false, "drop the page cache before cat and before the upload (needs root), so both read the disk")
+	return cmd
+}
+
+func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkRows int, file string, cold bool) error {
+	dropCaches := func() error {
+		if !cold {
+			return nil
+		}
+		if err := exec.Command("sync").Run(); err != nil {
+			return err
+		}
+		if err := os.WriteFile("/proc/sys/vm/drop_caches", []byte("1"), 0); err != nil {
+			return fmt.Errorf("--cold: drop the page cache: %w (run as root, or leave --cold out)", err)
+		}
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "scimesh-bench-upload-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	if file == "" {
+		file = filepath.Join(dir, "table.csv")
+		if err := writeBenchTable(file, size); err != nil {
+			return err
+		}
+	}
+	st, err := os.Stat(file)
+	if err != nil {
+		return err
+	}
+	mb := float64(st.Size()) / 1e6
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	store, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
+	if err != nil {
+		return err
+	}
+	eng := engine.New(store, engine.Config{Logger: quiet, Blobs: blobs})
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, quiet, func(a string) { addrc <- a }) }()
+	defer func() { cancel(); <-done }()
+	cl := client.New("http://"+<-addrc, "")
+
+	var catT, upT, splitT []time.Duration
+	for range runs {
+		if err := dropCaches(); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		if err := exec.CommandContext(ctx, "sh", "-c", "cat \"$0\" >/dev/null", file).Run(); err != nil {
+			return fmt.Errorf("cat: %w", err)
+		}
+		catT = append(catT, time.Since(t0))
+
+		if err := dropCaches(); err != nil {
+			return err
+		}
+		f, err := os.Open(file)
+		if err != nil {
+			return err
+		}
+		t0 = time.Now()
+		up, err := cl.Upload(ctx, f)
+		f.Close()
+		if err != nil {
+			return err
+		}
+		upT = append(upT, time.Since(t0))
+
+		t0 = time.Now()
+		job, err := cl.CreateJob(ctx, &client.JobRequest{Workload: "noop", Input: client.JobInput{UploadID: up.UploadID}, ChunkRows: chunkRows}, "")
+		if err != nil {
+			return err
+		}
+		splitT = append(splitT, time.Since(t0))
+		if _, err := cl.Cancel(ctx, job.JobID); err != nil {
+			return err
+		}
+		_ = os.RemoveAll(filepath.Join(dir, "blobs", "sha256")) // keep the disk from filling over runs
+	}
+	med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[len(s)/2] }
+	rate := func(d time.Duration) float64 { return mb / d.Seconds() }
+	c, u, s := med(catT), med(upT), med(splitT)
+	cache := "warm page cache"
+	if cold {
+		cache = "page cache dropped before cat and before the upload"
+	}
+	fmt.Fprintf(out, "file %.0f MB, %s, medians of %d runs:\n", mb, cache, runs)
+	fmt.Fprintf(out, "  cat FILE >/dev/null          %8v  %7.0f MB/s\n", c.Round(time.Millisecond), rate(c))
+	fmt.Fprintf(out, "  POST /upload                 %8v  %7.0f MB/s\n", u.Round(time.Millisecond), rate(u))
+	fmt.Fprintf(out, "  POST /jobs (chunking)        %8v  %7.0f MB/s\n", s.Round(time.Millisecond), rate(s))
+	fmt.Fprintf(out, "  upload + chunking            %8v  %7.0f MB/s (%.0f%% of cat)\n", (u + s).Round(time.Millisecond), rate(u+s), 100*rate(u+s)/rate(c))
+	return nil
+}
+
+// writeBenchTable writes about size bytes of id,fingerprint,note CSV; one
+// row in 50 has a quoted field with a comma, so the checker's slow path is
+// measured too.
+func writeBenchTable(path string, size int64) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	rng := rand.New(rand.NewPCG(3, 5))
+	const hexdigits = "0123456789abcdef"
+	fp := make([]byte, 256)
+	n, _ := w.WriteString("id,fingerprint,note\n")
+	written := int64(n)
+	for i := 0; written < size; i++ {
+		for j := range fp {
+			fp[j] = hexdigits[rng.IntN(16)]
+		}
+		note := "plain"
+		if i%50 == 0 {
+			note = `"quoted, with a comma"`
+		}
+		n, err := fmt.Fprintf(w, "mol-%d,%s,%s\n", i, fp, note)
+		if err != nil {
+			return err
+		}
+		written += int64(n)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
