@@ -225,6 +225,9 @@ type Failure struct {
 	Attempt   int    `json:"attempt"`
 	Error     string `json:"error"`     // for people: what went wrong and where
 	Retryable bool   `json:"retryable"` // false fails the task (and its job) for good
+	// Release gives the task back at once, without backoff and without
+	// holding the attempt against it: for a worker shutting down.
+	Release bool `json:"release,omitempty"`
 }
 
 // LogLines is the body of POST /tasks/{id}/logs.

@@ -214,6 +214,21 @@ func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.
 	return true
 }
 
+// Release gives t back without holding its attempt against it: a worker
+// shutting down hands over a task it could not finish. t goes back to
+// pending at once, and a release never fails it: when it held its last
+// attempt, MaxAttempts grows by one.
+func Release(t *Task, reason string, now time.Time) {
+	t.Error = reason
+	t.LeaseExpiresAt = time.Time{}
+	t.UpdatedAt = now
+	t.State = TaskPending
+	t.RunAfter = now
+	if t.Attempt >= t.MaxAttempts {
+		t.MaxAttempts = t.Attempt + 1
+	}
+}
+
 // Backoff is the wait before retry attempt n+1 after attempt n failed:
 // min(2^(n-1) s, 300 s) scaled by 0.5 + jitter/2, jitter in [0, 1].
 func Backoff(n int, jitter float64) time.Duration {

@@ -298,6 +298,9 @@ type FailParams struct {
 	Attempt   int
 	Error     string
 	Retryable bool
+	// Release gives the task back at once, without backoff and without
+	// holding the attempt against it: for workers shutting down.
+	Release bool
 }
 
 // MaxErrorBytes bounds a recorded error message.
@@ -325,6 +328,11 @@ func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
 			return err
 		}
 		task = t
+		if p.Release {
+			domain.Release(t, p.Error, now)
+			defer e.wake.Notify()
+			return q.TaskUpdate(ctx, t)
+		}
 		return e.endAttempt(ctx, q, t, p.Error, p.Retryable, now)
 	})
 	if err != nil {

@@ -496,3 +496,27 @@ func TestIdempotencyKey(t *testing.T) {
 		t.Fatalf("concurrent creates with one key made jobs %v", keys)
 	}
 }
+
+func TestReleaseOnShutdown(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{tokens: tokens, noLoops: true})
+	j := b.createJob(1, map[string]any{"max_attempts": 1})
+	tk, _ := b.claim("w", nil)
+	r := b.worker("POST", "/tasks/"+tk.TaskID+"/failure", map[string]any{"worker_id": "w", "attempt": 1, "error": "x", "release": true, "retryable": false})
+	if r.status != 400 {
+		t.Fatalf("release with retryable false: %s, want 400", r)
+	}
+	var f task
+	b.mustStatus(b.worker("POST", "/tasks/"+tk.TaskID+"/failure",
+		map[string]any{"worker_id": "w", "attempt": 1, "error": "worker shutting down", "release": true}), 200).decode(t, &f)
+	if f.State != "pending" || f.MaxAttempts != 2 {
+		t.Fatalf("released task on its last attempt: %s with max_attempts %d, want pending with one more attempt", f.State, f.MaxAttempts)
+	}
+	again, ok := b.claim("w2", nil) // at once: no backoff
+	if !ok || again.TaskID != tk.TaskID || again.Attempt != 2 {
+		t.Fatalf("after a release claimed %+v, want the task at once at attempt 2", again)
+	}
+	if got := b.getJob(j.JobID); got.Status != "running" {
+		t.Fatalf("a release changed the job to %s", got.Status)
+	}
+}

@@ -199,6 +199,7 @@ type failureRequest struct {
 	Attempt   int    `json:"attempt"`
 	Error     string `json:"error"`
 	Retryable *bool  `json:"retryable"`
+	Release   bool   `json:"release"`
 }
 
 func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
@@ -211,9 +212,13 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
+	if req.Release && req.Retryable != nil && !*req.Retryable {
+		s.writeError(w, r, domain.Invalidf("release gives the task back to run again; it cannot be retryable: false"))
+		return
+	}
 	v, err := s.engine.Fail(r.Context(), engine.FailParams{
 		TaskID: r.PathValue("task_id"), WorkerID: req.WorkerID, Attempt: req.Attempt,
-		Error: req.Error, Retryable: req.Retryable == nil || *req.Retryable,
+		Error: req.Error, Retryable: req.Retryable == nil || *req.Retryable, Release: req.Release,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

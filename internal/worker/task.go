@@ -78,9 +78,9 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	case err == nil:
 		w.complete(runCtx, t, lease, out, time.Since(began), log)
 	case runCtx.Err() != nil:
-		w.fail(runCtx, t, lease, fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace), true, log)
+		w.fail(runCtx, t, lease, fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace), release, log)
 	default:
-		w.fail(runCtx, t, lease, err.Error(), !errors.Is(err, ErrPermanent), log)
+		w.fail(runCtx, t, lease, err.Error(), retryIf(!errors.Is(err, ErrPermanent)), log)
 	}
 }
 
@@ -233,18 +233,35 @@ func (w *Worker) complete(runCtx context.Context, t *client.Task, lease *leaseCl
 	case errors.As(err, &refused) && (refused.Status == 400 || refused.Status == 413):
 		// The coordinator refuses the output; another worker's command may
 		// do better, so the failure is retryable.
-		w.fail(runCtx, t, lease, "the coordinator refused the output: "+refused.Message, true, log)
+		w.fail(runCtx, t, lease, "the coordinator refused the output: "+refused.Message, retry, log)
 	default:
 		log.Error("result not recorded; the task runs again once its lease runs out", "error", err)
 	}
 }
 
+// failKind says how a failed attempt is reported.
+type failKind int
+
+const (
+	permanent failKind = iota // fails the task for good
+	retry                     // runs again after a backoff while attempts remain
+	release                   // given back at once, the attempt not held against it
+)
+
+func retryIf(ok bool) failKind {
+	if ok {
+		return retry
+	}
+	return permanent
+}
+
 // fail reports a failed attempt.
-func (w *Worker) fail(runCtx context.Context, t *client.Task, lease *leaseClock, msg string, retryable bool, log *slog.Logger) {
+func (w *Worker) fail(runCtx context.Context, t *client.Task, lease *leaseClock, msg string, kind failKind, log *slog.Logger) {
+	retryable := kind != permanent
 	msg = "worker " + w.cfg.ID + ": " + msg
 	var state string
 	err := w.report(runCtx, lease, func(ctx context.Context) error {
-		tk, err := w.client.Fail(ctx, t.TaskID, client.Failure{WorkerID: w.cfg.ID, Attempt: t.Attempt, Error: msg, Retryable: retryable})
+		tk, err := w.client.Fail(ctx, t.TaskID, client.Failure{WorkerID: w.cfg.ID, Attempt: t.Attempt, Error: msg, Retryable: retryable, Release: kind == release})
 		if err == nil {
 			state = tk.State
 		}
