@@ -110,7 +110,9 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 	eng := engine.New(store, engine.Config{Logger: quiet, Blobs: blobs})
 	addrc := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, quiet, func(a string) { addrc <- a }) }()
+	go func() {
+		done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, quiet, func(a string) { addrc <- a })
+	}()
 	defer func() { cancel(); <-done }()
 	cl := client.New("http://"+<-addrc, "")
 
