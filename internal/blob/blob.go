@@ -1,7 +1,7 @@
-// Package blob keeps SciMesh's files — normalized uploads — on disk under
-// the data directory, named by the sha256 of their content. A file is
-// written to a temporary name, synced, and renamed into place, so a blob
-// either exists whole or not at all, even across a crash.
+// Package blob keeps SciMesh's large files — normalized uploads — on disk
+// under the data directory, by names the caller chooses. A file is written
+// to a temporary name, synced, and renamed into place, so a blob exists
+// whole or not at all, even across a crash.
 //
 // Several coordinators that share one database must share the data
 // directory too (a network file system): the database names blobs, the
@@ -9,11 +9,8 @@
 package blob
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"path/filepath"
@@ -23,14 +20,14 @@ import (
 // ErrNotFound reports a blob that is not in the store.
 var ErrNotFound = errors.New("blob: not found")
 
-// Store is a directory of content-addressed files.
+// Store is a directory of named files.
 type Store struct {
 	dir string
 }
 
 // Open returns the store rooted at dir, creating it when needed.
 func Open(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "sha256")} {
+	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "files")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("blob: create %s: %w", d, err)
 		}
@@ -38,13 +35,13 @@ func Open(dir string) (*Store, error) {
 	return &Store{dir: dir}, nil
 }
 
-var keyRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var keyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,127}$`)
 
 func (s *Store) path(key string) (string, error) {
 	if !keyRe.MatchString(key) {
-		return "", fmt.Errorf("blob: key %q is not a sha256 in hex: %w", key, ErrNotFound)
+		return "", fmt.Errorf("blob: name %q must be 2-128 of a-z 0-9 - : %w", key, ErrNotFound)
 	}
-	return filepath.Join(s.dir, "sha256", key[:2], key), nil
+	return filepath.Join(s.dir, "files", key), nil
 }
 
 // Open opens the blob named key for reading.
@@ -60,15 +57,19 @@ func (s *Store) Open(key string) (*os.File, error) {
 	return f, err
 }
 
-// Writer writes a new blob. Commit names it by its content; Abort (or a
-// Commit that failed) leaves nothing behind.
+// Writer writes a new blob. Commit names it; Abort (or a Commit that
+// failed) leaves nothing behind.
 type Writer struct {
-	s    *Store
-	f    *os.File
-	h    hash.Hash
-	n    int64
-	done bool
+	s       *Store
+	f       *os.File
+	n       int64
+	flushed int64 // bytes handed to startWriteback so far
+	done    bool
 }
+
+// writebackEvery is how many bytes a Writer lets pile up in the page cache
+// before it starts writing them to disk.
+const writebackEvery = 16 << 20
 
 // Create starts a new blob.
 func (s *Store) Create() (*Writer, error) {
@@ -76,41 +77,46 @@ func (s *Store) Create() (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("blob: create: %w", err)
 	}
-	return &Writer{s: s, f: f, h: sha256.New()}, nil
+	return &Writer{s: s, f: f}, nil
 }
 
 // Write appends p to the blob.
 func (w *Writer) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
-	w.h.Write(p[:n])
 	w.n += int64(n)
+	if w.n-w.flushed >= writebackEvery {
+		startWriteback(w.f, w.flushed, w.n-w.flushed)
+		w.flushed = w.n
+	}
 	return n, err
 }
 
-// Commit syncs the blob to disk and names it by the sha256 of its content,
-// which it returns with the size.
-func (w *Writer) Commit() (key string, size int64, err error) {
+// Commit syncs the blob to disk and gives it its name, which must not be
+// taken. It returns the blob's size.
+func (w *Writer) Commit(key string) (size int64, err error) {
 	defer w.Abort()
+	p, err := w.s.path(key)
+	if err != nil {
+		return 0, err
+	}
 	if err := w.f.Sync(); err != nil {
-		return "", 0, fmt.Errorf("blob: sync: %w", err)
+		return 0, fmt.Errorf("blob: sync: %w", err)
 	}
 	if err := w.f.Close(); err != nil {
-		return "", 0, fmt.Errorf("blob: close: %w", err)
+		return 0, fmt.Errorf("blob: close: %w", err)
 	}
-	key = hex.EncodeToString(w.h.Sum(nil))
-	p, _ := w.s.path(key)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return "", 0, fmt.Errorf("blob: create directory: %w", err)
+	if _, err := os.Stat(p); err == nil {
+		return 0, fmt.Errorf("blob: name %s is taken", key)
 	}
 	if err := os.Rename(w.f.Name(), p); err != nil {
-		return "", 0, fmt.Errorf("blob: commit: %w", err)
+		return 0, fmt.Errorf("blob: commit: %w", err)
 	}
 	w.done = true
 	if d, err := os.Open(filepath.Dir(p)); err == nil {
 		_ = d.Sync() // make the rename durable; best effort on file systems without it
 		d.Close()
 	}
-	return key, w.n, nil
+	return w.n, nil
 }
 
 // Abort discards the blob unless it was committed. It is safe to call twice.

@@ -1,8 +1,6 @@
 package blob
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"io"
 	"os"
@@ -22,15 +20,11 @@ func TestCommitAndOpen(t *testing.T) {
 	}
 	io.WriteString(w, "id,score\n")
 	io.WriteString(w, "a,1\n")
-	key, n, err := w.Commit()
-	if err != nil {
-		t.Fatal(err)
+	n, err := w.Commit("u-1")
+	if err != nil || n != 13 {
+		t.Fatalf("Commit = %d, %v; want 13 bytes", n, err)
 	}
-	sum := sha256.Sum256([]byte("id,score\na,1\n"))
-	if key != hex.EncodeToString(sum[:]) || n != 13 {
-		t.Fatalf("Commit = %s, %d; want the content's sha256 and 13 bytes", key, n)
-	}
-	f, err := s.Open(key)
+	f, err := s.Open("u-1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,6 +35,14 @@ func TestCommitAndOpen(t *testing.T) {
 	w.Abort() // after Commit: a no-op that must not remove the blob
 	if _, err := os.Stat(f.Name()); err != nil {
 		t.Fatalf("Abort after Commit removed the blob: %v", err)
+	}
+	w2, _ := s.Create()
+	io.WriteString(w2, "other")
+	if _, err := w2.Commit("u-1"); err == nil {
+		t.Fatal("Commit over a taken name succeeded")
+	}
+	if got, _ := os.ReadFile(f.Name()); string(got) != "id,score\na,1\n" {
+		t.Fatalf("a refused Commit changed the blob: %q", got)
 	}
 }
 
@@ -55,12 +57,20 @@ func TestAbortLeavesNothing(t *testing.T) {
 	if len(entries) != 0 {
 		t.Fatalf("Abort left %d temporary files", len(entries))
 	}
+	w, _ = s.Create()
+	if _, err := w.Commit("../escape"); err == nil {
+		t.Fatal("Commit accepted a name with a path")
+	}
+	entries, _ = os.ReadDir(filepath.Join(dir, "tmp"))
+	if len(entries) != 0 {
+		t.Fatalf("a failed Commit left %d temporary files", len(entries))
+	}
 }
 
 func TestOpenMissing(t *testing.T) {
 	t.Parallel()
 	s, _ := Open(t.TempDir())
-	for _, key := range []string{"../../etc/passwd", "00", "0000000000000000000000000000000000000000000000000000000000000000"} {
+	for _, key := range []string{"../../etc/passwd", "", "u-none", "UPPER"} {
 		if _, err := s.Open(key); !errors.Is(err, ErrNotFound) {
 			t.Errorf("Open(%q) = %v, want ErrNotFound", key, err)
 		}

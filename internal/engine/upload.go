@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"sync"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -29,24 +30,27 @@ func (e *Engine) Upload(ctx context.Context, r io.Reader) (*domain.Upload, error
 		return nil, err
 	}
 	defer w.Abort()
-	raw := &countingHash{h: sha256.New()}
+	raw := newPipelinedHash()
+	defer raw.Close()
 	stats, err := table.Normalize(w, io.TeeReader(r, raw))
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
-	key, size, err := w.Commit()
+	local := e.newLocalID()
+	key := "u-" + local
+	size, err := w.Commit(key)
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
-	now := e.now()
+	sum, n := raw.Sum()
 	u := &domain.Upload{
-		ID:        e.cfg.Shard + ":u" + e.newLocalID(),
-		SHA256:    hex.EncodeToString(raw.h.Sum(nil)),
-		Bytes:     raw.n,
+		ID:        e.cfg.Shard + ":u" + local,
+		SHA256:    hex.EncodeToString(sum),
+		Bytes:     n,
 		Rows:      stats.Rows,
 		BlobKey:   key,
 		BlobBytes: size,
-		CreatedAt: now,
+		CreatedAt: e.now(),
 	}
 	if err := e.tx(ctx, func(q store.Querier) error { return q.UploadInsert(ctx, u) }); err != nil {
 		return nil, fmt.Errorf("record upload: %w", err)
@@ -55,16 +59,54 @@ func (e *Engine) Upload(ctx context.Context, r io.Reader) (*domain.Upload, error
 	return u, nil
 }
 
-// countingHash hashes and counts what is written to it.
-type countingHash struct {
-	h hash.Hash
-	n int64
+// pipelinedHash hashes what is written to it on a goroutine of its own, so
+// that hashing a stream overlaps with the work the stream feeds. Writes
+// copy their bytes; Sum waits for the hashing to catch up.
+type pipelinedHash struct {
+	ch   chan []byte
+	done chan struct{}
+	pool sync.Pool
+	h    hash.Hash
+	n    int64
+	once sync.Once
 }
 
-func (c *countingHash) Write(p []byte) (int, error) {
-	c.h.Write(p)
-	c.n += int64(len(p))
-	return len(p), nil
+func newPipelinedHash() *pipelinedHash {
+	p := &pipelinedHash{ch: make(chan []byte, 8), done: make(chan struct{}), h: sha256.New()}
+	go func() {
+		defer close(p.done)
+		for b := range p.ch {
+			p.h.Write(b)
+			p.pool.Put(&b)
+		}
+	}()
+	return p
+}
+
+func (p *pipelinedHash) Write(b []byte) (int, error) {
+	var buf []byte
+	if v, ok := p.pool.Get().(*[]byte); ok && cap(*v) >= len(b) {
+		buf = (*v)[:len(b)]
+	} else {
+		buf = make([]byte, len(b), max(len(b), 256<<10))
+	}
+	copy(buf, b)
+	p.n += int64(len(b))
+	p.ch <- buf
+	return len(b), nil
+}
+
+// Sum waits for every write to be hashed and returns the hash and the
+// number of bytes written. Nothing may be written after it.
+func (p *pipelinedHash) Sum() ([]byte, int64) {
+	p.Close()
+	return p.h.Sum(nil), p.n
+}
+
+// Close ends the hashing goroutine; it is safe to call more than once.
+func (p *pipelinedHash) Close() {
+	p.once.Do(func() { close(p.ch) })
+	<-p.done
 }
 
 // splitUpload cuts the upload named in spec into chunks of spec.ChunkRows
