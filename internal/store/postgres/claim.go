@@ -8,7 +8,7 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
+var (
 	// sqlTaskClaim leases up to $5 tasks in one statement. The subquery
 	// walks the partial index tasks_claim in claim order and locks what it
 	// picks; SKIP LOCKED passes over rows another claimer holds, so
@@ -16,7 +16,23 @@ const (
 	// other. A row that stopped being pending before we locked it is
 	// re-checked and dropped. An empty $4 means any workload. The ORDER BY
 	// must match the index column for column, NULLS FIRST included.
-	sqlTaskClaim = `UPDATE tasks
+	sqlTaskClaim = claimSQL("kind = ANY($3::text[])")
+	// sqlTaskClaimStitch is the claim of coordinators' stitch tasks, which
+	// have a partial index of their own (its predicate must appear as
+	// literals): it must not walk past the backlog of pending chunks.
+	sqlTaskClaimStitch = claimSQL("kind = 'stitch' AND $3::text[] IS NOT NULL")
+)
+
+const (
+	sqlTaskListExpired = `SELECT ` + taskColumns + ` FROM tasks
+WHERE state = 'leased' AND lease_expires_at <= $1
+ORDER BY lease_expires_at
+LIMIT $2`
+)
+
+// claimSQL is the claim with kinds as the predicate on the task's kind.
+func claimSQL(kinds string) string {
+	return `UPDATE tasks
 SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + lease_seconds * interval '1 second',
 	updated_at = $2::timestamptz, version = version + 1
@@ -24,7 +40,7 @@ FROM (
 	SELECT id AS claim_id FROM tasks
 	WHERE state = 'pending'
 		AND (run_after IS NULL OR run_after <= $2::timestamptz)
-		AND kind = ANY($3::text[])
+		AND ` + kinds + `
 		AND (cardinality($4::text[]) = 0 OR workload = ANY($4::text[]))
 	ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
 	LIMIT $5
@@ -32,12 +48,7 @@ FROM (
 ) AS claimable
 WHERE id = claim_id
 RETURNING ` + taskColumns
-
-	sqlTaskListExpired = `SELECT ` + taskColumns + ` FROM tasks
-WHERE state = 'leased' AND lease_expires_at <= $1
-ORDER BY lease_expires_at
-LIMIT $2`
-)
+}
 
 // TaskClaim leases up to p.Max claimable tasks in one statement and returns
 // them leased, in no particular order.
@@ -53,7 +64,11 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	if workloads == nil {
 		workloads = []string{} // cardinality(NULL) is NULL, not 0
 	}
-	rows, err := q.db.Query(ctx, sqlTaskClaim, p.Owner, p.Now, kinds, workloads, p.Max)
+	query := sqlTaskClaim
+	if len(kinds) == 1 && kinds[0] == string(domain.KindStitch) {
+		query = sqlTaskClaimStitch
+	}
+	rows, err := q.db.Query(ctx, query, p.Owner, p.Now, kinds, workloads, p.Max)
 	if err != nil {
 		return nil, translate(err, "claim tasks for %s", p.Owner)
 	}

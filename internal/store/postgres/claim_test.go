@@ -77,28 +77,30 @@ func TestClaimAtScale(t *testing.T) {
 	conn := connect(t, url)
 	now := storetest.Epoch().Add(time.Hour)
 	args := []any{"w", now, []string{"chunk"}, []string{}, 10}
-	for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
-		if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
-			t.Fatal(err)
-		}
-		var plan []map[string]any
-		if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+postgres.SQLTaskClaim, args...).Scan(&plan); err != nil {
-			t.Fatalf("EXPLAIN the claim: %v", err)
-		}
-		usesClaimIndex := false
-		for _, node := range planNodes(plan) {
-			switch node["Node Type"] {
-			case "Seq Scan", "Sort", "Bitmap Heap Scan":
+	for _, c := range []struct{ sql, index string }{{postgres.SQLTaskClaim, "tasks_claim"}, {postgres.SQLTaskClaimStitch, "tasks_claim_stitch"}} {
+		for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
+			if _, err := conn.Exec(ctx, `SET plan_cache_mode = `+mode); err != nil {
+				t.Fatal(err)
+			}
+			var plan []map[string]any
+			if err := conn.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+c.sql, args...).Scan(&plan); err != nil {
+				t.Fatalf("EXPLAIN the claim: %v", err)
+			}
+			usesClaimIndex := false
+			for _, node := range planNodes(plan) {
+				switch node["Node Type"] {
+				case "Seq Scan", "Sort", "Bitmap Heap Scan":
+					b, _ := json.MarshalIndent(plan, "", " ")
+					t.Errorf("%s: the claim plan has a %s node:\n%s", mode, node["Node Type"], b)
+				}
+				if node["Index Name"] == c.index && node["Node Type"] == "Index Scan" {
+					usesClaimIndex = true
+				}
+			}
+			if !usesClaimIndex {
 				b, _ := json.MarshalIndent(plan, "", " ")
-				t.Errorf("%s: the claim plan has a %s node:\n%s", mode, node["Node Type"], b)
+				t.Errorf("%s: the claim plan does not scan %s:\n%s", mode, c.index, b)
 			}
-			if node["Index Name"] == "tasks_claim" && node["Node Type"] == "Index Scan" {
-				usesClaimIndex = true
-			}
-		}
-		if !usesClaimIndex {
-			b, _ := json.MarshalIndent(plan, "", " ")
-			t.Errorf("%s: the claim plan does not scan tasks_claim:\n%s", mode, b)
 		}
 	}
 

@@ -1,4 +1,8 @@
 package postgres
 
-// SQLTaskClaim exposes the claim statement to the tests, which EXPLAIN it.
-const SQLTaskClaim = sqlTaskClaim
+// SQLTaskClaim and SQLTaskClaimStitch expose the claim statements to the
+// tests, which EXPLAIN them.
+var (
+	SQLTaskClaim       = sqlTaskClaim
+	SQLTaskClaimStitch = sqlTaskClaimStitch
+)

@@ -11,6 +11,9 @@ import (
 type querier struct {
 	stmts *stmtCache
 	tx    *sql.Tx // nil outside a transaction
+	// bigWrite is set by writes large enough that the write-ahead log
+	// should be checkpointed once they commit (see Store.checkpoint).
+	bigWrite bool
 }
 
 // stmt returns the prepared statement for query: on the writer when write

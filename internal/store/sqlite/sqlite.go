@@ -44,8 +44,8 @@ import (
 // lock another process holds before it fails with store.ErrUnavailable.
 const (
 	writerParams = "_busy_timeout=10000&_journal_mode=WAL&_synchronous=NORMAL&_txlock=immediate" +
-		"&_pragma=cache_size(-65536)&_pragma=temp_store(MEMORY)&_pragma=journal_size_limit(67108864)"
-	readerParams = "_busy_timeout=10000&_query_only=1&_pragma=cache_size(-16384)&_pragma=temp_store(MEMORY)"
+		"&_pragma=cache_size(-4096)&_pragma=temp_store(MEMORY)&_pragma=journal_size_limit(67108864)&_pragma=mmap_size(1073741824)"
+	readerParams = "_busy_timeout=10000&_query_only=1&_pragma=cache_size(-4096)&_pragma=temp_store(MEMORY)&_pragma=mmap_size(1073741824)"
 )
 
 // Store is the storage contract on one SQLite file. It is safe for
@@ -141,7 +141,8 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err e
 			panic(p)
 		}
 	}()
-	if err := fn(&querier{stmts: s.stmts, tx: tx}); err != nil {
+	q := &querier{stmts: s.stmts, tx: tx}
+	if err := fn(q); err != nil {
 		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
 			return errors.Join(err, fmt.Errorf("sqlite: rollback: %w", mapErr(rerr)))
 		}
@@ -150,8 +151,21 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err e
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("sqlite: commit: %w", mapErr(err))
 	}
+	if q.bigWrite {
+		s.checkpoint(ctx)
+	}
 	return nil
 }
+
+// bigInsert is the number of tasks whose insertion calls for a checkpoint.
+const bigInsert = 10_000
+
+// checkpoint moves the write-ahead log into the database file and empties
+// it. After a large insert the log holds hundreds of megabytes; left to the
+// automatic checkpoint, copying them back would stall the first ordinary
+// commit after it. Best effort: a checkpoint that fails is retried by the
+// automatic ones.
+func (s *Store) checkpoint(ctx context.Context) { s.stmts.checkpoint(ctx) }
 
 // Ping reports whether both the writer and a reader connection answer.
 func (s *Store) Ping(ctx context.Context) error {
@@ -206,6 +220,11 @@ func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stm
 	}
 	m[query] = st
 	return st, nil
+}
+
+// checkpoint runs Store.checkpoint's statement on the writer.
+func (c *stmtCache) checkpoint(ctx context.Context) {
+	_, _ = c.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 }
 
 // cached returns the writer's statement for query, or nil when it has not

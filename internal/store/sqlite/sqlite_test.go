@@ -155,10 +155,15 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		}
 	}
 	inner := taskClaimSQL[strings.Index(taskClaimSQL, "SELECT rowid"):strings.LastIndex(taskClaimSQL, ")")]
-	for name, query := range map[string]string{"claim": taskClaimSQL, "inner select": inner} {
-		plan := queryPlan(t, s, query, "w", 1, `["chunk"]`, `["tanimoto"]`, 10)
-		if !strings.Contains(plan, "USING COVERING INDEX tasks_claim") && !strings.Contains(plan, "USING INDEX tasks_claim") {
-			t.Errorf("%s plan does not use tasks_claim:\n%s", name, plan)
+	for name, c := range map[string]struct{ query, index string }{
+		"claim":        {taskClaimSQL, "tasks_claim\n"},
+		"inner select": {inner, "tasks_claim\n"},
+		"stitch claim": {taskClaimStitchSQL, "tasks_claim_stitch\n"},
+	} {
+		query := c.query
+		plan := queryPlan(t, s, query, "w", 1, `["chunk"]`, `["tanimoto"]`, 10) + "\n"
+		if !strings.Contains(plan, "USING COVERING INDEX "+c.index) && !strings.Contains(plan, "USING INDEX "+c.index) {
+			t.Errorf("%s plan does not use %s:\n%s", name, c.index, plan)
 		}
 		if strings.Contains(plan, "TEMP B-TREE FOR ORDER BY") || strings.Contains(plan, "SCAN tasks\n") {
 			t.Errorf("%s plan sorts or scans the table:\n%s", name, plan)

@@ -46,23 +46,32 @@ const (
 	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskCols
 	taskResultsSQL = `SELECT chunk_index, result FROM tasks
 	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY chunk_index`
+)
 
-	// taskClaimSQL is the claim in one statement. The inner SELECT walks the
-	// partial index tasks_claim in claim order (state = 'pending' must stay a
-	// literal for SQLite to use a partial index) and filters on the index's
-	// trailing columns; kinds (?3) and workloads (?4, NULL for any) are JSON
-	// arrays so one prepared statement serves every claim.
-	taskClaimSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+// The claims in one statement each. The inner SELECT walks a partial index
+// in claim order (state = 'pending' must stay a literal for SQLite to use a
+// partial index) and filters on the index's trailing columns; kinds (?3)
+// and workloads (?4, NULL for any) are JSON arrays so that one prepared
+// statement serves every claim. Stitch tasks, claimed by coordinators alone,
+// have an index of their own: their claim must not walk past the backlog of
+// pending chunks to find none.
+var (
+	taskClaimSQL       = claimSQL("tasks_claim", "kind IN (SELECT value FROM json_each(?3))")
+	taskClaimStitchSQL = claimSQL("tasks_claim_stitch", "kind = 'stitch' AND ?3 IS NOT NULL")
+)
+
+func claimSQL(index, kinds string) string {
+	return `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + lease_seconds * 1000000, updated_at = ?2, version = version + 1
 	WHERE rowid IN (
-		SELECT rowid FROM tasks INDEXED BY tasks_claim
+		SELECT rowid FROM tasks INDEXED BY ` + index + `
 		WHERE state = 'pending' AND (run_after IS NULL OR run_after <= ?2)
-		AND kind IN (SELECT value FROM json_each(?3))
+		AND ` + kinds + `
 		AND (?4 IS NULL OR workload IN (SELECT value FROM json_each(?4)))
 		ORDER BY priority DESC, job_created_at, job_id, chunk_index
 		LIMIT ?5)
 	RETURNING ` + taskCols
-)
+}
 
 // taskInsertSQLs are the INSERTs of 1, taskSmallBatch and taskBatch rows.
 var taskInsertSQLs = map[int]string{1: taskInsertSQL(1), taskSmallBatch: taskInsertSQL(taskSmallBatch), taskBatch: taskInsertSQL(taskBatch)}
@@ -103,6 +112,13 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	}
 	for _, t := range tasks {
 		t.Version++
+	}
+	if len(tasks) >= bigInsert {
+		if q.tx == nil {
+			q.stmts.checkpoint(ctx)
+		} else {
+			q.bigWrite = true
+		}
 	}
 	return nil
 }
@@ -232,7 +248,11 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	if len(p.Workloads) > 0 {
 		workloads = jsonArray(p.Workloads)
 	}
-	out, err := q.tasks(ctx, true, taskClaimSQL, p.Owner, p.Now.UnixMicro(), jsonArray(kinds), workloads, p.Max)
+	query := taskClaimSQL
+	if len(kinds) == 1 && kinds[0] == string(domain.KindStitch) {
+		query = taskClaimStitchSQL
+	}
+	out, err := q.tasks(ctx, true, query, p.Owner, p.Now.UnixMicro(), jsonArray(kinds), workloads, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim tasks for %s: %w", p.Owner, err)
 	}
