@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/store/postgres"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
 
 // binary is the scimesh binary built once for the end-to-end tests.
@@ -324,24 +326,55 @@ func TestMigrateCommand(t *testing.T) {
 					}
 				}
 			}
+			ms, err := sqlite.Migrations()
+			if pg {
+				ms, err = postgres.Migrations()
+			}
+			if err != nil || len(ms) < 2 {
+				t.Fatalf("migrations: %d, %v", len(ms), err)
+			}
+			// status lists every migration, each applied (up to n) or pending.
+			status := func(n int) string {
+				var b strings.Builder
+				for i, m := range ms {
+					state := "pending"
+					if i < n {
+						state = "applied"
+					}
+					fmt.Fprintf(&b, "%04d_%s\t%s\n", m.Version, m.Name, state)
+				}
+				return b.String()
+			}
+			var applied strings.Builder
+			for _, m := range ms {
+				fmt.Fprintf(&applied, "applied %04d\n", m.Version)
+			}
+			last := len(ms) - 1
 			steps := []struct {
 				args []string
 				want string
 			}{
-				{[]string{"migrate", "status"}, "0001_init\tpending\n0002_data_plane\tpending"},
-				{[]string{"migrate", "up"}, "applied 0001\napplied 0002"},
-				{[]string{"migrate", "status"}, "0001_init\tapplied\n0002_data_plane\tapplied"},
+				{[]string{"migrate", "status"}, status(0)},
+				{[]string{"migrate", "up"}, applied.String()},
+				{[]string{"migrate", "status"}, status(len(ms))},
 				{[]string{"migrate", "up"}, "nothing to apply"},
-				{[]string{"migrate", "down"}, "reverted 0002"},
-				{[]string{"migrate", "status"}, "0001_init\tapplied\n0002_data_plane\tpending"},
-				{[]string{"migrate", "down"}, "reverted 0001"},
-				{[]string{"migrate", "down"}, "nothing to revert"},
+				{[]string{"migrate", "down"}, fmt.Sprintf("reverted %04d", ms[last].Version)},
+				{[]string{"migrate", "status"}, status(last)},
 			}
 			for _, s := range steps {
 				out, err := run(t, dir, []string{"DATABASE_URL=" + db}, s.args...)
 				if err != nil || !strings.Contains(out, s.want) {
 					t.Fatalf("scimesh %v: %v, output %q, want %q", s.args, err, out, s.want)
 				}
+			}
+			for i := last - 1; i >= 0; i-- {
+				want := fmt.Sprintf("reverted %04d", ms[i].Version)
+				if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, want) {
+					t.Fatalf("migrate down: %v, output %q, want %q", err, out, want)
+				}
+			}
+			if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, "nothing to revert") {
+				t.Fatalf("migrate down with nothing applied: %v, output %q", err, out)
 			}
 			if pg {
 				out, err := run(t, dir, nil, "serve", "--db", db, "--addr", freeAddr(t))
