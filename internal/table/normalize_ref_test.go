@@ -49,7 +49,7 @@ func reference(in []byte) ([]byte, int64, *refFault) {
 			}
 			return nil, 0, classify(trimmed, bomBytes, pe, len(rec), r.FieldsPerRecord)
 		}
-		normalize(rec)
+		NormalizeFields(rec)
 		if rows == 0 {
 			for strings.HasPrefix(rec[0], bom) {
 				rec[0] = rec[0][len(bom):]

@@ -156,7 +156,7 @@ func (s *scanner) readHeader() error {
 		}
 		return s.readError(rec, err)
 	}
-	normalize(rec)
+	NormalizeFields(rec)
 	s.header = slices.Clone(rec)
 	for strings.HasPrefix(s.header[0], bom) {
 		// A quoted first name can start with a mark that the raw trim did
@@ -193,7 +193,7 @@ func (s *scanner) next() ([]string, float64, error) {
 		return nil, 0, s.readError(rec, err)
 	}
 	s.rows++
-	normalize(rec)
+	NormalizeFields(rec)
 	field := rec[s.scoreIndex]
 	score, err := strconv.ParseFloat(field, 64)
 	if err == nil && !math.IsNaN(score) && !math.IsInf(score, 0) {
@@ -266,12 +266,13 @@ func joinInts(v []int) string {
 	return strings.Join(s, ", ")
 }
 
-// normalize drops, in place, every CR that starts a run of CRs ending in LF
-// inside a field of rec. encoding/csv already reads a quoted CR LF as LF,
-// but "\r\r\n" leaves a CR LF in the field, which its writer cannot write
-// back: the reader would turn it into LF. Normalizing here makes every field
-// survive re-encoding, so the final CSV reads back as the rows it was made of.
-func normalize(rec []string) {
+// NormalizeFields drops, in place, the CRs that precede an LF inside the
+// fields of rec. encoding/csv already reads a quoted CR LF as LF, but
+// "\r\r\n" leaves a CR LF in the field, which its writer cannot write back:
+// the reader would turn it into LF. Normalizing makes every field survive
+// re-encoding, so a CSV written from such records reads back as the same
+// records. Workers apply it to their output rows as the coordinator does.
+func NormalizeFields(rec []string) {
 	for i, f := range rec {
 		if strings.Contains(f, "\r\n") {
 			rec[i] = dropCRBeforeLF(f)

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/scimesh/scimesh/internal/table"
 )
 
 // bom is the UTF-8 byte order mark, dropped from the start of an output.
@@ -87,7 +89,7 @@ func (t *topK) read(r io.Reader) error {
 	if err != nil {
 		return csvError(err)
 	}
-	normalize(rec)
+	table.NormalizeFields(rec)
 	t.header = slices.Clone(rec)
 	t.header[0] = strings.TrimLeft(t.header[0], bom)
 	t.scoreIndex = -1
@@ -133,13 +135,13 @@ func (t *topK) offer(score float64, rec []string) {
 		if !t.better(&row, &t.kept.rows[0]) {
 			return
 		}
-		normalize(rec)
+		table.NormalizeFields(rec)
 		row.rec = slices.Clone(rec)
 		t.kept.rows[0] = row
 		heap.Fix(&t.kept, 0)
 		return
 	}
-	normalize(rec)
+	table.NormalizeFields(rec)
 	row.rec = slices.Clone(rec)
 	heap.Push(&t.kept, row)
 }
@@ -218,37 +220,3 @@ func quoteList(names []string) string {
 	return b.String()
 }
 
-// normalize drops, in place, the CRs that precede an LF inside the fields
-// of rec, as the coordinator does: encoding/csv's writer could not write
-// such a field back as it was read.
-func normalize(rec []string) {
-	for i, f := range rec {
-		if strings.Contains(f, "\r\n") {
-			rec[i] = dropCRBeforeLF(f)
-		}
-	}
-}
-
-func dropCRBeforeLF(f string) string {
-	var b strings.Builder
-	b.Grow(len(f))
-	crs := 0 // CRs seen and not yet written
-	for i := 0; i < len(f); i++ {
-		switch c := f[i]; c {
-		case '\r':
-			crs++
-		case '\n':
-			crs = 0
-			b.WriteByte(c)
-		default:
-			for ; crs > 0; crs-- {
-				b.WriteByte('\r')
-			}
-			b.WriteByte(c)
-		}
-	}
-	for ; crs > 0; crs-- {
-		b.WriteByte('\r')
-	}
-	return b.String()
-}
