@@ -52,6 +52,8 @@ type Engine struct {
 	wake   *broadcast // work became claimable
 	stitch *broadcast // a stitch task became pending
 	logs   *broadcast // log lines were appended or a task became final
+	// outgoing holds at most one pending notification for other processes.
+	outgoing chan struct{}
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -87,13 +89,14 @@ func New(s store.Store, cfg Config) *Engine {
 		cfg.PollInterval = 500 * time.Millisecond
 	}
 	return &Engine{
-		store:  s,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		wake:   newBroadcast(),
-		stitch: newBroadcast(),
-		logs:   newBroadcast(),
-		jobs:   map[string]*domain.Job{},
+		store:    s,
+		cfg:      cfg,
+		log:      cfg.Logger,
+		wake:     newBroadcast(),
+		stitch:   newBroadcast(),
+		logs:     newBroadcast(),
+		outgoing: make(chan struct{}, 1),
+		jobs:     map[string]*domain.Job{},
 	}
 }
 

@@ -17,9 +17,13 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func openStore(t *testing.T) store.Store {
 	t.Helper()
@@ -171,5 +175,50 @@ func TestFailureBackoff(t *testing.T) {
 	}
 	if _, err := e.Heartbeat(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
 		t.Fatalf("heartbeat on a failed task = %v, want ErrCancelled", err)
+	}
+}
+
+// TestReplicasWakeEachOther runs two engines on one PostgreSQL database,
+// as two coordinators: a claim long-polling on one is woken at once by a job
+// created on the other, although neither polls within the wait.
+func TestReplicasWakeEachOther(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	open := func() store.Store {
+		s, err := postgres.Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := newEngine(open(), engine.Config{NodeID: "a", PollInterval: time.Hour})
+	b := newEngine(open(), engine.Config{NodeID: "b", PollInterval: time.Hour})
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() { a.Run(ctx) })
+	wg.Go(func() { b.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+	time.Sleep(300 * time.Millisecond) // let both listen
+
+	got := make(chan []*engine.TaskView, 1)
+	go func() {
+		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Wait: 20 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		got <- tasks
+	}()
+	time.Sleep(300 * time.Millisecond)
+	if _, _, err := a.CreateJob(t.Context(), spec(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case tasks := <-got:
+		if len(tasks) != 1 {
+			t.Fatalf("the woken claim got %d tasks, want 1", len(tasks))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a claim on one coordinator was not woken by a job created on the other")
 	}
 }

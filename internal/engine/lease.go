@@ -330,13 +330,15 @@ func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
 		task = t
 		if p.Release {
 			domain.Release(t, p.Error, now)
-			defer e.wake.Notify()
 			return q.TaskUpdate(ctx, t)
 		}
 		return e.endAttempt(ctx, q, t, p.Error, p.Retryable, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
+	}
+	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
+		e.notifyWork() // after the commit, so that woken claimers see the task
 	}
 	e.log.InfoContext(ctx, "task attempt failed", "task_id", task.ID, "job_id", task.JobID,
 		"worker_id", p.WorkerID, "attempt", p.Attempt, "state", task.State, "error", p.Error)
@@ -355,9 +357,6 @@ func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task
 		return err
 	}
 	if !final {
-		if wait == 0 {
-			defer e.wake.Notify()
-		}
 		return nil
 	}
 	return e.failJob(ctx, q, t, now)

@@ -17,7 +17,64 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.ExpireLeases) })
 	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReady) })
+	if sig, ok := e.store.(workSignal); ok {
+		wg.Go(func() { e.relayWork(ctx, sig) })
+	}
 	wg.Wait()
+}
+
+// workSignal is implemented by stores that can tell the other processes
+// sharing their database that work became claimable (PostgreSQL's
+// LISTEN/NOTIFY), so that replicas' long-polling claims wake at once
+// instead of at their next poll.
+type workSignal interface {
+	// NotifyWork tells every listener that work became claimable.
+	NotifyWork(ctx context.Context) error
+	// ListenWork calls fn whenever some process notifies, until ctx is
+	// done or the connection fails.
+	ListenWork(ctx context.Context, fn func()) error
+}
+
+// notifyWork wakes the long-polling claims of this process at once, and
+// asks relayWork to tell the other processes.
+func (e *Engine) notifyWork() {
+	e.wake.Notify()
+	select {
+	case e.outgoing <- struct{}{}:
+	default: // a notification is already on its way; it covers this one
+	}
+}
+
+// relayWork sends this process's work notifications to the other
+// processes and wakes this process's claims on theirs, until ctx is done.
+// Notifications are hints: claims also poll, so a lost one costs latency.
+func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		for {
+			err := sig.ListenWork(ctx, e.wake.Notify)
+			if ctx.Err() != nil {
+				return
+			}
+			e.log.Warn("listening for other processes' work failed; retrying", "error", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.outgoing:
+			if err := sig.NotifyWork(ctx); err != nil && ctx.Err() == nil {
+				e.log.Warn("telling other processes about work failed", "error", err)
+			}
+		}
+	}
 }
 
 // loop calls fn every interval, and whenever b is notified, until ctx is done.
@@ -128,7 +185,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if ended.Kind == domain.KindStitch {
 			e.stitch.Notify()
 		} else {
-			e.wake.Notify()
+			e.notifyWork()
 		}
 	}
 	return true, nil
