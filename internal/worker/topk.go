@@ -219,4 +219,3 @@ func quoteList(names []string) string {
 	}
 	return b.String()
 }
-
