@@ -420,3 +420,5 @@ func runStdout(t *testing.T, dir string, env []string, args ...string) (string, 
 	}
 	return string(out), nil
 }
+
+func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }

@@ -20,6 +20,7 @@ import (
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/rpc"
 )
 
 // serveConfig is everything `scimesh serve` needs, resolved from flags,
@@ -132,6 +133,15 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	if cfg.MaxUploadBytes > 0 {
 		api.MaxUploadBytes = cfg.MaxUploadBytes
 	}
+	// One port: the gRPC and Connect services under /scimesh.v1.…/ (and
+	// health, reflection), the REST API everywhere else.
+	mux := http.NewServeMux()
+	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: cfg.Peer}, log)
+	mux.Handle("/", api)
+	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
 
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
@@ -142,7 +152,8 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           api,
+		Handler:           mux,
+		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },

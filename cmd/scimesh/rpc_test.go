@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/grpcreflect"
+
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+)
+
+// h2c is an HTTP client that speaks HTTP/2 without TLS, as gRPC clients do.
+func h2c() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// withToken adds a bearer token to every call of a connect client.
+func withToken(token string) connect.ClientOption {
+	return connect.WithInterceptors(tokenInterceptor(token))
+}
+
+type tokenInterceptor string
+
+func (t tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		req.Header().Set("Authorization", "Bearer "+string(t))
+		return next(ctx, req)
+	}
+}
+
+func (t tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		conn.RequestHeader().Set("Authorization", "Bearer "+string(t))
+		return conn
+	}
+}
+
+func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
+
+// TestRPCOnTheRESTPort talks to a running coordinator with a real gRPC
+// client (HTTP/2 without TLS), with the Connect protocol's plain JSON (what
+// curl sends) and with gRPC reflection and health, all on the REST port.
+func TestRPCOnTheRESTPort(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, append(tokenEnv, "PEER_AUTH_TOKEN=ptok"), "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	var tk taskOut
+	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk)
+	ctx := t.Context()
+
+	// A gRPC client.
+	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
+	info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
+	if err != nil {
+		t.Fatalf("gRPC Query: %v", err)
+	}
+	if m := info.Msg; m.State != "leased" || m.Attempt != 1 || m.LeaseOwner != "w1" || m.LeaseExpiresAt == nil || m.DownstreamId != j.JobID+"-root" {
+		t.Fatalf("gRPC Query = %v", m)
+	}
+	_, err = q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: "s0:none"}))
+	if connect.CodeOf(err) != connect.CodeNotFound {
+		t.Fatalf("Query of an unknown task: %v, want NotFound", err)
+	}
+	for token, want := range map[string]connect.Code{"": connect.CodeUnauthenticated, "nope": connect.CodeUnauthenticated, "wtok": connect.CodePermissionDenied} {
+		opts := []connect.ClientOption{connect.WithGRPC()}
+		if token != "" {
+			opts = append(opts, withToken(token))
+		}
+		_, err := scimeshv1connect.NewQueueClient(h2c(), p.url, opts...).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
+		if connect.CodeOf(err) != want {
+			t.Errorf("Query with token %q: %v, want %v", token, err, want)
+		}
+	}
+	_, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{}))
+	if connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("Submit: %v, want Unimplemented until task trees exist", err)
+	}
+
+	// The worker service: keepalive and log for the lease, then GetLogs.
+	w := scimeshv1connect.NewWorkerClient(h2c(), p.url, connect.WithGRPC(), withToken("wtok"))
+	if _, err := w.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: tk.TaskID, WorkerId: "w1", Attempt: 1})); err != nil {
+		t.Fatalf("Keepalive: %v", err)
+	}
+	_, err = w.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: tk.TaskID, WorkerId: "w2", Attempt: 1}))
+	if connect.CodeOf(err) != connect.CodeFailedPrecondition {
+		t.Errorf("Keepalive of a lease not held: %v, want FailedPrecondition", err)
+	}
+	if _, err := w.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: tk.TaskID, WorkerId: "w1", Attempt: 1, Lines: []string{"hello", "world"}})); err != nil {
+		t.Fatalf("Log: %v", err)
+	}
+	stream, err := q.GetLogs(ctx, connect.NewRequest(&v1.GetLogsRequest{TaskId: tk.TaskID}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for stream.Receive() {
+		lines = append(lines, stream.Msg().Lines...)
+	}
+	if err := stream.Err(); err != nil || strings.Join(lines, ",") != "hello,world" {
+		t.Fatalf("GetLogs: %v, %v", lines, err)
+	}
+
+	// Plain JSON over HTTP/1.1, the Connect protocol: what curl sends.
+	var got struct {
+		TaskID string `json:"taskId"`
+		State  string `json:"state"`
+	}
+	req, _ := http.NewRequest("POST", p.url+"/scimesh.v1.Queue/Query", strings.NewReader(`{"task_id": "`+tk.TaskID+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer ctok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := decodeJSON(resp, &got); err != nil || resp.StatusCode != 200 || got.TaskID != tk.TaskID || got.State != "leased" {
+		t.Fatalf("JSON Query: %d %+v %v", resp.StatusCode, got, err)
+	}
+	if curl, err := exec.LookPath("curl"); err == nil {
+		out, err := exec.Command(curl, "-s", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer ctok",
+			"-d", `{"taskId":"`+tk.TaskID+`"}`, p.url+"/scimesh.v1.Queue/Query").Output()
+		if err != nil || !strings.Contains(string(out), `"state":"leased"`) {
+			t.Fatalf("curl Query: %v %s", err, out)
+		}
+	}
+
+	// Health and reflection.
+	hreq, _ := http.NewRequest("POST", p.url+"/grpc.health.v1.Health/Check", strings.NewReader(`{"service":"scimesh.v1.Queue"}`))
+	hreq.Header.Set("Content-Type", "application/json")
+	hresp, err := http.DefaultClient.Do(hreq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h struct{ Status string }
+	if err := decodeJSON(hresp, &h); err != nil || h.Status != "SERVING_STATUS_SERVING" && h.Status != "SERVING" {
+		t.Fatalf("health: %+v %v", h, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rs := grpcreflect.NewClient(h2c(), p.url, connect.WithGRPC()).NewStream(rctx)
+	names, err := rs.ListServices()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	for _, want := range []string{"scimesh.v1.Queue", "scimesh.v1.Worker", "scimesh.v1.Internal"} {
+		if !slices.Contains(namesOf(names), want) {
+			t.Errorf("reflection lists %v, without %s", names, want)
+		}
+	}
+	_, _ = rs.Close()
+}
+
+func namesOf[T ~string](ns []T) []string {
+	out := make([]string, len(ns))
+	for i, n := range ns {
+		out[i] = string(n)
+	}
+	return out
+}
+
+func decodeJSON(resp *http.Response, v any) error {
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		return errors.New(resp.Status)
+	}
+	return jsonDecode(resp.Body, v)
+}
