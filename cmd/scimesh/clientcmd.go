@@ -51,7 +51,38 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newClientCmds() []*cobra.Command {
-	return []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd()}
+	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd()}
+	for _, c := range cmds {
+		run := c.RunE
+		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
+	}
+	return cmds
+}
+
+// withHint adds what to check to errors of the connection to the coordinator
+// and of authentication.
+func withHint(cmd *cobra.Command, err error) error {
+	if err == nil || cmd.Context().Err() != nil {
+		return err
+	}
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
+		return fmt.Errorf("%w\n(check the token: --token or SCIMESH_TOKEN must hold the client token)", err)
+	case !errors.As(err, &ce) && client.IsRetryable(err):
+		return fmt.Errorf("%w\n(is the coordinator running and reachable? set --coordinator or SCIMESH_COORDINATOR)", err)
+	}
+	return err
+}
+
+// argsNamed is cobra.ExactArgs(1) with an error that names the argument.
+func argsNamed(what string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return fmt.Errorf("%s takes one argument, %s; see 'scimesh %s --help'", cmd.Name(), what, cmd.Name())
+		}
+		return nil
+	}
 }
 
 func newSubmitCmd() *cobra.Command {
@@ -65,6 +96,7 @@ func newSubmitCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "submit FILE",
+		Args:  argsNamed("the path of a CSV table (or - for standard input)"),
 		Short: "Upload a CSV table and create a job over it",
 		Long: `submit uploads FILE (a CSV table; "-" reads standard input), creates a job
 that scores every row with the workload and keeps the best --top-k rows,
@@ -73,7 +105,6 @@ the final CSV to --output, or to standard output.
 
 --param KEY=VALUE passes VALUE to the workload as a string;
 --param KEY:=JSON passes a JSON value (a number, true, a list…).`,
-		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -241,7 +272,7 @@ func newStatusCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status JOB",
 		Short: "Show a job's status and progress",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsNamed("a job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -334,7 +365,7 @@ func newResultCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "result JOB",
 		Short: "Download a completed job's final CSV",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsNamed("a job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -360,7 +391,7 @@ func newLogsCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs TASK",
 		Short: "Print a task's log; -f follows it until the task is final",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsNamed("a task ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
@@ -389,7 +420,7 @@ func newCancelCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cancel JOB",
 		Short: "Cancel a job and every task of it not yet finished",
-		Args:  cobra.ExactArgs(1),
+		Args:  argsNamed("a job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
