@@ -199,7 +199,6 @@ func TestReplicasWakeEachOther(t *testing.T) {
 	wg.Go(func() { a.Run(ctx) })
 	wg.Go(func() { b.Run(ctx) })
 	defer func() { cancel(); wg.Wait() }()
-	time.Sleep(300 * time.Millisecond) // let both listen
 
 	got := make(chan []*engine.TaskView, 1)
 	go func() {
@@ -209,16 +208,23 @@ func TestReplicasWakeEachOther(t *testing.T) {
 		}
 		got <- tasks
 	}()
-	time.Sleep(300 * time.Millisecond)
-	if _, _, err := a.CreateJob(t.Context(), spec(1), ""); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case tasks := <-got:
-		if len(tasks) != 1 {
-			t.Fatalf("the woken claim got %d tasks, want 1", len(tasks))
+	// Listening starts asynchronously: a notification sent before it may be
+	// lost, so create a job every second until the claim wakes. Without
+	// LISTEN/NOTIFY it never does within the wait (PollInterval is an hour).
+	for i := 0; ; i++ {
+		if _, _, err := a.CreateJob(t.Context(), spec(1), ""); err != nil {
+			t.Fatal(err)
 		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("a claim on one coordinator was not woken by a job created on the other")
+		select {
+		case tasks := <-got:
+			if len(tasks) != 1 {
+				t.Fatalf("the woken claim got %d tasks, want 1", len(tasks))
+			}
+			return
+		case <-time.After(time.Second):
+		}
+		if i == 10 {
+			t.Fatal("a claim on one coordinator was not woken by jobs created on the other")
+		}
 	}
 }
