@@ -4,8 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
+	"runtime"
+	"sync"
 
 	"github.com/scimesh/scimesh/internal/domain"
 )
@@ -66,7 +67,7 @@ type splitter struct {
 	off       int64 // the table offset of the window's first byte
 	last      byte  // the last byte read
 
-	h          hash.Hash // of the current chunk's download so far
+	h          *chunkHasher // hashes each chunk's download
 	chunkStart int64
 	rows       int // rows in the current chunk so far
 
@@ -78,12 +79,20 @@ func newSplitter(hasHeader bool, chunkRows, maxChunks int) *splitter {
 		chunkRows: chunkRows,
 		maxChunks: maxChunks,
 		inHeader:  hasHeader,
-		h:         sha256.New(),
 		res:       Chunking{Header: []byte{}},
 	}
 }
 
-func (s *splitter) read(r io.Reader, size int) error {
+func (s *splitter) read(r io.Reader, size int) (err error) {
+	s.h = newChunkHasher(min(max(runtime.GOMAXPROCS(0), 1), 4))
+	defer func() {
+		sums := s.h.finish()
+		if err == nil {
+			for i := range s.res.Chunks {
+				s.res.Chunks[i].SHA256 = sums[i]
+			}
+		}
+	}()
 	buf := make([]byte, size)
 	for {
 		n, err := io.ReadFull(r, buf)
@@ -169,11 +178,10 @@ func (s *splitter) endChunk(end int64) error {
 		return domain.Invalidf("the table makes more than %d chunks of %d rows; raise chunk_rows", s.maxChunks, s.chunkRows)
 	}
 	c := Chunk{Offset: s.chunkStart, Length: end - s.chunkStart, Rows: s.rows}
-	s.h.Sum(c.SHA256[:0]) // fills the array, which has room
+	s.h.endChunk() // its sum is filled in when the hashing is done
 	s.res.Chunks = append(s.res.Chunks, c)
 	s.res.Rows += int64(c.Rows)
 	s.chunkStart, s.rows = end, 0
-	s.h.Reset()
 	s.h.Write(s.res.Header)
 	return nil
 }
@@ -195,4 +203,82 @@ func (s *splitter) end() error {
 		return domain.Invalidf("the table has a header but no rows")
 	}
 	return nil
+}
+
+// chunkHasher hashes chunks on several goroutines: chunk i on goroutine
+// i mod n, so that each chunk's bytes are hashed in order while different
+// chunks are hashed at once, and the scan goes on meanwhile. SHA-256 is what
+// bounds Split; this spreads it over the cores.
+type chunkHasher struct {
+	queues []chan hashJob
+	wg     sync.WaitGroup
+	cur    int // the chunk being written
+
+	mu   sync.Mutex
+	sums [][sha256.Size]byte // by chunk
+	pool sync.Pool           // of *[]byte
+}
+
+// hashJob is bytes of one chunk, or the end of that chunk.
+type hashJob struct {
+	chunk int
+	data  *[]byte
+	end   bool
+}
+
+func newChunkHasher(n int) *chunkHasher {
+	c := &chunkHasher{queues: make([]chan hashJob, n)}
+	for i := range c.queues {
+		q := make(chan hashJob, 8)
+		c.queues[i] = q
+		c.wg.Go(func() {
+			h := sha256.New()
+			for j := range q {
+				if !j.end {
+					h.Write(*j.data)
+					c.pool.Put(j.data)
+					continue
+				}
+				var sum [sha256.Size]byte
+				h.Sum(sum[:0])
+				h.Reset()
+				c.mu.Lock()
+				for len(c.sums) <= j.chunk {
+					c.sums = append(c.sums, [sha256.Size]byte{})
+				}
+				c.sums[j.chunk] = sum
+				c.mu.Unlock()
+			}
+		})
+	}
+	return c
+}
+
+// Write adds p to the current chunk. It copies p, which the caller reuses.
+func (c *chunkHasher) Write(p []byte) {
+	if len(p) == 0 {
+		return
+	}
+	b, _ := c.pool.Get().(*[]byte)
+	if b == nil || cap(*b) < len(p) {
+		nb := make([]byte, 0, max(len(p), 64<<10))
+		b = &nb
+	}
+	*b = append((*b)[:0], p...)
+	c.queues[c.cur%len(c.queues)] <- hashJob{chunk: c.cur, data: b}
+}
+
+// endChunk ends the current chunk; the next Write starts the next one.
+func (c *chunkHasher) endChunk() {
+	c.queues[c.cur%len(c.queues)] <- hashJob{chunk: c.cur, end: true}
+	c.cur++
+}
+
+// finish waits for the hashing and returns the sums of the ended chunks.
+func (c *chunkHasher) finish() [][sha256.Size]byte {
+	for _, q := range c.queues {
+		close(q)
+	}
+	c.wg.Wait()
+	return c.sums
 }
