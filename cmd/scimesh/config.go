@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"regexp"
 	"strings"
 
 	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/topology"
 )
 
 // Defaults of the settings.
@@ -68,35 +69,19 @@ func (e *env) setting(cmd *cobra.Command, flag, key, def string) string {
 	return def
 }
 
-var shardRe = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
-
 func checkShard(s string) error {
-	if !shardRe.MatchString(s) {
+	if !domain.ValidShard(s) {
 		return fmt.Errorf("shard name %q must be 1-32 characters of a-z 0-9 -; set --shard or SCIMESH_SHARD", s)
 	}
 	return nil
 }
 
-// checkTopology accepts the two forms of the contract.
+// checkTopology accepts the forms of the contract (see package topology).
 func checkTopology(t string) error {
-	switch {
-	case t == "":
-		return nil
-	case strings.HasPrefix(t, "static:"):
-		for _, pair := range strings.Split(strings.TrimPrefix(t, "static:"), ",") {
-			name, url, ok := strings.Cut(pair, "=")
-			if !ok || checkShard(name) != nil || url == "" {
-				return fmt.Errorf("topology entry %q must be SHARD=URL, as in static:s0=http://h0:8080,s1=http://h1:8080", pair)
-			}
-		}
-		return nil
-	case strings.HasPrefix(t, "pattern:"):
-		if strings.Count(t, "%s") != 1 {
-			return fmt.Errorf("topology %q must hold %%s exactly once, as in pattern:http://scimesh-%%s:8080", t)
-		}
-		return nil
+	if _, err := topology.Parse(t); err != nil {
+		return fmt.Errorf("%w; set --topology or SCIMESH_TOPOLOGY", err)
 	}
-	return fmt.Errorf("topology %q must start with \"static:\" or \"pattern:\"", t)
+	return nil
 }
 
 // isLoopback reports whether addr (host:port) listens on loopback only.
