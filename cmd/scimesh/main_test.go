@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -102,16 +103,32 @@ func start(t *testing.T, dir string, env []string, args ...string) *proc {
 // serveProc starts a coordinator on a free port and waits until it is ready.
 func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	addr := freeAddr(t)
+	return serveOn(t, dir, "127.0.0.1:0", env, args...)
+}
+
+// servingRe finds the address a coordinator listens on in its log.
+var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
+
+// serveOn starts a coordinator on addr and waits until it is ready. With
+// port 0 the kernel picks a free port, which the coordinator logs: unlike a
+// port chosen beforehand, no test running alongside can take it meanwhile.
+func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc {
+	t.Helper()
 	p := start(t, dir, env, append([]string{"serve", "--addr", addr}, args...)...)
-	p.url = "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		resp, err := http.Get(p.url + "/ready")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return p
+		if p.url == "" {
+			if m := servingRe.FindStringSubmatch(p.stderr.String()); m != nil {
+				p.url = "http://" + m[1]
+			}
+		}
+		if p.url != "" {
+			resp, err := http.Get(p.url + "/ready")
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					return p
+				}
 			}
 		}
 		select {
@@ -123,7 +140,7 @@ func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
 		if time.Now().After(deadline) {
 			t.Fatalf("serve not ready after 30s:\n%s", p.stderr.String())
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond)
 	}
 }
 

@@ -225,8 +225,7 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	p.done <- nil
 	// Same address: the worker keeps retrying it with backoff.
 	addr := strings.TrimPrefix(p.url, "http://")
-	restarted := start(t, dir, tokenEnv, append([]string{"serve", "--addr", addr}, args...)...)
-	restarted.url = p.url
+	serveOn(t, dir, addr, tokenEnv, args...)
 	workerWaitFor(t, 60*time.Second, "the job to complete after the restart", func() bool {
 		var j jobOut
 		if s := tryCall(p.url+"/jobs/"+jobID, "ctok", &j); s != 200 {
