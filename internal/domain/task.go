@@ -48,6 +48,15 @@ func (t *Task) HoldsLease(worker string, attempt int, now time.Time) bool {
 	return t.LeaseLive(now) && t.LeaseOwner == worker && t.Attempt == attempt
 }
 
+// TaskArg is one argument of a tree task: a JSON value given at submission,
+// or the result of an upstream task, which is nil until that task completes.
+type TaskArg struct {
+	TaskID     string
+	Position   int
+	Value      []byte // JSON; nil while an upstream's result has not arrived
+	UpstreamID string // the task whose result this argument is; empty for a given value
+}
+
 // TaskCounts counts a job's chunk tasks by state.
 type TaskCounts struct {
 	Total     int `json:"total"`

@@ -113,6 +113,15 @@ type Querier interface {
 	// greater than p.After, by ID ascending.
 	TaskLogList(ctx context.Context, p *TaskLogListParams) ([]domain.LogLine, error)
 
+	// TaskArgInsert inserts tree tasks' arguments, all or none.
+	TaskArgInsert(ctx context.Context, args []domain.TaskArg) error
+	// TaskArgList returns a task's arguments by position.
+	TaskArgList(ctx context.Context, taskID string) ([]domain.TaskArg, error)
+	// TaskArgResolve sets the value of the argument of task taskID that is
+	// the result of upstreamID, if it has none yet, and reports whether it
+	// set it (false on a replay).
+	TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error)
+
 	// UploadInsert records an upload. A taken ID is ErrDuplicate.
 	UploadInsert(ctx context.Context, u *domain.Upload) error
 	// UploadGet returns the upload with id, or ErrNotFound.

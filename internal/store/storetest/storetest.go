@@ -39,6 +39,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); exerciseTx(t, newStore) })
 	t.Run("Upload", func(t *testing.T) { t.Parallel(); exerciseUploads(t, newStore) })
 	t.Run("TaskLog", func(t *testing.T) { t.Parallel(); exerciseTaskLogs(t, newStore) })
+	t.Run("TaskArg", func(t *testing.T) { t.Parallel(); exerciseTaskArgs(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.

@@ -1,0 +1,69 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+const (
+	sqlTaskArgInsert  = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES ($1, $2, $3, $4)`
+	sqlTaskArgList    = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = $1 ORDER BY position`
+	sqlTaskArgResolve = `UPDATE task_args SET value = $1 WHERE task_id = $2 AND upstream_id = $3 AND value IS NULL`
+)
+
+// TaskArgInsert inserts args, all or none: in a transaction of their own,
+// or in a savepoint of the caller's.
+func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) (err error) {
+	if len(args) == 0 {
+		return nil
+	}
+	tx, err := q.db.Begin(ctx)
+	if err != nil {
+		return translate(err, "insert task arguments: begin")
+	}
+	defer func() {
+		if err != nil {
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
+	}()
+	for _, a := range args {
+		if _, err := tx.Exec(ctx, sqlTaskArgInsert, a.TaskID, a.Position, bytesArg(a.Value), a.UpstreamID); err != nil {
+			return translate(err, "insert argument %d of task %s", a.Position, a.TaskID)
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return translate(err, "insert task arguments: commit")
+	}
+	return nil
+}
+
+// TaskArgList returns a task's arguments by position.
+func (q *querier) TaskArgList(ctx context.Context, taskID string) ([]domain.TaskArg, error) {
+	rows, err := q.db.Query(ctx, sqlTaskArgList, taskID)
+	if err != nil {
+		return nil, translate(err, "list arguments of task %s", taskID)
+	}
+	var out []domain.TaskArg
+	var a domain.TaskArg
+	_, err = pgx.ForEachRow(rows, []any{&a.TaskID, &a.Position, &a.Value, &a.UpstreamID}, func() error {
+		out = append(out, a)
+		a.Value = nil
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "list arguments of task %s", taskID)
+	}
+	return out, nil
+}
+
+// TaskArgResolve sets the argument of taskID that is upstreamID's result.
+func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskArgResolve, value, taskID, upstreamID)
+	if err != nil {
+		return false, translate(err, "resolve argument of task %s from %s", taskID, upstreamID)
+	}
+	return tag.RowsAffected() > 0, nil
+}

@@ -1,0 +1,57 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
+const (
+	taskArgInsertSQL  = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`
+	taskArgListSQL    = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`
+	taskArgResolveSQL = `UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`
+)
+
+// TaskArgInsert inserts args, all or none.
+func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) error {
+	return q.atomically(ctx, "task_arg_insert", func(q *querier) error {
+		for _, a := range args {
+			if _, err := q.exec(ctx, taskArgInsertSQL, a.TaskID, a.Position, textArg(a.Value), a.UpstreamID); err != nil {
+				return fmt.Errorf("sqlite: insert argument %d of task %s: %w", a.Position, a.TaskID, err)
+			}
+		}
+		return nil
+	})
+}
+
+// TaskArgList returns a task's arguments by position.
+func (q *querier) TaskArgList(ctx context.Context, taskID string) ([]domain.TaskArg, error) {
+	var out []domain.TaskArg
+	err := q.query(ctx, false, func(r scanner) error {
+		var a domain.TaskArg
+		var value *string
+		if err := r.Scan(&a.TaskID, &a.Position, &value, &a.UpstreamID); err != nil {
+			return err
+		}
+		if value != nil {
+			a.Value = []byte(*value)
+		}
+		out = append(out, a)
+		return nil
+	}, taskArgListSQL, taskID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list arguments of task %s: %w", taskID, err)
+	}
+	return out, nil
+}
+
+// TaskArgResolve sets the argument of taskID that is upstreamID's result.
+func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error) {
+	res, err := q.exec(ctx, taskArgResolveSQL, string(value), taskID, upstreamID)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: resolve argument of task %s from %s: %w", taskID, upstreamID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
