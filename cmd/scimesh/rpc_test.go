@@ -14,6 +14,8 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
 
+	"google.golang.org/protobuf/types/known/structpb"
+
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -90,8 +92,8 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 		}
 	}
 	_, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{}))
-	if connect.CodeOf(err) != connect.CodeUnimplemented {
-		t.Errorf("Submit: %v, want Unimplemented until task trees exist", err)
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), "no tasks") {
+		t.Errorf("Submit of an empty tree: %v, want InvalidArgument", err)
 	}
 
 	// The worker service: keepalive and log for the lease, then GetLogs.
@@ -181,4 +183,115 @@ func decodeJSON(resp *http.Response, v any) error {
 		return errors.New(resp.Status)
 	}
 	return jsonDecode(resp.Body, v)
+}
+
+func ref(id string) *v1.Arg { return &v1.Arg{Kind: &v1.Arg_TaskId{TaskId: id}} }
+func val(n float64) *v1.Arg { return &v1.Arg{Kind: &v1.Arg_Value{Value: structpb.NewNumberValue(n)}} }
+
+// TestTreeOnOneShard submits a tree over gRPC, runs it as a worker would
+// (Poll, Done), and checks that results flow to the root, and that a leaf
+// failing for good fails the path to the root and cancels the rest.
+func TestTreeOnOneShard(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--topology", "static:s1=http://127.0.0.1:1")
+	ctx := t.Context()
+	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
+	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken("wtok")) // the Connect protocol
+
+	// sum(a, b, 10) where a = num(1) and b = num(2).
+	sub, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:sum", Workload: "sum", Args: []*v1.Arg{ref("s0:a"), ref("s0:b"), val(10)}},
+		{Id: "s0:a", Workload: "num", Args: []*v1.Arg{val(1)}},
+		{Id: "s0:b", Workload: "num", Args: []*v1.Arg{val(2)}},
+	}}))
+	if err != nil {
+		t.Fatalf("Submit: %v", err)
+	}
+	ids := sub.Msg.Ids
+	if sub.Msg.RootId != ids["s0:sum"] || len(ids) != 3 || !strings.HasPrefix(ids["s0:a"], "s0:") {
+		t.Fatalf("Submit answered %v", sub.Msg)
+	}
+	// Workers of "sum" get nothing while its upstreams run.
+	if got, err := w.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "w", Workloads: []string{"sum"}})); err != nil || got.Msg.TaskId != "" {
+		t.Fatalf("Poll for sum before its inputs: %v %v", got.Msg, err)
+	}
+	for range 2 {
+		got, err := w.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "w", Workloads: []string{"num"}}))
+		if err != nil || got.Msg.TaskId == "" || len(got.Msg.Args) != 1 {
+			t.Fatalf("Poll for num: %v %v", got.Msg, err)
+		}
+		tr := &v1.TaskStateTransition{TaskId: got.Msg.TaskId, WorkerId: "w", Attempt: got.Msg.Attempt, Success: true,
+			Result: structpb.NewNumberValue(got.Msg.Args[0].GetNumberValue())}
+		if _, err := w.Done(ctx, connect.NewRequest(tr)); err != nil {
+			t.Fatalf("Done: %v", err)
+		}
+		if _, err := w.Done(ctx, connect.NewRequest(tr)); err != nil {
+			t.Fatalf("Done replayed: %v", err)
+		}
+	}
+	got, err := w.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "w", Workloads: []string{"sum"}, WaitSeconds: 5}))
+	if err != nil || got.Msg.TaskId != sub.Msg.RootId {
+		t.Fatalf("Poll for sum: %v %v", got.Msg, err)
+	}
+	var total float64
+	for _, a := range got.Msg.Args {
+		total += a.GetNumberValue()
+	}
+	if total != 13 {
+		t.Fatalf("sum's arguments %v add up to %v, want 1+2+10", got.Msg.Args, total)
+	}
+	if _, err := w.Done(ctx, connect.NewRequest(&v1.TaskStateTransition{TaskId: got.Msg.TaskId, WorkerId: "w", Attempt: 1,
+		Success: true, Result: structpb.NewNumberValue(total)})); err != nil {
+		t.Fatal(err)
+	}
+	info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.RootId}))
+	if err != nil || info.Msg.State != "completed" || info.Msg.Result.GetNumberValue() != 13 || len(info.Msg.UpstreamIds) != 2 {
+		t.Fatalf("Query of the root: %v %v", info.Msg, err)
+	}
+
+	// A leaf that fails for good fails the path to the root and cancels the rest.
+	sub, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:r", Workload: "sum", Args: []*v1.Arg{ref("s0:mid"), ref("s0:ok")}},
+		{Id: "s0:mid", Workload: "sum", Args: []*v1.Arg{ref("s0:bad")}},
+		{Id: "s0:bad", Workload: "bad", Args: []*v1.Arg{val(0)}},
+		{Id: "s0:ok", Workload: "num", Args: []*v1.Arg{val(1)}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad, err := w.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "w", Workloads: []string{"bad"}}))
+	if err != nil || bad.Msg.TaskId == "" {
+		t.Fatalf("Poll for bad: %v %v", bad.Msg, err)
+	}
+	if _, err := w.Done(ctx, connect.NewRequest(&v1.TaskStateTransition{TaskId: bad.Msg.TaskId, WorkerId: "w", Attempt: 1,
+		Error: "line 3: not a molecule", Retryable: false})); err != nil {
+		t.Fatal(err)
+	}
+	for placeholder, want := range map[string]string{"s0:bad": "failed", "s0:mid": "failed", "s0:r": "failed", "s0:ok": "cancelled"} {
+		info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.Ids[placeholder]}))
+		if err != nil || info.Msg.State != want {
+			t.Errorf("%s after the leaf failed: %v %v, want %s", placeholder, info.Msg.GetState(), err, want)
+		}
+	}
+
+	// Malformed trees change nothing; a tree on another shard is not built yet.
+	for name, tasks := range map[string][]*v1.TaskSpec{
+		"two roots":     {{Id: "s0:x", Workload: "w"}, {Id: "s0:y", Workload: "w"}},
+		"cycle":         {{Id: "s0:r", Workload: "w", Args: []*v1.Arg{ref("s0:x")}}, {Id: "s0:x", Workload: "w", Args: []*v1.Arg{ref("s0:y")}}, {Id: "s0:y", Workload: "w", Args: []*v1.Arg{ref("s0:x")}}},
+		"dangling":      {{Id: "s0:r", Workload: "w", Args: []*v1.Arg{ref("s0:nope")}}},
+		"unknown shard": {{Id: "s9:r", Workload: "w"}},
+	} {
+		_, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: tasks}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument {
+			t.Errorf("Submit of %s: %v, want InvalidArgument", name, err)
+		}
+	}
+	_, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s1:r", Workload: "w"}}}))
+	if connect.CodeOf(err) != connect.CodeUnimplemented {
+		t.Errorf("Submit of a tree on another shard: %v, want Unimplemented", err)
+	}
+	if got, _ := w.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "w"})); got.Msg.TaskId != "" {
+		t.Errorf("refused trees left a task to poll: %v", got.Msg)
+	}
 }

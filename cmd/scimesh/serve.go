@@ -21,6 +21,7 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/topology"
 )
 
 // serveConfig is everything `scimesh serve` needs, resolved from flags,
@@ -136,7 +137,12 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	// One port: the gRPC and Connect services under /scimesh.v1.…/ (and
 	// health, reflection), the REST API everywhere else.
 	mux := http.NewServeMux()
-	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: cfg.Peer}, log)
+	topo, err := topology.Parse(cfg.Topology)
+	if err != nil {
+		return err
+	}
+	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
+	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: cfg.Peer}, known, log)
 	mux.Handle("/", api)
 	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
 	var protocols http.Protocols

@@ -403,7 +403,7 @@ func (e *Engine) GetTask(ctx context.Context, id string) (*TaskView, error) {
 
 func (e *Engine) taskView(ctx context.Context, t *domain.Task) (*TaskView, error) {
 	v := &TaskView{Task: t}
-	if t.JobID != "" {
+	if t.JobID != "" && t.Kind != domain.KindTree { // a tree's ID is no job's
 		j, err := e.jobSettings(ctx, t.JobID)
 		if err != nil {
 			return nil, err

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -27,6 +28,8 @@ type ClaimParams struct {
 	Workloads []string      // empty for any
 	Max       int           // 1-1000; 0 means 1
 	Wait      time.Duration // hold the call until a task is ready, at most 60s
+
+	kind domain.TaskKind // chunk tasks unless set (PollTree sets tree)
 }
 
 // Claim leases up to p.Max runnable chunk tasks to p.WorkerID, in claim
@@ -80,7 +83,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, err
 		now := e.now()
 		var err error
 		tasks, err = q.TaskClaim(ctx, &store.TaskClaimParams{
-			Owner: p.WorkerID, Kinds: []domain.TaskKind{domain.KindChunk},
+			Owner: p.WorkerID, Kinds: []domain.TaskKind{cmp.Or(p.kind, domain.KindChunk)},
 			Workloads: p.Workloads, Max: p.Max, Now: now,
 		})
 		if err != nil || len(tasks) == 0 {
@@ -365,6 +368,9 @@ func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task
 // failJob fails the job of t, which failed for good: the stitch root fails
 // too (the path to the root) and every other task of the job is cancelled.
 func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
+	if t.Kind == domain.KindTree {
+		return e.failTree(ctx, q, t, now)
+	}
 	if t.JobID == "" {
 		return nil
 	}

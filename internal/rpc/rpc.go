@@ -4,10 +4,10 @@
 // Like the REST API it holds no rules of its own: it maps messages to the
 // engine's operations and the domain's errors to codes, in one place.
 //
-// Built so far: Queue.Query and Queue.GetLogs, Worker.Keepalive and
-// Worker.Log, on the tasks of this shard. Task trees across shards —
-// Queue.Submit, Worker.Poll, Worker.Done and the Internal service — answer
-// Unimplemented until the tree engine exists.
+// Built so far: every call of Queue and Worker for trees whose tasks are
+// all on this shard (Done applies a transition at once, in one
+// transaction). Trees spanning shards need the outbox and the Internal
+// service, which answer Unimplemented for now.
 package rpc
 
 import (
@@ -36,7 +36,8 @@ type Tokens struct {
 }
 
 // Mount registers the services, health checking and reflection on mux.
-func Mount(mux *http.ServeMux, e *engine.Engine, tokens Tokens, log *slog.Logger) {
+// known says which shard names exist (the topology and this shard).
+func Mount(mux *http.ServeMux, e *engine.Engine, tokens Tokens, known func(string) bool, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -44,7 +45,7 @@ func Mount(mux *http.ServeMux, e *engine.Engine, tokens Tokens, log *slog.Logger
 	opts := func(role, token string) connect.HandlerOption {
 		return connect.WithInterceptors(&auth{role: role, token: token, known: all}, errorMapper{log: log})
 	}
-	mux.Handle(scimeshv1connect.NewQueueHandler(&queue{e: e}, opts("client", tokens.Client)))
+	mux.Handle(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts("client", tokens.Client)))
 	mux.Handle(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts("worker", tokens.Worker)))
 	mux.Handle(scimeshv1connect.NewInternalHandler(&internal{}, opts("peer", tokens.Peer)))
 
@@ -149,6 +150,7 @@ var codes = []struct {
 	{domain.ErrConflict, connect.CodeAlreadyExists},
 	{domain.ErrTooLarge, connect.CodeResourceExhausted},
 	{domain.ErrUnavailable, connect.CodeUnavailable}, // database busy, locked or down: retry
+	{engine.ErrCrossShard, connect.CodeUnimplemented},
 }
 
 func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) error {

@@ -1,12 +1,15 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -17,17 +20,68 @@ import (
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
-// errTrees answers the calls of task trees, which are not built yet.
+// errTrees answers the calls between shards, which are not built yet.
 var errTrees = connect.NewError(connect.CodeUnimplemented,
-	errors.New("task trees across shards are not built yet; use the REST API's jobs"))
+	errors.New("trees whose tasks span shards are not built yet"))
 
 type queue struct {
 	scimeshv1connect.UnimplementedQueueHandler
-	e *engine.Engine
+	e     *engine.Engine
+	known func(string) bool
 }
 
-func (q *queue) Submit(context.Context, *connect.Request[v1.SubmitRequest]) (*connect.Response[v1.SubmitResponse], error) {
-	return nil, errTrees
+// Submit creates one connected tree; its tasks must all be on this shard.
+func (q *queue) Submit(ctx context.Context, req *connect.Request[v1.SubmitRequest]) (*connect.Response[v1.SubmitResponse], error) {
+	spec := &domain.TreeSpec{Tasks: make([]domain.TreeTaskSpec, len(req.Msg.Tasks))}
+	for i, t := range req.Msg.Tasks {
+		ts := domain.TreeTaskSpec{ID: t.Id, Workload: t.Workload, MaxAttempts: int(t.MaxAttempts),
+			LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority)}
+		for j, a := range t.Args {
+			switch k := a.Kind.(type) {
+			case *v1.Arg_TaskId:
+				ts.Args = append(ts.Args, domain.TreeArg{Ref: k.TaskId})
+			case *v1.Arg_Value:
+				b, err := valueJSON(k.Value)
+				if err != nil {
+					return nil, domain.Invalidf("task %q arg %d: %v", t.Id, j, err)
+				}
+				ts.Args = append(ts.Args, domain.TreeArg{Value: b})
+			default:
+				ts.Args = append(ts.Args, domain.TreeArg{})
+			}
+		}
+		spec.Tasks[i] = ts
+	}
+	ids, root, err := q.e.SubmitTree(ctx, spec, q.known)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SubmitResponse{Ids: ids, RootId: root}), nil
+}
+
+// valueJSON is v as compact JSON.
+func valueJSON(v *structpb.Value) ([]byte, error) {
+	if v == nil {
+		return nil, errors.New("a value argument needs a value")
+	}
+	b, err := protojson.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// jsonValue is JSON as a protobuf Value.
+func jsonValue(b []byte) (*structpb.Value, error) {
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal(b, v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 // Query returns a task of this shard. A chunk task's result is its CSV
@@ -49,11 +103,21 @@ func (q *queue) Query(ctx context.Context, req *connect.Request[v1.QueryRequest]
 		info.LeaseExpiresAt = stamp(t.LeaseExpiresAt)
 	}
 	if t.State == domain.TaskCompleted {
-		result := string(t.Result)
-		if t.Kind == domain.KindStitch {
-			result = hex.EncodeToString(t.Result)
+		switch t.Kind {
+		case domain.KindTree:
+			if info.Result, err = jsonValue(t.Result); err != nil {
+				return nil, err
+			}
+		case domain.KindStitch:
+			info.Result = structpb.NewStringValue(hex.EncodeToString(t.Result))
+		default:
+			info.Result = structpb.NewStringValue(string(t.Result))
 		}
-		info.Result = structpb.NewStringValue(result)
+	}
+	if t.Kind == domain.KindTree {
+		if info.UpstreamIds, err = q.e.TreeArgs(ctx, t.ID); err != nil {
+			return nil, err
+		}
 	}
 	return connect.NewResponse(info), nil
 }
@@ -117,12 +181,48 @@ type worker struct {
 	e *engine.Engine
 }
 
-func (w *worker) Poll(context.Context, *connect.Request[v1.PollRequest]) (*connect.Response[v1.Task], error) {
-	return nil, errTrees
+// Poll leases a runnable tree task with its arguments resolved; an empty
+// Task when there is none within wait_seconds.
+func (w *worker) Poll(ctx context.Context, req *connect.Request[v1.PollRequest]) (*connect.Response[v1.Task], error) {
+	m := req.Msg
+	t, err := w.e.PollTree(ctx, m.WorkerId, m.Workloads, time.Duration(m.WaitSeconds)*time.Second)
+	if err != nil || t == nil {
+		return connect.NewResponse(&v1.Task{}), err
+	}
+	out := &v1.Task{TaskId: t.ID, Workload: t.Workload, Attempt: int32(t.Attempt), LeaseExpiresAt: stamp(t.LeaseExpiresAt)}
+	for _, a := range t.Args {
+		v, err := jsonValue(a)
+		if err != nil {
+			return nil, err
+		}
+		out.Args = append(out.Args, v)
+	}
+	return connect.NewResponse(out), nil
 }
 
-func (w *worker) Done(context.Context, *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error) {
-	return nil, errTrees
+// Done records a worker's outcome for its lease: the result, handed to the
+// downstream task in the same transaction, or a failure (retried while
+// retryable and attempts remain; else the path to the root fails and the
+// rest of the tree is cancelled).
+func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error) {
+	m := req.Msg
+	if !domain.ValidWorkerID(m.WorkerId) {
+		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", m.WorkerId)
+	}
+	var err error
+	if m.Success {
+		var result []byte
+		if result, err = valueJSON(m.Result); err != nil {
+			return nil, domain.Invalidf("result: %v", err)
+		}
+		err = w.e.CompleteTree(ctx, m.TaskId, m.WorkerId, int(m.Attempt), result)
+	} else {
+		_, err = w.e.Fail(ctx, engine.FailParams{TaskID: m.TaskId, WorkerID: m.WorkerId, Attempt: int(m.Attempt), Error: m.Error, Retryable: m.Retryable})
+	}
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&emptypb.Empty{}), nil
 }
 
 // Keepalive renews the lease held by (worker_id, attempt).
