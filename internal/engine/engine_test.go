@@ -228,3 +228,41 @@ func TestReplicasWakeEachOther(t *testing.T) {
 		}
 	}
 }
+
+// TestTreeLeaseExpiry lets the last lease of a tree's leaf expire: the leaf
+// fails for good, its path to the root fails, and the rest is cancelled.
+func TestTreeLeaseExpiry(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e := newEngine(s, engine.Config{Shard: "s0", Now: clock})
+	ids, root, err := e.SubmitTree(t.Context(), &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+		{ID: "s0:root", Workload: "sum", Args: []domain.TreeArg{{Ref: "s0:a"}, {Ref: "s0:b"}}},
+		{ID: "s0:a", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("1")}}, MaxAttempts: 1, LeaseSeconds: 5},
+		{ID: "s0:b", Workload: "slow", Args: []domain.TreeArg{{Value: json.RawMessage("2")}}},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf, err := e.PollTree(t.Context(), "w", []string{"num"}, 0)
+	if err != nil || leaf == nil || leaf.ID != ids["s0:a"] || string(leaf.Args[0]) != "1" {
+		t.Fatalf("PollTree = %+v, %v", leaf, err)
+	}
+	mu.Lock()
+	now = now.Add(6 * time.Second)
+	mu.Unlock()
+	if n, err := e.ExpireLeases(t.Context()); err != nil || n != 1 {
+		t.Fatalf("ExpireLeases = %d, %v", n, err)
+	}
+	for id, want := range map[string]domain.TaskState{ids["s0:a"]: domain.TaskFailed, root: domain.TaskFailed, ids["s0:b"]: domain.TaskCancelled} {
+		got, err := e.GetTask(t.Context(), id)
+		if err != nil || got.State != want {
+			t.Errorf("task %s: %v, %v; want %s", id, got.State, err, want)
+		}
+	}
+	if err := e.CompleteTree(t.Context(), ids["s0:a"], "w", 1, json.RawMessage("1")); !errors.Is(err, domain.ErrCancelled) {
+		t.Errorf("a late result of the expired leaf = %v, want ErrCancelled", err)
+	}
+}
