@@ -295,3 +295,62 @@ func TestTreeOnOneShard(t *testing.T) {
 		t.Errorf("refused trees left a task to poll: %v", got.Msg)
 	}
 }
+
+// TestWorkerRunsTreeTasks submits a tree and lets a real `scimesh worker`
+// run it: each workload gets its resolved args as a JSON array on stdin and
+// prints its result as JSON; the root's result is right, and a command that
+// fails makes its attempt fail with its stderr in the error and the log.
+func TestWorkerRunsTreeTasks(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
+	start(t, dir, workerEnv(p.url), "worker", "--id", "tw", "--concurrency", "1", "--tree-concurrency", "2",
+		"--work-dir", filepath.Join(dir, "work"),
+		// [1] -> 1, and [a,b,c] -> a+b+c: numbers in, a number out.
+		"--workload", `num=tr -d '[] \n'`,
+		"--workload", `sum=tr -d '[] \n' | tr ',' '\n' | awk '{s+=$1} END {print s}'`,
+		"--workload", `boom=echo "no molecule on line 3" >&2; exit 4`)
+	ctx := t.Context()
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
+	sub, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:total", Workload: "sum", Args: []*v1.Arg{ref("s0:x"), ref("s0:y"), val(100)}},
+		{Id: "s0:x", Workload: "num", Args: []*v1.Arg{val(20)}},
+		{Id: "s0:y", Workload: "sum", Args: []*v1.Arg{ref("s0:z"), val(3)}},
+		{Id: "s0:z", Workload: "num", Args: []*v1.Arg{val(4)}},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *v1.TaskInfo
+	workerWaitFor(t, 30*time.Second, "the tree's root to complete", func() bool {
+		res, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.RootId}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		info = res.Msg
+		return info.State == "completed"
+	})
+	if got := info.Result.GetNumberValue(); got != 127 {
+		t.Fatalf("root result %v, want 20 + (4 + 3) + 100 = 127", info.Result)
+	}
+
+	sub, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:b", Workload: "boom", Args: []*v1.Arg{val(1)}, MaxAttempts: 1},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerWaitFor(t, 30*time.Second, "the failing task to fail", func() bool {
+		res, _ := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.RootId}))
+		info = res.Msg
+		return info.State == "failed"
+	})
+	if !strings.Contains(info.Error, "exited with status 4") || !strings.Contains(info.Error, "no molecule on line 3") {
+		t.Fatalf("failed task's error %q lacks the exit status or stderr", info.Error)
+	}
+	var log string
+	workerGetText(t, p.url+"/tasks/"+sub.Msg.RootId+"/logs", &log)
+	if !strings.Contains(log, "no molecule on line 3") {
+		t.Fatalf("task log %q lacks the command's stderr", log)
+	}
+}

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -9,10 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/worker"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // workerDefaultWorkDir is where `scimesh worker` runs commands by default.
@@ -24,6 +28,7 @@ func newWorkerCmd() *cobra.Command {
 		workloads   []string
 		grace       time.Duration
 		keepDirs    bool
+		treeSlots   int
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --workload NAME=COMMAND… [flags]",
@@ -65,10 +70,15 @@ again at once, and exits 0.`,
 			}
 			c := client.New(coordinator, token, client.WithUserAgent("scimesh-worker/"+id))
 			defer c.CloseIdleConnections()
-			w, err := worker.New(worker.Config{
+			cfg := worker.Config{
 				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
 				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(),
-			})
+				TreeSlots: treeSlots,
+			}
+			if treeSlots > 0 {
+				cfg.Trees = scimeshv1connect.NewWorkerClient(&http.Client{}, coordinator, connect.WithInterceptors(bearer(token)))
+			}
+			w, err := worker.New(cfg)
 			if err != nil {
 				return err
 			}
@@ -85,6 +95,7 @@ again at once, and exits 0.`,
 	f.StringArrayVar(&workloads, "workload", nil, "NAME=COMMAND runs COMMAND with /bin/sh -c for tasks of NAME; NAME alone turns on a built-in (repeat the flag)")
 	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/ (env SCIMESH_WORK_DIR)")
 	f.DurationVar(&grace, "grace", worker.DefaultGrace, "on SIGTERM or SIGINT, how long running tasks may finish before they are killed")
+	f.IntVar(&treeSlots, "tree-concurrency", 0, "how many tree tasks (scimesh.v1 Worker.Poll) run at once beside the chunk tasks; 0 runs none")
 	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory when it ends, for debugging")
 	return cmd
 }
@@ -102,4 +113,30 @@ func workerDefaultID() string {
 		id = id[len(id)-128:]
 	}
 	return id
+}
+
+// bearer is a connect interceptor that sends a bearer token with every call.
+type bearer string
+
+func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if b != "" {
+			req.Header().Set("Authorization", "Bearer "+string(b))
+		}
+		return next(ctx, req)
+	}
+}
+
+func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if b != "" {
+			conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		}
+		return conn
+	}
+}
+
+func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }

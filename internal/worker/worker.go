@@ -13,6 +13,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // Defaults of Config.
@@ -53,6 +54,14 @@ type Config struct {
 	// Logger receives one line per event; slog.Default() when nil.
 	Logger *slog.Logger
 
+	// TreeSlots is how many tree tasks run at once, each in a slot of its
+	// own beside the Concurrency slots of chunk tasks; 0 runs none. Tree
+	// tasks are polled through Trees, for the workloads with a command.
+	TreeSlots int
+	// Trees is the Worker service of the coordinator, with the worker
+	// token; required when TreeSlots > 0.
+	Trees scimeshv1connect.WorkerClient
+
 	// ClaimWait is how long a claim waits for a task (long polling).
 	ClaimWait time.Duration
 	// LogInterval and LogBatch say when stderr lines are shipped: every
@@ -77,6 +86,7 @@ type Worker struct {
 	log       *slog.Logger
 	workloads map[string]Workload
 	names     []string
+	treeNames []string     // workloads with a command, for tree tasks
 	running   atomic.Int64 // tasks being handled
 	started   atomic.Bool
 }
@@ -113,6 +123,17 @@ func New(cfg Config) (*Worker, error) {
 		needDir = needDir || wl.Command != ""
 		w.workloads[wl.Name] = wl
 		w.names = append(w.names, wl.Name)
+		if wl.Command != "" {
+			w.treeNames = append(w.treeNames, wl.Name)
+		}
+	}
+	switch {
+	case cfg.TreeSlots < 0:
+		return nil, fmt.Errorf("tree concurrency is %d; give 0 or more", cfg.TreeSlots)
+	case cfg.TreeSlots > 0 && cfg.Trees == nil:
+		return nil, errors.New("worker: tree slots need the coordinator's Worker service")
+	case cfg.TreeSlots > 0 && len(w.treeNames) == 0:
+		return nil, errors.New("tree tasks run commands: give a --workload NAME=COMMAND for them")
 	}
 	if needDir {
 		if cfg.WorkDir == "" {
@@ -172,6 +193,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	var slots sync.WaitGroup
 	for range w.cfg.Concurrency {
 		slots.Go(func() { w.slot(claimCtx, runCtx, stopClaims) })
+	}
+	for range w.cfg.TreeSlots {
+		slots.Go(func() { w.treeSlot(claimCtx, runCtx) })
 	}
 	done := make(chan struct{})
 	go func() {

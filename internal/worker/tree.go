@@ -1,0 +1,210 @@
+package worker
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+)
+
+// Tree tasks: a workload gets the task's resolved arguments as a JSON array
+// on stdin and prints its result as JSON on stdout. They are polled through
+// the Worker service (Config.Trees) by slots of their own (Config.TreeSlots),
+// for the workloads that have a command; the built-ins score tables and run
+// no tree task.
+
+// maxTreeResult bounds a tree task's result.
+const maxTreeResult = 64 << 20
+
+// treeSlot polls tree tasks and runs them, one at a time, until claimCtx is
+// done.
+func (w *Worker) treeSlot(claimCtx, runCtx context.Context) {
+	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
+	req := &v1.PollRequest{WorkerId: w.cfg.ID, Workloads: w.treeNames, WaitSeconds: int32(w.cfg.ClaimWait.Seconds())}
+	for claimCtx.Err() == nil {
+		began := time.Now()
+		res, err := w.cfg.Trees.Poll(claimCtx, connect.NewRequest(req))
+		switch {
+		case err != nil && claimCtx.Err() != nil:
+			return
+		case err != nil:
+			d := b.next()
+			w.log.Warn("poll for tree tasks failed; backing off", "error", err, "retry_in", d.Round(time.Millisecond))
+			sleep(claimCtx, d)
+		case res.Msg.TaskId == "":
+			if time.Since(began) < w.cfg.ClaimWait/2 {
+				sleep(claimCtx, b.next())
+			}
+		default:
+			b.reset()
+			w.running.Add(1)
+			w.runTree(runCtx, res.Msg)
+			w.running.Add(-1)
+		}
+	}
+}
+
+// runTree runs one attempt of a tree task and reports its outcome, unless
+// its lease was lost meanwhile.
+func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
+	log := w.log.With("task_id", t.TaskId, "attempt", t.Attempt, "workload", t.Workload)
+	ctx, abandon := context.WithCancelCause(runCtx)
+	defer abandon(nil)
+	stop := make(chan struct{})
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		w.keepalive(ctx, abandon, t, stop, log)
+	}()
+	result, err := w.execTree(ctx, t, log)
+	close(stop)
+	<-beats
+	if cause := context.Cause(ctx); errors.Is(cause, errLeaseGone) {
+		log.Warn("tree task abandoned: its lease is gone", "error", cause)
+		return
+	}
+	tr := &v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt}
+	switch {
+	case err != nil:
+		tr.Error, tr.Retryable = "worker "+w.cfg.ID+": "+err.Error(), true
+	default:
+		tr.Success, tr.Result = true, result
+	}
+	reportCtx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), 30*time.Second)
+	defer cancel()
+	if _, err := w.cfg.Trees.Done(reportCtx, connect.NewRequest(tr)); err != nil {
+		log.Error("tree task outcome not recorded; it runs again once its lease runs out", "error", err)
+		return
+	}
+	log.Info("tree task done", "success", tr.Success, "error", tr.Error)
+}
+
+// errLeaseGone is the cause of abandoning a task whose lease was lost.
+var errLeaseGone = errors.New("the lease is gone")
+
+// keepalive renews the lease every third of the lease's length until stop.
+func (w *Worker) keepalive(ctx context.Context, abandon context.CancelCauseFunc, t *v1.Task, stop <-chan struct{}, log *slog.Logger) {
+	tick := time.NewTicker(max(time.Until(t.LeaseExpiresAt.AsTime())/3, 200*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		_, err := w.cfg.Trees.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt}))
+		switch {
+		case err == nil:
+		case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeNotFound:
+			abandon(fmt.Errorf("%w: %v", errLeaseGone, err))
+			return
+		default:
+			log.Warn("keepalive failed; retrying", "error", err)
+		}
+	}
+}
+
+// execTree runs the workload's command with the arguments on stdin and
+// returns its stdout as a JSON value.
+func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*structpb.Value, error) {
+	wl, ok := w.workloads[t.Workload]
+	if !ok || wl.Command == "" {
+		return nil, fmt.Errorf("workload %q has no command on this worker", t.Workload)
+	}
+	args := make([]json.RawMessage, len(t.Args))
+	for i, a := range t.Args {
+		b, err := protojson.Marshal(a)
+		if err != nil {
+			return nil, fmt.Errorf("argument %d: %w", i, err)
+		}
+		args[i] = b
+	}
+	stdin, err := json.Marshal(args)
+	if err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(w.cfg.WorkDir, safeName(t.TaskId), strconv.Itoa(int(t.Attempt)))
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create the work directory %s (check --work-dir): %w", dir, err)
+	}
+	if !w.cfg.KeepWorkDirs {
+		defer os.RemoveAll(filepath.Join(w.cfg.WorkDir, safeName(t.TaskId)))
+	}
+	env := []string{"SCIMESH_TASK_ID=" + t.TaskId, "SCIMESH_ATTEMPT=" + strconv.Itoa(int(t.Attempt)), "SCIMESH_WORKLOAD=" + t.Workload}
+	for _, kv := range os.Environ() {
+		if k, _, _ := strings.Cut(kv, "="); !isHidden(k) {
+			env = append(env, kv)
+		}
+	}
+	var stdout, stderr bytes.Buffer
+	cmd := shellCommand(ctx, wl.Command, dir, env)
+	cmd.Stdin = bytes.NewReader(stdin)
+	cmd.Stdout = &limitedBuffer{buf: &stdout, max: maxTreeResult}
+	cmd.Stderr = &limitedBuffer{buf: &stderr, max: 1 << 20}
+	runErr := cmd.Run()
+	w.shipTreeLog(t, stderr.String(), log)
+	if runErr != nil {
+		msg := exitError(runErr).Error()
+		if tail := lastLines(stderr.String(), 5); tail != "" {
+			msg += ": " + tail
+		}
+		return nil, errors.New(msg)
+	}
+	v := &structpb.Value{}
+	if err := protojson.Unmarshal(bytes.TrimSpace(stdout.Bytes()), v); err != nil {
+		return nil, fmt.Errorf("the command's stdout is not one JSON value: %v", err)
+	}
+	return v, nil
+}
+
+// shipTreeLog sends the command's stderr lines to the task's log.
+func (w *Worker) shipTreeLog(t *v1.Task, stderr string, log *slog.Logger) {
+	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
+	if stderr == "" {
+		return
+	}
+	for len(lines) > 0 {
+		n := min(len(lines), 1000)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: lines[:n]}))
+		cancel()
+		if err != nil {
+			log.Warn("log lines dropped", "error", err)
+			return
+		}
+		lines = lines[n:]
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], " | ")
+}
+
+// limitedBuffer keeps at most max bytes and drops the rest.
+type limitedBuffer struct {
+	buf *bytes.Buffer
+	max int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if room := l.max - l.buf.Len(); room > 0 {
+		l.buf.Write(p[:min(len(p), room)])
+	}
+	return len(p), nil
+}
