@@ -102,18 +102,12 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		return err
 	}
 
-	if c.Profile != "" {
-		f, err := os.Create(c.Profile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startProfile(c.Profile)
+	if err != nil {
+		return err
 	}
 	res := drive(ctx, base, c)
+	stop()
 	if res.err != nil {
 		return res.err
 	}
@@ -313,4 +307,24 @@ func pct(sorted []time.Duration, p int) time.Duration {
 	}
 	i := (len(sorted) - 1) * p / 100
 	return sorted[i].Round(10 * time.Microsecond)
+}
+
+// startProfile writes a CPU profile to path until stop is called; with an
+// empty path it does nothing.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }

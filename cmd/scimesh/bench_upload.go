@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -41,17 +40,11 @@ and creates a job over it (the chunking pass). It reports each step in MB/s,
 medians of the runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			stop, err := startProfile(profile)
+			if err != nil {
+				return err
 			}
+			defer stop()
 			return runBenchUpload(cmd.Context(), cmd.OutOrStdout(), size, runs, chunkRows, file, cold)
 		},
 	}

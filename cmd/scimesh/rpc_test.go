@@ -29,28 +29,7 @@ func h2c() *http.Client {
 
 // withToken adds a bearer token to every call of a connect client.
 func withToken(token string) connect.ClientOption {
-	return connect.WithInterceptors(tokenInterceptor(token))
-}
-
-type tokenInterceptor string
-
-func (t tokenInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		req.Header().Set("Authorization", "Bearer "+string(t))
-		return next(ctx, req)
-	}
-}
-
-func (t tokenInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		conn.RequestHeader().Set("Authorization", "Bearer "+string(t))
-		return conn
-	}
-}
-
-func (t tokenInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
+	return connect.WithInterceptors(bearer(token))
 }
 
 // TestRPCOnTheRESTPort talks to a running coordinator with a real gRPC
