@@ -16,6 +16,8 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/scimesh/scimesh/internal/pgtest"
+
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -172,8 +174,24 @@ func val(n float64) *v1.Arg { return &v1.Arg{Kind: &v1.Arg_Value{Value: structpb
 // failing for good fails the path to the root and cancels the rest.
 func TestTreeOnOneShard(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--topology", "static:s1=http://127.0.0.1:1")
+	for _, pg := range []bool{false, true} {
+		name := "sqlite"
+		if pg {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			db := "sqlite:" + filepath.Join(dir, "scimesh.db")
+			if pg {
+				db = pgtest.URL(t)
+			}
+			treeOnOneShard(t, serveProc(t, dir, tokenEnv, "--db", db, "--topology", "static:s1=http://127.0.0.1:1"))
+		})
+	}
+}
+
+func treeOnOneShard(t *testing.T, p *proc) {
 	ctx := t.Context()
 	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
 	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken("wtok")) // the Connect protocol
