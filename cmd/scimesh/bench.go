@@ -89,16 +89,8 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 	}
 	fmt.Fprintf(out, "store %s: seeded %d pending tasks in %v\n", storeKind(url), c.Backlog+c.Tasks, time.Since(seedStart).Round(time.Millisecond))
 
-	addrc := make(chan string, 1)
-	srvErr := make(chan error, 1)
-	go func() {
-		srvErr <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, log, func(a string) { addrc <- a })
-	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-srvErr:
+	base, waitServer, err := startLocal(ctx, eng, log)
+	if err != nil {
 		return err
 	}
 
@@ -120,7 +112,7 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
 		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), left.Pending)
 	cancel()
-	<-srvErr
+	_ = waitServer()
 	return nil
 }
 

@@ -107,21 +107,14 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 		return err
 	}
 	eng := engine.New(st, engine.Config{Shard: defaultShard, Logger: quiet, Blobs: blobs})
-	addrc := make(chan string, 1)
-	var wg sync.WaitGroup
-	srvErr := make(chan error, 1)
-	wg.Go(func() {
-		srvErr <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, quiet, func(a string) { addrc <- a })
-	})
+	var wg sync.WaitGroup // the workers
 	defer wg.Wait()
-	defer cancel()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-srvErr:
+	base, waitServer, err := startLocal(ctx, eng, quiet)
+	if err != nil {
 		return err
 	}
+	defer waitServer()
+	defer cancel()
 	fmt.Fprintf(stderr, "coordinator on %s (SQLite in %s)\n", base, dir)
 
 	// The workers.

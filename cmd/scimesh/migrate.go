@@ -41,7 +41,6 @@ func runMigrate(ctx context.Context, cmd *cobra.Command, url, action string) err
 	var (
 		db    migrate.DB
 		ms    []migrate.Migration
-		err   error
 		close func() error
 	)
 	switch {
@@ -105,5 +104,5 @@ func runMigrate(ctx context.Context, cmd *cobra.Command, url, action string) err
 			fmt.Fprintf(out, "%04d_%s\t%s\n", s.Version, s.Name, mark)
 		}
 	}
-	return err
+	return nil
 }

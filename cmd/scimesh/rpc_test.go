@@ -306,7 +306,8 @@ func TestWorkerRunsTreeTasks(t *testing.T) {
 		// [1] -> 1, and [a,b,c] -> a+b+c: numbers in, a number out.
 		"--workload", `num=tr -d '[] \n'`,
 		"--workload", `sum=tr -d '[] \n' | tr ',' '\n' | awk '{s+=$1} END {print s}'`,
-		"--workload", `boom=echo "no molecule on line 3" >&2; exit 4`)
+		"--workload", `boom=echo "no molecule on line 3" >&2; exit 4`,
+		"--workload", `env=printf '"%s|%s"' "$SCIMESH_TOKEN" "$SCIMESH_TASK_ID"`)
 	ctx := t.Context()
 	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
 	sub, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
@@ -329,6 +330,20 @@ func TestWorkerRunsTreeTasks(t *testing.T) {
 	})
 	if got := info.Result.GetNumberValue(); got != 127 {
 		t.Fatalf("root result %v, want 20 + (4 + 3) + 100 = 127", info.Result)
+	}
+
+	// The command sees its task's variables, not the worker's token.
+	sub, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s0:e", Workload: "env"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	workerWaitFor(t, 30*time.Second, "the env task to complete", func() bool {
+		res, _ := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.RootId}))
+		info = res.Msg
+		return info.State == "completed"
+	})
+	if got, want := info.Result.GetStringValue(), "|"+sub.Msg.RootId; got != want {
+		t.Fatalf("the command saw %q (token|task id), want %q", got, want)
 	}
 
 	sub, err = q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{

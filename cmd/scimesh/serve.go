@@ -127,6 +127,24 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	return runServer(ctx, eng, cfg, log, ready)
 }
 
+// startLocal serves eng on a free loopback port until ctx is done, and
+// returns its URL once it accepts connections, or the error that kept it
+// from starting. wait blocks until the server has stopped.
+func startLocal(ctx context.Context, eng *engine.Engine, log *slog.Logger) (base string, wait func() error, err error) {
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, log, func(a string) { addrc <- a })
+	}()
+	wait = sync.OnceValue(func() error { return <-done })
+	select {
+	case a := <-addrc:
+		return "http://" + a, wait, nil
+	case err := <-done:
+		return "", nil, err
+	}
+}
+
 // runServer serves eng's API on cfg.Addr and runs its background loops
 // until ctx is done.
 func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {

@@ -105,12 +105,15 @@ func (w *Writer) Commit(key string) (size int64, err error) {
 	if err := w.f.Close(); err != nil {
 		return 0, fmt.Errorf("blob: close: %w", err)
 	}
-	if _, err := os.Stat(p); err == nil {
-		return 0, fmt.Errorf("blob: name %s is taken", key)
-	}
-	if err := os.Rename(w.f.Name(), p); err != nil {
+	// A hard link fails when the name is taken, where a rename would
+	// silently replace the blob of a concurrent commit.
+	if err := os.Link(w.f.Name(), p); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return 0, fmt.Errorf("blob: name %s is taken", key)
+		}
 		return 0, fmt.Errorf("blob: commit: %w", err)
 	}
+	os.Remove(w.f.Name())
 	w.done = true
 	if d, err := os.Open(filepath.Dir(p)); err == nil {
 		_ = d.Sync() // make the rename durable; best effort on file systems without it

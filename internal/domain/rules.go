@@ -134,6 +134,19 @@ func ValidID(id string) bool {
 	return true
 }
 
+// CheckLeaseRequest checks the form of the (worker, attempt) a worker names
+// when it writes to a task: every transport calls the engine, which calls
+// this, so that the rule lives once.
+func CheckLeaseRequest(worker string, attempt int) error {
+	if !ValidWorkerID(worker) {
+		return Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", worker)
+	}
+	if attempt < 1 {
+		return Invalidf("attempt is %d; send the attempt of your lease (1 or more)", attempt)
+	}
+	return nil
+}
+
 // ValidWorkerID reports whether id is 1-128 of [A-Za-z0-9._:-].
 func ValidWorkerID(id string) bool { return workerRe.MatchString(id) }
 

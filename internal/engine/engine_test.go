@@ -165,7 +165,10 @@ func TestFailureBackoff(t *testing.T) {
 		}
 		now = now.Add(want)
 	}
-	tasks, _ := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim of the last attempt: %v, %v", tasks, err)
+	}
 	if _, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -129,6 +129,9 @@ func claimOrder(a, b *domain.Task) int {
 // Heartbeat renews the live lease held by (worker, attempt) and returns its
 // new expiry.
 func (e *Engine) Heartbeat(ctx context.Context, taskID, worker string, attempt int) (time.Time, error) {
+	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
+		return time.Time{}, err
+	}
 	var expires time.Time
 	err := e.tx(ctx, func(q store.Querier) error {
 		t, err := q.TaskGet(ctx, taskID)
@@ -179,7 +182,7 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 	out := make([]ItemResult, len(items))
 	valid := make([]int, 0, len(items)) // indexes of items that passed validation
 	for i, p := range items {
-		if err := e.validateResult(ctx, p); err != nil {
+		if err := checkResultForm(p); err != nil {
 			out[i].Err = err
 			continue
 		}
@@ -206,6 +209,15 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 			}
 			if t.Kind != domain.KindChunk {
 				out[i].Err = fmt.Errorf("task %s is run by coordinators, not workers: %w", t.ID, domain.ErrLeaseLost)
+				continue
+			}
+			// Checked here, on the task the transaction read anyway: a bad
+			// output is refused and the lease stays.
+			if err := e.checkOutput(ctx, t, p.Output); err != nil {
+				if !errors.Is(err, domain.ErrInvalidArgument) {
+					return err
+				}
+				out[i].Err = err
 				continue
 			}
 			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, e.now())
@@ -262,14 +274,10 @@ func sortedKeys(m map[string]int) []string {
 	return keys
 }
 
-// validateResult checks a result's form against its job's settings,
-// outside any transaction.
-func (e *Engine) validateResult(ctx context.Context, p ResultParams) error {
-	if !domain.ValidWorkerID(p.WorkerID) {
-		return domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
-	}
-	if p.Attempt < 1 {
-		return domain.Invalidf("attempt is %d; send the attempt of your lease (1 or more)", p.Attempt)
+// checkResultForm checks what a result says of itself, before any read.
+func checkResultForm(p ResultParams) error {
+	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
+		return err
 	}
 	if len(p.Metrics) > 0 && (p.Metrics[0] != '{' || !json.Valid(p.Metrics)) {
 		return domain.Invalidf("metrics must be a JSON object")
@@ -277,19 +285,17 @@ func (e *Engine) validateResult(ctx context.Context, p ResultParams) error {
 	if !domain.ValidID(p.TaskID) {
 		return fmt.Errorf("task %q does not exist: %w", p.TaskID, domain.ErrNotFound)
 	}
-	t, err := e.store.TaskGet(ctx, p.TaskID)
-	if err != nil {
-		return notFound(err, "task %q", p.TaskID)
-	}
-	if t.JobID == "" {
-		return nil
-	}
+	return nil
+}
+
+// checkOutput checks a chunk's output against its job's settings.
+func (e *Engine) checkOutput(ctx context.Context, t *domain.Task, output []byte) error {
 	j, err := e.jobSettings(ctx, t.JobID)
 	if err != nil {
 		return err
 	}
-	if _, err := table.ParseOutput(p.Output, j.ScoreColumn, j.TopK); err != nil {
-		return fmt.Errorf("result of task %s: %w", p.TaskID, err)
+	if _, err := table.ParseOutput(output, j.ScoreColumn, j.TopK); err != nil {
+		return fmt.Errorf("result of task %s: %w", t.ID, err)
 	}
 	return nil
 }
@@ -313,8 +319,8 @@ const MaxErrorBytes = 8 << 10
 // failure with attempts left puts the task back to pending after a backoff;
 // otherwise the task fails for good and fails its job.
 func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
-	if !domain.ValidWorkerID(p.WorkerID) {
-		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
+	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
+		return nil, err
 	}
 	if len(p.Error) > MaxErrorBytes {
 		p.Error = p.Error[:MaxErrorBytes]
@@ -365,45 +371,49 @@ func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task
 	return e.failJob(ctx, q, t, now)
 }
 
-// failJob fails the job of t, which failed for good: the stitch root fails
-// too (the path to the root) and every other task of the job is cancelled.
+// failJob fails the job of t, which failed for good, then the path to the
+// root and the rest of the tree (failPath); a tree task has no job.
 func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
-	if t.Kind == domain.KindTree {
-		return e.failTree(ctx, q, t, now)
-	}
-	if t.JobID == "" {
-		return nil
-	}
-	j, err := q.JobGet(ctx, t.JobID)
-	if err != nil {
-		return err
-	}
-	if j.Status.Final() {
-		return nil
-	}
-	what := "task " + t.ID
-	if t.Kind == domain.KindChunk {
-		what = fmt.Sprintf("task %s (chunk %d)", t.ID, t.ChunkIndex)
-	}
-	domain.FinishJob(j, domain.JobFailed, fmt.Sprintf("%s failed after %d attempt(s): %s", what, t.Attempt, t.Error), now)
-	if err := q.JobUpdate(ctx, j); err != nil {
-		return err
-	}
-	if j.RootTaskID != "" && j.RootTaskID != t.ID {
-		root, err := q.TaskGet(ctx, j.RootTaskID)
+	if t.Kind != domain.KindTree && t.JobID != "" { // a tree's ID is no job's
+		j, err := q.JobGet(ctx, t.JobID)
 		if err != nil {
 			return err
 		}
-		if !root.State.Final() {
-			root.State = domain.TaskFailed
-			root.Error = "upstream " + what + " failed"
-			root.LeaseExpiresAt = time.Time{}
-			root.UpdatedAt, root.FinishedAt = now, now
-			if err := q.TaskUpdate(ctx, root); err != nil {
+		if j.Status.Final() {
+			return nil // cancelled or failed already: its tasks are final
+		}
+		what := "task " + t.ID
+		if t.Kind == domain.KindChunk {
+			what = fmt.Sprintf("task %s (chunk %d)", t.ID, t.ChunkIndex)
+		}
+		domain.FinishJob(j, domain.JobFailed, fmt.Sprintf("%s failed after %d attempt(s): %s", what, t.Attempt, t.Error), now)
+		if err := q.JobUpdate(ctx, j); err != nil {
+			return err
+		}
+	}
+	return e.failPath(ctx, q, t, now)
+}
+
+// failPath fails the path from t, which failed for good, to its root and
+// cancels every other task of its tree (a job's or a general one) still
+// waiting, pending or leased.
+func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
+	for id := t.DownstreamID; id != ""; {
+		d, err := q.TaskGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		if !d.State.Final() {
+			d.State = domain.TaskFailed
+			d.Error = "upstream task " + t.ID + " failed: " + t.Error
+			d.LeaseExpiresAt = time.Time{}
+			d.UpdatedAt, d.FinishedAt = now, now
+			if err := q.TaskUpdate(ctx, d); err != nil {
 				return err
 			}
 		}
+		id = d.DownstreamID
 	}
-	_, err = q.TaskCancelJob(ctx, j.ID, t.ID, now)
+	_, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now)
 	return err
 }

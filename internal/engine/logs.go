@@ -30,11 +30,8 @@ type AppendLogsParams struct {
 // just after the outcome are kept). Lines over MaxLogLineBytes are cut; a
 // task keeps its first MaxLogLinesPerTask lines and drops the rest.
 func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
-	if !domain.ValidWorkerID(p.WorkerID) {
-		return domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
-	}
-	if p.Attempt < 1 {
-		return domain.Invalidf("attempt is %d; send the attempt of your lease (1 or more)", p.Attempt)
+	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
+		return err
 	}
 	if len(p.Lines) > MaxLogLinesPerRequest {
 		return domain.Invalidf("lines has %d entries; send at most %d per request", len(p.Lines), MaxLogLinesPerRequest)

@@ -134,6 +134,9 @@ func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string
 // downstream task, which becomes runnable once all its upstreams completed.
 // Replaying the recorded result changes nothing.
 func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attempt int, result json.RawMessage) error {
+	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
+		return err
+	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, result); err != nil {
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)
@@ -171,29 +174,6 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		return fmt.Errorf("complete task %s: %w", taskID, err)
 	}
 	return nil
-}
-
-// failTree fails the path from t, which failed for good, to its root and
-// cancels every other task of the tree still waiting, pending or leased.
-func (e *Engine) failTree(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
-	for id := t.DownstreamID; id != ""; {
-		d, err := q.TaskGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !d.State.Final() {
-			d.State = domain.TaskFailed
-			d.Error = "upstream task " + t.ID + " failed: " + t.Error
-			d.LeaseExpiresAt = time.Time{}
-			d.UpdatedAt, d.FinishedAt = now, now
-			if err := q.TaskUpdate(ctx, d); err != nil {
-				return err
-			}
-		}
-		id = d.DownstreamID
-	}
-	_, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now)
-	return err
 }
 
 // TreeArgs returns the upstream IDs of a tree task, in argument order.

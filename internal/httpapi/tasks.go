@@ -77,26 +77,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	if err := checkLeaseRequest(req.WorkerID, req.Attempt); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
 	expires, err := s.engine.Heartbeat(r.Context(), r.PathValue("task_id"), req.WorkerID, req.Attempt)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]time.Time{"lease_expires_at": expires})
-}
-
-func checkLeaseRequest(worker string, attempt int) error {
-	if !domain.ValidWorkerID(worker) {
-		return domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", worker)
-	}
-	if attempt < 1 {
-		return domain.Invalidf("attempt is %d; send the attempt of your lease (1 or more)", attempt)
-	}
-	return nil
 }
 
 type resultRequest struct {
@@ -108,9 +94,6 @@ type resultRequest struct {
 }
 
 func (req *resultRequest) params(taskID string) (engine.ResultParams, error) {
-	if err := checkLeaseRequest(req.WorkerID, req.Attempt); err != nil {
-		return engine.ResultParams{}, err
-	}
 	if req.Output == nil {
 		return engine.ResultParams{}, domain.Invalidf("output is required: the chunk's top-K rows as CSV text with a header")
 	}
@@ -205,10 +188,6 @@ type failureRequest struct {
 func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 	var req failureRequest
 	if err := decode(w, r, smallBody, &req); err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	if err := checkLeaseRequest(req.WorkerID, req.Attempt); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

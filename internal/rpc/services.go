@@ -206,9 +206,6 @@ func (w *worker) Poll(ctx context.Context, req *connect.Request[v1.PollRequest])
 // rest of the tree is cancelled).
 func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error) {
 	m := req.Msg
-	if !domain.ValidWorkerID(m.WorkerId) {
-		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", m.WorkerId)
-	}
 	var err error
 	if m.Success {
 		var result []byte
@@ -228,9 +225,6 @@ func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTran
 // Keepalive renews the lease held by (worker_id, attempt).
 func (w *worker) Keepalive(ctx context.Context, req *connect.Request[v1.KeepaliveRequest]) (*connect.Response[emptypb.Empty], error) {
 	m := req.Msg
-	if !domain.ValidWorkerID(m.WorkerId) {
-		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", m.WorkerId)
-	}
 	if _, err := w.e.Heartbeat(ctx, m.TaskId, m.WorkerId, int(m.Attempt)); err != nil {
 		return nil, err
 	}

@@ -120,14 +120,7 @@ func taskEnv(t *client.Task, workerID string) ([]string, error) {
 	if len("SCIMESH_PARAMETERS=")+len(params) > maxEnvValue {
 		return nil, Permanent(fmt.Errorf("the job's parameters are %d bytes of JSON, more than the 128 KiB an environment variable can hold; put large data in the input instead", len(params)))
 	}
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SCIMESH_") || isHidden(k) {
-			continue
-		}
-		env = append(env, kv)
-	}
+	env := baseEnv()
 	hasHeader := "false"
 	if t.HasHeader {
 		hasHeader = "true"
@@ -145,6 +138,20 @@ func taskEnv(t *client.Task, workerID string) ([]string, error) {
 		"SCIMESH_SCORE_COLUMN="+t.ScoreColumn,
 		"SCIMESH_ORDER="+t.Order,
 	), nil
+}
+
+// baseEnv is the worker's own environment without its secrets and without
+// any SCIMESH_ variable, onto which a command's task variables go.
+func baseEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		k, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(k, "SCIMESH_") || isHidden(k) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
 }
 
 func isHidden(k string) bool {

@@ -70,9 +70,11 @@
 // When Run's context is done (SIGTERM or SIGINT in the scimesh command),
 // the worker stops claiming (an in-flight long poll is cut short), lets
 // running tasks finish and report within Grace, then kills the rest and
-// reports them as retryable failures, so that the coordinator leases them
-// again at once instead of after their lease expires, and Run returns nil.
-// A failure report consumes an attempt, as an expired lease would.
+// reports them with "release": the coordinator puts them back at once,
+// without backoff and without holding the attempt against them, instead of
+// after their lease expires. Run then returns nil. (Tree tasks killed at
+// shutdown are reported as retryable failures: the Worker service has no
+// release.)
 //
 // # Directories
 //

@@ -72,7 +72,7 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 	result, err := w.execTree(ctx, t, log)
 	close(stop)
 	<-beats
-	if cause := context.Cause(ctx); errors.Is(cause, errLeaseGone) {
+	if cause := context.Cause(ctx); errors.Is(cause, errAbandoned) {
 		log.Warn("tree task abandoned: its lease is gone", "error", cause)
 		return
 	}
@@ -92,9 +92,6 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 	log.Info("tree task done", "success", tr.Success, "error", tr.Error)
 }
 
-// errLeaseGone is the cause of abandoning a task whose lease was lost.
-var errLeaseGone = errors.New("the lease is gone")
-
 // keepalive renews the lease every third of the lease's length until stop.
 func (w *Worker) keepalive(ctx context.Context, abandon context.CancelCauseFunc, t *v1.Task, stop <-chan struct{}, log *slog.Logger) {
 	tick := time.NewTicker(max(time.Until(t.LeaseExpiresAt.AsTime())/3, 200*time.Millisecond))
@@ -111,7 +108,7 @@ func (w *Worker) keepalive(ctx context.Context, abandon context.CancelCauseFunc,
 		switch {
 		case err == nil:
 		case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeNotFound:
-			abandon(fmt.Errorf("%w: %v", errLeaseGone, err))
+			abandon(fmt.Errorf("%w: %v", errAbandoned, err))
 			return
 		default:
 			log.Warn("keepalive failed; retrying", "error", err)
@@ -145,12 +142,8 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	if !w.cfg.KeepWorkDirs {
 		defer os.RemoveAll(filepath.Join(w.cfg.WorkDir, safeName(t.TaskId)))
 	}
-	env := []string{"SCIMESH_TASK_ID=" + t.TaskId, "SCIMESH_ATTEMPT=" + strconv.Itoa(int(t.Attempt)), "SCIMESH_WORKLOAD=" + t.Workload}
-	for _, kv := range os.Environ() {
-		if k, _, _ := strings.Cut(kv, "="); !isHidden(k) {
-			env = append(env, kv)
-		}
-	}
+	env := append(baseEnv(), "SCIMESH_TASK_ID="+t.TaskId, "SCIMESH_ATTEMPT="+strconv.Itoa(int(t.Attempt)),
+		"SCIMESH_WORKLOAD="+t.Workload, "SCIMESH_WORKER_ID="+w.cfg.ID)
 	var stdout, stderr bytes.Buffer
 	cmd := shellCommand(ctx, wl.Command, dir, env)
 	cmd.Stdin = bytes.NewReader(stdin)

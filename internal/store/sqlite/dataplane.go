@@ -50,6 +50,9 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 // TaskLogAppend appends p.Lines to the task's log, dropping those past
 // p.MaxLines lines in all.
 func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParams) error {
+	if len(p.Lines) == 0 || p.MaxLines <= 0 {
+		return nil
+	}
 	return q.atomically(ctx, "task_log_append", func(q *querier) error {
 		var n int
 		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, taskLogCountSQL, p.TaskID, p.MaxLines)

@@ -164,11 +164,7 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 	if len(ids) == 0 {
 		return nil
 	}
-	list, err := json.Marshal(ids)
-	if err != nil {
-		return fmt.Errorf("sqlite: mark jobs running: %w", err)
-	}
-	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(now), string(list)); err != nil {
+	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(now), jsonArray(ids)); err != nil {
 		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(ids), err)
 	}
 	return nil

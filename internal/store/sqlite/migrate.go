@@ -44,7 +44,9 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 func (s *Store) warm(ctx context.Context) error {
 	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
-		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL}
+		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL, taskClaimStitchSQL,
+		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
+		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL}
 	for _, q := range jobListSQLs {
 		queries = append(queries, q[:]...)
 	}
