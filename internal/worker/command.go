@@ -27,7 +27,7 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 	if err != nil {
 		return err
 	}
-	dir, err := w.attemptDir(t)
+	dir, err := w.attemptDir(t.TaskID, t.Attempt)
 	if err != nil {
 		return err
 	}
@@ -184,8 +184,8 @@ func safeName(id string) string {
 
 // attemptDir makes the empty directory WORK_DIR/TASK_ID/ATTEMPT for an
 // attempt of t, removing what a previous run may have left there.
-func (w *Worker) attemptDir(t *client.Task) (string, error) {
-	dir := filepath.Join(w.cfg.WorkDir, safeName(t.TaskID), strconv.Itoa(t.Attempt))
+func (w *Worker) attemptDir(taskID string, attempt int) (string, error) {
+	dir := filepath.Join(w.cfg.WorkDir, safeName(taskID), strconv.Itoa(attempt))
 	if err := os.RemoveAll(dir); err != nil {
 		return "", fmt.Errorf("clear the work directory %s: %w", dir, err)
 	}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -135,13 +133,11 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	if err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(w.cfg.WorkDir, safeName(t.TaskId), strconv.Itoa(int(t.Attempt)))
-	if err := os.MkdirAll(dir, 0o750); err != nil {
-		return nil, fmt.Errorf("create the work directory %s (check --work-dir): %w", dir, err)
+	dir, err := w.attemptDir(t.TaskId, int(t.Attempt))
+	if err != nil {
+		return nil, err
 	}
-	if !w.cfg.KeepWorkDirs {
-		defer os.RemoveAll(filepath.Join(w.cfg.WorkDir, safeName(t.TaskId)))
-	}
+	defer w.removeAttemptDir(dir, log)
 	env := append(baseEnv(), "SCIMESH_TASK_ID="+t.TaskId, "SCIMESH_ATTEMPT="+strconv.Itoa(int(t.Attempt)),
 		"SCIMESH_WORKLOAD="+t.Workload, "SCIMESH_WORKER_ID="+w.cfg.ID)
 	var stdout, stderr bytes.Buffer
@@ -152,11 +148,11 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	runErr := cmd.Run()
 	w.shipTreeLog(t, stderr.String(), log)
 	if runErr != nil {
-		msg := exitError(runErr).Error()
-		if tail := lastLines(stderr.String(), 5); tail != "" {
-			msg += ": " + tail
+		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
+		if stderr.Len() == 0 {
+			lines = nil
 		}
-		return nil, errors.New(msg)
+		return nil, errors.New(exitError(runErr).Error() + tailText(lines[max(len(lines)-5, 0):]))
 	}
 	v := &structpb.Value{}
 	if err := protojson.Unmarshal(bytes.TrimSpace(stdout.Bytes()), v); err != nil {
@@ -182,11 +178,6 @@ func (w *Worker) shipTreeLog(t *v1.Task, stderr string, log *slog.Logger) {
 		}
 		lines = lines[n:]
 	}
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(len(lines)-n, 0):], " | ")
 }
 
 // limitedBuffer keeps at most max bytes and drops the rest.
