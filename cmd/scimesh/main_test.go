@@ -17,9 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // binary is the scimesh binary built once for the end-to-end tests.
@@ -271,6 +275,21 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	}
 	if _, statErr := os.Stat(filepath.Join(dir, "db")); statErr == nil {
 		t.Fatal("the refused serve created its database")
+	}
+	// With a topology, the peers' service needs its token too.
+	out, err = run(t, dir, tokenEnv, "serve", "--addr", "0.0.0.0:0", "--db", "sqlite:"+filepath.Join(dir, "db"),
+		"--topology", "static:s1=http://h1:8080")
+	if err == nil || !strings.Contains(out, "without PEER_AUTH_TOKEN") {
+		t.Fatalf("serve on 0.0.0.0 with a topology and no peer token: err %v, output:\n%s", err, out)
+	}
+	// Without a topology it starts, and its peers' service admits no one.
+	p := serveOn(t, dir, "0.0.0.0:0", tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
+	for _, token := range []string{"", "ctok", "anything"} {
+		in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.url, withToken(token))
+		_, err := in.SetCancel(t.Context(), connect.NewRequest(&v1.SetCancelRequest{TaskId: "s0:x"}))
+		if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+			t.Errorf("Internal call with token %q on a server without a peer token: %v, want refused", token, err)
+		}
 	}
 }
 

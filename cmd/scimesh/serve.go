@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -101,6 +103,10 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
 			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
 	}
+	if !isLoopback(cfg.Addr) && cfg.Topology != "" && cfg.Peer == "" {
+		return nil, fmt.Errorf("refusing to listen on %s with a topology but without PEER_AUTH_TOKEN: anyone who can reach it "+
+			"could create and fail tasks of trees. Set the same PEER_AUTH_TOKEN on every shard", cfg.Addr)
+	}
 	return cfg, nil
 }
 
@@ -123,7 +129,15 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	eng := engine.New(st, engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs})
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs}
+	topo, err := topology.Parse(cfg.Topology)
+	if err != nil {
+		return err
+	}
+	if topo.String() != "" { // other shards exist: trees may span them
+		ecfg.Peers = rpc.NewPeers(topo.URL, cfg.Peer, &http.Client{})
+	}
+	eng := engine.New(st, ecfg)
 	return runServer(ctx, eng, cfg, log, ready)
 }
 
@@ -160,7 +174,11 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		return err
 	}
 	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
-	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: cfg.Peer}, known, log)
+	peer := cfg.Peer
+	if peer == "" && !isLoopback(cfg.Addr) {
+		peer = "closed-" + randomToken() // no peers: nobody may call Internal
+	}
+	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: peer}, known, log)
 	mux.Handle("/", api)
 	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
 	var protocols http.Protocols
@@ -209,4 +227,11 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		return fmt.Errorf("shut down: %w", err)
 	}
 	return nil
+}
+
+// randomToken returns 32 random hex digits.
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b) // never fails on supported platforms
+	return hex.EncodeToString(b)
 }

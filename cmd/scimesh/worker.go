@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -15,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/worker"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -76,7 +76,7 @@ again at once, and exits 0.`,
 				TreeSlots: treeSlots,
 			}
 			if treeSlots > 0 {
-				cfg.Trees = scimeshv1connect.NewWorkerClient(&http.Client{}, coordinator, connect.WithInterceptors(bearer(token)))
+				cfg.Trees = scimeshv1connect.NewWorkerClient(&http.Client{}, coordinator, connect.WithInterceptors(rpc.Bearer(token)))
 			}
 			w, err := worker.New(cfg)
 			if err != nil {
@@ -113,30 +113,4 @@ func workerDefaultID() string {
 		id = id[len(id)-128:]
 	}
 	return id
-}
-
-// bearer is a connect interceptor that sends a bearer token with every call.
-type bearer string
-
-func (b bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if b != "" {
-			req.Header().Set("Authorization", "Bearer "+string(b))
-		}
-		return next(ctx, req)
-	}
-}
-
-func (b bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
-		conn := next(ctx, spec)
-		if b != "" {
-			conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
-		}
-		return conn
-	}
-}
-
-func (b bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return next
 }

@@ -107,7 +107,7 @@ func (s *TreeSpec) Plan(knownShard func(string) bool) (*TreePlan, error) {
 			return nil, Invalidf("task %q: shard %q is not in this mesh's topology", t.ID, shard)
 		}
 		p.Shards[i] = shard
-		if err := t.check(); err != nil {
+		if err := t.Check(); err != nil {
 			return nil, err
 		}
 	}
@@ -177,8 +177,10 @@ func (s *TreeSpec) Plan(knownShard func(string) bool) (*TreePlan, error) {
 	return p, nil
 }
 
-// check validates one task's own fields.
-func (t *TreeTaskSpec) check() error {
+// Check validates one task's own fields: its workload, settings and
+// args, but not its ID nor its references, which only the whole tree
+// can check (Plan).
+func (t *TreeTaskSpec) Check() error {
 	if t.Workload == "" {
 		return Invalidf("task %q: workload is required: name the workload that runs it", t.ID)
 	}

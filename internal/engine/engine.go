@@ -42,6 +42,13 @@ type Config struct {
 	// attempts when nothing wakes it (work made runnable by a backoff
 	// passing or by another process); default 500ms.
 	PollInterval time.Duration
+	// Peers delivers messages to the other shards of trees that span
+	// shards; nil on a coordinator without a topology, which then refuses
+	// such trees.
+	Peers Peers
+	// OutboxInterval is how often the outbox loop looks for messages due
+	// besides being woken by commits that record some; default 1s.
+	OutboxInterval time.Duration
 }
 
 // Engine runs SciMesh's operations against one store.
@@ -52,6 +59,7 @@ type Engine struct {
 	wake   *broadcast // work became claimable
 	stitch *broadcast // a stitch task became pending
 	logs   *broadcast // log lines were appended or a task became final
+	outbox *broadcast // outbox messages were committed
 	// outgoing holds at most one pending notification for other processes.
 	outgoing chan struct{}
 
@@ -88,6 +96,9 @@ func New(s store.Store, cfg Config) *Engine {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 500 * time.Millisecond
 	}
+	if cfg.OutboxInterval <= 0 {
+		cfg.OutboxInterval = time.Second
+	}
 	return &Engine{
 		store:    s,
 		cfg:      cfg,
@@ -95,6 +106,7 @@ func New(s store.Store, cfg Config) *Engine {
 		wake:     newBroadcast(),
 		stitch:   newBroadcast(),
 		logs:     newBroadcast(),
+		outbox:   newBroadcast(),
 		outgoing: make(chan struct{}, 1),
 		jobs:     map[string]*domain.Job{},
 	}
@@ -118,10 +130,18 @@ func (e *Engine) now() time.Time {
 // maxTxAttempts bounds the reruns of one transaction that keeps losing races.
 const maxTxAttempts = 50
 
-// tx runs fn in a transaction, rerunning it while it loses races.
+// tx runs fn in a transaction, rerunning it while it loses races, and
+// wakes the outbox loop when the transaction committed outbox messages.
 func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 	for i := 0; ; i++ {
-		err := e.store.InTx(ctx, fn)
+		var w *outboxWatch
+		err := e.store.InTx(ctx, func(q store.Querier) error {
+			w = &outboxWatch{Querier: q}
+			return fn(w)
+		})
+		if err == nil && w.sent {
+			e.outbox.Notify()
+		}
 		if !errors.Is(err, store.ErrStale) {
 			return mapStoreErr(err)
 		}

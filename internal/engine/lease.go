@@ -391,29 +391,5 @@ func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, n
 			return err
 		}
 	}
-	return e.failPath(ctx, q, t, now)
-}
-
-// failPath fails the path from t, which failed for good, to its root and
-// cancels every other task of its tree (a job's or a general one) still
-// waiting, pending or leased.
-func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
-	for id := t.DownstreamID; id != ""; {
-		d, err := q.TaskGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		if !d.State.Final() {
-			d.State = domain.TaskFailed
-			d.Error = "upstream task " + t.ID + " failed: " + t.Error
-			d.LeaseExpiresAt = time.Time{}
-			d.UpdatedAt, d.FinishedAt = now, now
-			if err := q.TaskUpdate(ctx, d); err != nil {
-				return err
-			}
-		}
-		id = d.DownstreamID
-	}
-	_, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now)
-	return err
+	return e.failPath(ctx, q, t, "", now)
 }

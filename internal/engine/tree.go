@@ -13,95 +13,165 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// Task trees on one shard. A tree's tasks share the root's ID in JobID (the
-// tree's ID), which lets one statement cancel a tree. A task waits until
-// every upstream completed; each result becomes the downstream's argument in
-// the same transaction that completes the upstream, so a result is never
-// lost nor applied twice. Trees whose tasks span shards need the outbox and
-// the Internal service, which are not built yet: ErrCrossShard.
+// Task trees. A tree's tasks share the root's ID in JobID (the tree's ID),
+// on every shard, which lets one statement cancel a tree's tasks on a
+// shard. A task waits until every upstream completed; each result becomes
+// the downstream's argument in the same transaction that completes the
+// upstream when both are on one shard, or through the outbox (outbox.go)
+// when they are not. Either way a result is never lost nor applied twice.
 
-// ErrCrossShard reports a tree whose tasks are not all on this shard.
-var ErrCrossShard = errors.New("trees whose tasks span shards are not built yet; put every task on this shard")
+// ErrCrossShard reports a tree spanning shards sent to a coordinator that
+// has no peers to create its tasks on.
+var ErrCrossShard = errors.New("this coordinator has no topology, so every task of a tree must be on its own shard; start it with --topology to reach the others")
 
-// SubmitTree validates spec and creates its tasks, all on this shard, in
-// one transaction. It returns the real ID of each placeholder and the
-// root's. known says which shards exist; a tree on another existing shard
-// is ErrCrossShard.
+// PlacedTask is a tree task with its real ID, to be created on the shard
+// of that ID, with every setting resolved.
+type PlacedTask struct {
+	ID           string      `json:"id"`
+	TreeID       string      `json:"tree_id"` // the root's real ID
+	DownstreamID string      `json:"downstream_id,omitempty"`
+	Workload     string      `json:"workload"`
+	Args         []PlacedArg `json:"args,omitempty"`
+	MaxAttempts  int         `json:"max_attempts"`
+	LeaseSeconds int         `json:"lease_seconds"`
+	Priority     int         `json:"priority"`
+	// Position is the task's place in the tree, root first: claims
+	// prefer lower positions within a tree.
+	Position int `json:"position"`
+	// TreeCreatedAt is when the tree was submitted: claims prefer older
+	// trees at equal priority.
+	TreeCreatedAt time.Time `json:"tree_created_at"`
+}
+
+// PlacedArg is an argument of a PlacedTask: a JSON value, or the real ID
+// of an upstream whose result it becomes.
+type PlacedArg struct {
+	Value      json.RawMessage `json:"value,omitempty"`
+	UpstreamID string          `json:"upstream_id,omitempty"`
+}
+
+// row returns p as a new task and its arguments.
+func (p *PlacedTask) row(now time.Time) (*domain.Task, []domain.TaskArg) {
+	t := &domain.Task{
+		ID: p.ID, JobID: p.TreeID, Kind: domain.KindTree, Workload: p.Workload, ChunkIndex: p.Position,
+		State: domain.TaskPending, MaxAttempts: p.MaxAttempts, LeaseSeconds: p.LeaseSeconds, Priority: p.Priority,
+		RunAfter: now, JobCreatedAt: p.TreeCreatedAt, DownstreamID: p.DownstreamID, CreatedAt: now, UpdatedAt: now,
+	}
+	args := make([]domain.TaskArg, len(p.Args))
+	for i, a := range p.Args {
+		args[i] = domain.TaskArg{TaskID: p.ID, Position: i, Value: a.Value, UpstreamID: a.UpstreamID}
+		if a.UpstreamID != "" {
+			t.PendingUpstreams++
+		}
+	}
+	if t.PendingUpstreams > 0 {
+		t.State = domain.TaskWaiting
+	}
+	return t, args
+}
+
+// SubmitTree validates spec and creates its tasks from the root to the
+// leaves: those on this shard in one transaction, which also records, for
+// each other shard of the tree, a message creating its tasks there. It
+// tries to deliver those messages before it returns; the ones it cannot
+// deliver, to a shard that is down, the outbox loop delivers later. It
+// returns the real ID of each placeholder and the root's. known says which
+// shards exist.
 func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known func(string) bool) (map[string]string, string, error) {
 	plan, err := spec.Plan(known)
 	if err != nil {
 		return nil, "", err
 	}
-	for i, s := range plan.Shards {
-		if s != e.cfg.Shard {
-			return nil, "", fmt.Errorf("task %q is on shard %s, this is %s: %w", spec.Tasks[i].ID, s, e.cfg.Shard, ErrCrossShard)
+	if e.cfg.Peers == nil {
+		for i, s := range plan.Shards {
+			if s != e.cfg.Shard {
+				return nil, "", fmt.Errorf("task %q is on shard %s, this is %s: %w", spec.Tasks[i].ID, s, e.cfg.Shard, ErrCrossShard)
+			}
 		}
 	}
 	now := e.now()
 	local := e.newLocalID()
-	rootID := e.cfg.Shard + ":" + local
 	ids := make([]string, len(spec.Tasks))
 	for pos, i := range plan.Order {
-		ids[i] = rootID
+		ids[i] = plan.Shards[i] + ":" + local
 		if i != plan.Root {
-			ids[i] = rootID + "-t" + strconv.Itoa(pos)
+			ids[i] += "-t" + strconv.Itoa(pos)
 		}
 	}
-	tasks := make([]*domain.Task, 0, len(spec.Tasks))
+	rootID := ids[plan.Root]
+	var tasks []*domain.Task
 	var args []domain.TaskArg
+	var msgs []*store.OutboxMessage // one per other shard, in the order of their first task
+	remote := map[string]*Message{}
+	var shards []string
 	for pos, i := range plan.Order {
 		ts := spec.Tasks[i]
-		t := &domain.Task{
-			ID: ids[i], JobID: rootID, Kind: domain.KindTree, Workload: ts.Workload, ChunkIndex: pos,
-			State: domain.TaskPending, MaxAttempts: ts.MaxAttempts, LeaseSeconds: ts.LeaseSeconds, Priority: ts.Priority,
-			RunAfter: now, JobCreatedAt: now, PendingUpstreams: len(plan.Upstreams[i]), CreatedAt: now, UpdatedAt: now,
+		p := PlacedTask{
+			ID: ids[i], TreeID: rootID, Workload: ts.Workload, MaxAttempts: ts.MaxAttempts,
+			LeaseSeconds: ts.LeaseSeconds, Priority: ts.Priority, Position: pos, TreeCreatedAt: now,
 		}
-		if t.MaxAttempts == 0 {
-			t.MaxAttempts = domain.DefaultMaxAttempts
+		if p.MaxAttempts == 0 {
+			p.MaxAttempts = domain.DefaultMaxAttempts
 		}
-		if t.LeaseSeconds == 0 {
-			t.LeaseSeconds = domain.DefaultLeaseSeconds
-		}
-		if t.PendingUpstreams > 0 {
-			t.State = domain.TaskWaiting
+		if p.LeaseSeconds == 0 {
+			p.LeaseSeconds = domain.DefaultLeaseSeconds
 		}
 		if d := plan.Downstream[i]; d >= 0 {
-			t.DownstreamID = ids[d]
+			p.DownstreamID = ids[d]
 		}
-		tasks = append(tasks, t)
-		for p, a := range ts.Args {
-			arg := domain.TaskArg{TaskID: t.ID, Position: p, Value: a.Value}
+		up := 0
+		for _, a := range ts.Args {
 			if a.Ref != "" {
-				arg = domain.TaskArg{TaskID: t.ID, Position: p, UpstreamID: ids[indexOf(spec, a.Ref)]}
+				p.Args = append(p.Args, PlacedArg{UpstreamID: ids[plan.Upstreams[i][up]]})
+				up++
+			} else {
+				p.Args = append(p.Args, PlacedArg{Value: a.Value})
 			}
-			args = append(args, arg)
 		}
+		if s := plan.Shards[i]; s != e.cfg.Shard {
+			if remote[s] == nil {
+				remote[s] = &Message{Kind: MsgSubmitTask}
+				shards = append(shards, s)
+			}
+			remote[s].Tasks = append(remote[s].Tasks, p)
+			continue
+		}
+		t, a := p.row(now)
+		tasks = append(tasks, t)
+		args = append(args, a...)
+	}
+	for _, s := range shards {
+		// Claimed by this call until outboxLease passes: it delivers them
+		// itself below, and the outbox loop only if it cannot.
+		m, err := e.outboxMessage(remote[s], now.Add(outboxLease))
+		if err != nil {
+			return nil, "", err
+		}
+		msgs = append(msgs, m)
 	}
 	err = e.tx(ctx, func(q store.Querier) error {
 		if err := q.TaskInsert(ctx, tasks); err != nil {
 			return err
 		}
-		return q.TaskArgInsert(ctx, args)
+		if err := q.TaskArgInsert(ctx, args); err != nil {
+			return err
+		}
+		return q.OutboxInsert(ctx, msgs)
 	})
 	if err != nil {
 		return nil, "", fmt.Errorf("submit tree: %w", err)
 	}
-	e.notifyWork()
+	if len(tasks) > 0 {
+		e.notifyWork()
+	}
+	delivered := e.deliver(ctx, msgs)
 	byPlaceholder := make(map[string]string, len(ids))
 	for i, ts := range spec.Tasks {
 		byPlaceholder[ts.ID] = ids[i]
 	}
-	e.log.InfoContext(ctx, "tree submitted", "root_id", rootID, "tasks", len(tasks))
+	e.log.InfoContext(ctx, "tree submitted", "root_id", rootID, "tasks", len(spec.Tasks), "local_tasks", len(tasks),
+		"shards", len(shards)+min(len(tasks), 1), "shards_pending", len(msgs)-delivered)
 	return byPlaceholder, rootID, nil
-}
-
-func indexOf(spec *domain.TreeSpec, placeholder string) int {
-	for i, t := range spec.Tasks {
-		if t.ID == placeholder {
-			return i
-		}
-	}
-	return -1 // Plan checked every reference
 }
 
 // TreeTask is a leased tree task with its arguments resolved.
@@ -131,8 +201,9 @@ func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string
 
 // CompleteTree records a tree task's JSON result for the live lease
 // (worker, attempt) and, in the same transaction, hands it to the
-// downstream task, which becomes runnable once all its upstreams completed.
-// Replaying the recorded result changes nothing.
+// downstream task, which becomes runnable once all its upstreams completed:
+// directly when the downstream is on this shard, else by an outbox message
+// (ReportSuccess). Replaying the recorded result changes nothing.
 func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attempt int, result json.RawMessage) error {
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return err
@@ -142,7 +213,9 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)
 	}
 	result = compact.Bytes() // so that a replay compares equal whatever its spacing
+	var runnable bool
 	err := e.tx(ctx, func(q store.Querier) error {
+		runnable = false
 		t, err := q.TaskGet(ctx, taskID)
 		if err != nil {
 			return notFound(err, "task %q", taskID)
@@ -157,21 +230,20 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		if t.DownstreamID == "" {
+		switch {
+		case t.DownstreamID == "":
 			return nil
+		case !e.local(t.DownstreamID):
+			return e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: result})
 		}
-		set, err := q.TaskArgResolve(ctx, t.DownstreamID, t.ID, result)
-		if err != nil || !set {
-			return err
-		}
-		d, err := q.TaskUpstreamDone(ctx, t.DownstreamID, 1, e.now())
-		if err == nil && d.State == domain.TaskPending {
-			defer e.notifyWork()
-		}
+		runnable, err = e.handOver(ctx, q, t.DownstreamID, t.ID, result)
 		return err
 	})
 	if err != nil {
 		return fmt.Errorf("complete task %s: %w", taskID, err)
+	}
+	if runnable {
+		e.notifyWork()
 	}
 	return nil
 }

@@ -4,10 +4,8 @@
 // Like the REST API it holds no rules of its own: it maps messages to the
 // engine's operations and the domain's errors to codes, in one place.
 //
-// Built so far: every call of Queue and Worker for trees whose tasks are
-// all on this shard (Done applies a transition at once, in one
-// transaction). Trees spanning shards need the outbox and the Internal
-// service, which answer Unimplemented for now.
+// Peers is the client side of Internal: it delivers the engine's outbox
+// messages to the other shards.
 package rpc
 
 import (
@@ -47,7 +45,7 @@ func Mount(mux *http.ServeMux, e *engine.Engine, tokens Tokens, known func(strin
 	}
 	mux.Handle(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts("client", tokens.Client)))
 	mux.Handle(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts("worker", tokens.Worker)))
-	mux.Handle(scimeshv1connect.NewInternalHandler(&internal{}, opts("peer", tokens.Peer)))
+	mux.Handle(scimeshv1connect.NewInternalHandler(&internal{e: e}, opts("peer", tokens.Peer)))
 
 	names := []string{scimeshv1connect.QueueName, scimeshv1connect.WorkerName, scimeshv1connect.InternalName}
 	mux.Handle(grpchealth.NewHandler(&health{e: e, services: names}))
@@ -150,7 +148,7 @@ var codes = []struct {
 	{domain.ErrConflict, connect.CodeAlreadyExists},
 	{domain.ErrTooLarge, connect.CodeResourceExhausted},
 	{domain.ErrUnavailable, connect.CodeUnavailable}, // database busy, locked or down: retry
-	{engine.ErrCrossShard, connect.CodeUnimplemented},
+	{engine.ErrCrossShard, connect.CodeFailedPrecondition},
 }
 
 func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) error {

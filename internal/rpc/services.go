@@ -20,17 +20,13 @@ import (
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
-// errTrees answers the calls between shards, which are not built yet.
-var errTrees = connect.NewError(connect.CodeUnimplemented,
-	errors.New("trees whose tasks span shards are not built yet"))
-
 type queue struct {
 	scimeshv1connect.UnimplementedQueueHandler
 	e     *engine.Engine
 	known func(string) bool
 }
 
-// Submit creates one connected tree; its tasks must all be on this shard.
+// Submit creates one connected tree, its tasks on their shards.
 func (q *queue) Submit(ctx context.Context, req *connect.Request[v1.SubmitRequest]) (*connect.Response[v1.SubmitResponse], error) {
 	spec := &domain.TreeSpec{Tasks: make([]domain.TreeTaskSpec, len(req.Msg.Tasks))}
 	for i, t := range req.Msg.Tasks {
@@ -200,10 +196,11 @@ func (w *worker) Poll(ctx context.Context, req *connect.Request[v1.PollRequest])
 	return connect.NewResponse(out), nil
 }
 
-// Done records a worker's outcome for its lease: the result, handed to the
-// downstream task in the same transaction, or a failure (retried while
-// retryable and attempts remain; else the path to the root fails and the
-// rest of the tree is cancelled).
+// Done records a worker's outcome for its lease and returns: the result,
+// handed to the downstream task in the same transaction when it is on this
+// shard, else by the outbox; or a failure (retried while retryable and
+// attempts remain; else the path to the root fails and the rest of the
+// tree is cancelled, on other shards by the outbox).
 func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error) {
 	m := req.Msg
 	var err error
@@ -241,22 +238,70 @@ func (w *worker) Log(ctx context.Context, req *connect.Request[v1.LogRequest]) (
 	return connect.NewResponse(&emptypb.Empty{}), nil
 }
 
+// internal applies the messages other shards' outboxes deliver; each call
+// is idempotent (see internal.proto).
 type internal struct {
 	scimeshv1connect.UnimplementedInternalHandler
+	e *engine.Engine
 }
 
-func (internal) SubmitTask(context.Context, *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error) {
-	return nil, errTrees
+// SubmitTask creates a tree's tasks on this shard.
+func (in *internal) SubmitTask(ctx context.Context, req *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error) {
+	placed := make([]engine.PlacedTask, len(req.Msg.Tasks))
+	for i, t := range req.Msg.Tasks {
+		p := engine.PlacedTask{
+			ID: t.TaskId, TreeID: t.RootId, DownstreamID: t.DownstreamId, Workload: t.Workload,
+			MaxAttempts: int(t.MaxAttempts), LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority),
+			TreeCreatedAt: t.TreeCreatedAt.AsTime(), Position: int(t.Position),
+		}
+		for j, a := range t.Args {
+			switch k := a.Kind.(type) {
+			case *v1.Arg_TaskId:
+				p.Args = append(p.Args, engine.PlacedArg{UpstreamID: k.TaskId})
+			case *v1.Arg_Value:
+				b, err := valueJSON(k.Value)
+				if err != nil {
+					return nil, domain.Invalidf("task %q arg %d: %v", t.TaskId, j, err)
+				}
+				p.Args = append(p.Args, engine.PlacedArg{Value: b})
+			default:
+				return nil, domain.Invalidf("task %q arg %d is neither a value nor a task ID", t.TaskId, j)
+			}
+		}
+		placed[i] = p
+	}
+	if err := in.e.AcceptTasks(ctx, placed); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SubmitTaskResponse{}), nil
 }
 
-func (internal) ReportSuccess(context.Context, *connect.Request[v1.ReportSuccessRequest]) (*connect.Response[v1.ReportSuccessResponse], error) {
-	return nil, errTrees
+// ReportSuccess hands an upstream's result to its downstream on this shard.
+func (in *internal) ReportSuccess(ctx context.Context, req *connect.Request[v1.ReportSuccessRequest]) (*connect.Response[v1.ReportSuccessResponse], error) {
+	m := req.Msg
+	result, err := valueJSON(m.Result)
+	if err != nil {
+		return nil, domain.Invalidf("result: %v", err)
+	}
+	if err := in.e.ReportSuccess(ctx, m.TaskId, m.UpstreamId, result); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.ReportSuccessResponse{}), nil
 }
 
-func (internal) SetFailed(context.Context, *connect.Request[v1.SetFailedRequest]) (*connect.Response[v1.SetFailedResponse], error) {
-	return nil, errTrees
+// SetFailed fails a task of this shard whose upstream failed for good.
+func (in *internal) SetFailed(ctx context.Context, req *connect.Request[v1.SetFailedRequest]) (*connect.Response[v1.SetFailedResponse], error) {
+	m := req.Msg
+	if err := in.e.UpstreamFailed(ctx, m.TaskId, m.UpstreamId, m.Error); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SetFailedResponse{}), nil
 }
 
-func (internal) SetCancel(context.Context, *connect.Request[v1.SetCancelRequest]) (*connect.Response[v1.SetCancelResponse], error) {
-	return nil, errTrees
+// SetCancel cancels a task of this shard and its running upstreams.
+func (in *internal) SetCancel(ctx context.Context, req *connect.Request[v1.SetCancelRequest]) (*connect.Response[v1.SetCancelResponse], error) {
+	if err := in.e.CancelTask(ctx, req.Msg.TaskId, req.Msg.Reason); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SetCancelResponse{}), nil
 }

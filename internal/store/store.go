@@ -121,6 +121,26 @@ type Querier interface {
 	// the result of upstreamID, if it has none yet, and reports whether it
 	// set it (false on a replay).
 	TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error)
+	// TaskArgListOpen returns the arguments of a job's (a tree's) tasks
+	// that wait for an upstream's result, by task ID then position.
+	TaskArgListOpen(ctx context.Context, jobID string) ([]domain.TaskArg, error)
+
+	// OutboxInsert records messages to other shards and sets each one's ID,
+	// greater than every ID before it.
+	OutboxInsert(ctx context.Context, msgs []*OutboxMessage) error
+	// OutboxClaim takes up to p.Limit messages due at p.Now (NextAttemptAt
+	// set and not after it), lowest ID first, and sets their NextAttemptAt
+	// to p.Until so that no other claim takes them before then; it returns
+	// them as written. Concurrent claims never return the same message
+	// before p.Until.
+	OutboxClaim(ctx context.Context, p *OutboxClaimParams) ([]*OutboxMessage, error)
+	// OutboxUpdate writes m's Attempts, NextAttemptAt (zero: given up on)
+	// and LastError; ErrNotFound when m is gone.
+	OutboxUpdate(ctx context.Context, m *OutboxMessage) error
+	// OutboxDelete deletes the message with id; a missing one is no error.
+	OutboxDelete(ctx context.Context, id int64) error
+	// OutboxStats counts the messages still to deliver and those given up on.
+	OutboxStats(ctx context.Context) (OutboxStats, error)
 
 	// UploadInsert records an upload. A taken ID is ErrDuplicate.
 	UploadInsert(ctx context.Context, u *domain.Upload) error
@@ -175,6 +195,34 @@ type TaskClaimParams struct {
 	Workloads []string // empty for any
 	Max       int
 	Now       time.Time
+}
+
+// OutboxMessage is a message to another shard, recorded in the same
+// transaction as the change that causes it and delivered until that shard
+// acknowledges it.
+type OutboxMessage struct {
+	ID            int64
+	Shard         string // the receiving shard
+	Kind          string
+	Payload       []byte
+	Attempts      int       // deliveries tried so far
+	NextAttemptAt time.Time // zero once given up on
+	LastError     string
+	CreatedAt     time.Time
+}
+
+// OutboxClaimParams says which messages to take and until when.
+type OutboxClaimParams struct {
+	Now   time.Time
+	Until time.Time
+	Limit int
+}
+
+// OutboxStats is the size of the outbox.
+type OutboxStats struct {
+	Pending int       // still to deliver
+	Dead    int       // refused for good by their receiver
+	Oldest  time.Time // CreatedAt of the oldest pending message; zero when none
 }
 
 // ChunkResult is a completed chunk's output, for the stitcher.

@@ -46,7 +46,8 @@ func (s *Store) warm(ctx context.Context) error {
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
 		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL, taskClaimStitchSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
-		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL}
+		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListOpenSQL,
+		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL}
 	for _, q := range jobListSQLs {
 		queries = append(queries, q[:]...)
 	}

@@ -40,6 +40,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Upload", func(t *testing.T) { t.Parallel(); exerciseUploads(t, newStore) })
 	t.Run("TaskLog", func(t *testing.T) { t.Parallel(); exerciseTaskLogs(t, newStore) })
 	t.Run("TaskArg", func(t *testing.T) { t.Parallel(); exerciseTaskArgs(t, newStore) })
+	t.Run("Outbox", func(t *testing.T) { t.Parallel(); exerciseOutbox(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.

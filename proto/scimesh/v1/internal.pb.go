@@ -23,33 +23,12 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// SubmitTaskRequest is one task of a tree, with every ID already real and
-// every setting already resolved to its final value.
+// SubmitTaskRequest creates the tasks of one tree that live on the
+// receiving shard, all or none.
 type SubmitTaskRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// task_id is the task's real ID, SHARD:LOCAL, on the receiving shard.
-	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// root_id is the real ID of the tree's root (task_id itself for the root).
-	RootId string `protobuf:"bytes,2,opt,name=root_id,json=rootId,proto3" json:"root_id,omitempty"`
-	// downstream_id is the real ID of the task that takes this task's result
-	// as an argument; empty for the root. It exists before this call is sent.
-	DownstreamId string `protobuf:"bytes,3,opt,name=downstream_id,json=downstreamId,proto3" json:"downstream_id,omitempty"`
-	// workload is what a worker runs for the task.
-	Workload string `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
-	// args are the task's arguments, in order; each Arg.task_id is the real ID
-	// of an upstream. The upstreams are exactly those args: the task is
-	// runnable once each has reported its result.
-	Args []*Arg `protobuf:"bytes,5,rep,name=args,proto3" json:"args,omitempty"`
-	// max_attempts is how many leases the task may have, 1–100 (defaults are
-	// applied by the submitting shard, never by the receiver).
-	MaxAttempts int32 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
-	// lease_seconds is how long a lease lasts without a keepalive, 5–3600.
-	LeaseSeconds int32 `protobuf:"varint,7,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
-	// priority orders claims, higher first, −1000–1000.
-	Priority int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
-	// tree_created_at is when the tree was submitted, the same for all its
-	// tasks on all shards: claims prefer older trees at equal priority.
-	TreeCreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=tree_created_at,json=treeCreatedAt,proto3" json:"tree_created_at,omitempty"`
+	// tasks are on the receiving shard, from the root to the leaves.
+	Tasks         []*PlacedTask `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -84,67 +63,145 @@ func (*SubmitTaskRequest) Descriptor() ([]byte, []int) {
 	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *SubmitTaskRequest) GetTaskId() string {
+func (x *SubmitTaskRequest) GetTasks() []*PlacedTask {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+// PlacedTask is one task of a tree, with every ID already real and every
+// setting already resolved to its final value.
+type PlacedTask struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// task_id is the task's real ID, SHARD:LOCAL, on the receiving shard.
+	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
+	// root_id is the real ID of the tree's root (task_id itself for the root).
+	RootId string `protobuf:"bytes,2,opt,name=root_id,json=rootId,proto3" json:"root_id,omitempty"`
+	// downstream_id is the real ID of the task that takes this task's result
+	// as an argument; empty for the root.
+	DownstreamId string `protobuf:"bytes,3,opt,name=downstream_id,json=downstreamId,proto3" json:"downstream_id,omitempty"`
+	// workload is what a worker runs for the task.
+	Workload string `protobuf:"bytes,4,opt,name=workload,proto3" json:"workload,omitempty"`
+	// args are the task's arguments, in order; each Arg.task_id is the real ID
+	// of an upstream. The upstreams are exactly those args: the task is
+	// runnable once each has reported its result.
+	Args []*Arg `protobuf:"bytes,5,rep,name=args,proto3" json:"args,omitempty"`
+	// max_attempts is how many leases the task may have, 1–100 (defaults are
+	// applied by the submitting shard, never by the receiver).
+	MaxAttempts int32 `protobuf:"varint,6,opt,name=max_attempts,json=maxAttempts,proto3" json:"max_attempts,omitempty"`
+	// lease_seconds is how long a lease lasts without a keepalive, 5–3600.
+	LeaseSeconds int32 `protobuf:"varint,7,opt,name=lease_seconds,json=leaseSeconds,proto3" json:"lease_seconds,omitempty"`
+	// priority orders claims, higher first, −1000–1000.
+	Priority int32 `protobuf:"varint,8,opt,name=priority,proto3" json:"priority,omitempty"`
+	// tree_created_at is when the tree was submitted, the same for all its
+	// tasks on all shards: claims prefer older trees at equal priority.
+	TreeCreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=tree_created_at,json=treeCreatedAt,proto3" json:"tree_created_at,omitempty"`
+	// position is the task's place in the tree, the root 0, in the order
+	// tasks are created: claims prefer lower positions within a tree.
+	Position      int32 `protobuf:"varint,10,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PlacedTask) Reset() {
+	*x = PlacedTask{}
+	mi := &file_scimesh_v1_internal_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PlacedTask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PlacedTask) ProtoMessage() {}
+
+func (x *PlacedTask) ProtoReflect() protoreflect.Message {
+	mi := &file_scimesh_v1_internal_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PlacedTask.ProtoReflect.Descriptor instead.
+func (*PlacedTask) Descriptor() ([]byte, []int) {
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PlacedTask) GetTaskId() string {
 	if x != nil {
 		return x.TaskId
 	}
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetRootId() string {
+func (x *PlacedTask) GetRootId() string {
 	if x != nil {
 		return x.RootId
 	}
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetDownstreamId() string {
+func (x *PlacedTask) GetDownstreamId() string {
 	if x != nil {
 		return x.DownstreamId
 	}
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetWorkload() string {
+func (x *PlacedTask) GetWorkload() string {
 	if x != nil {
 		return x.Workload
 	}
 	return ""
 }
 
-func (x *SubmitTaskRequest) GetArgs() []*Arg {
+func (x *PlacedTask) GetArgs() []*Arg {
 	if x != nil {
 		return x.Args
 	}
 	return nil
 }
 
-func (x *SubmitTaskRequest) GetMaxAttempts() int32 {
+func (x *PlacedTask) GetMaxAttempts() int32 {
 	if x != nil {
 		return x.MaxAttempts
 	}
 	return 0
 }
 
-func (x *SubmitTaskRequest) GetLeaseSeconds() int32 {
+func (x *PlacedTask) GetLeaseSeconds() int32 {
 	if x != nil {
 		return x.LeaseSeconds
 	}
 	return 0
 }
 
-func (x *SubmitTaskRequest) GetPriority() int32 {
+func (x *PlacedTask) GetPriority() int32 {
 	if x != nil {
 		return x.Priority
 	}
 	return 0
 }
 
-func (x *SubmitTaskRequest) GetTreeCreatedAt() *timestamppb.Timestamp {
+func (x *PlacedTask) GetTreeCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.TreeCreatedAt
 	}
 	return nil
+}
+
+func (x *PlacedTask) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
 }
 
 // SubmitTaskResponse acknowledges a SubmitTask; it has no fields yet.
@@ -156,7 +213,7 @@ type SubmitTaskResponse struct {
 
 func (x *SubmitTaskResponse) Reset() {
 	*x = SubmitTaskResponse{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[1]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -168,7 +225,7 @@ func (x *SubmitTaskResponse) String() string {
 func (*SubmitTaskResponse) ProtoMessage() {}
 
 func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[1]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -181,7 +238,7 @@ func (x *SubmitTaskResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitTaskResponse.ProtoReflect.Descriptor instead.
 func (*SubmitTaskResponse) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{1}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{2}
 }
 
 // ReportSuccessRequest carries one upstream's result to its downstream.
@@ -201,7 +258,7 @@ type ReportSuccessRequest struct {
 
 func (x *ReportSuccessRequest) Reset() {
 	*x = ReportSuccessRequest{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[2]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -213,7 +270,7 @@ func (x *ReportSuccessRequest) String() string {
 func (*ReportSuccessRequest) ProtoMessage() {}
 
 func (x *ReportSuccessRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[2]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -226,7 +283,7 @@ func (x *ReportSuccessRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuccessRequest.ProtoReflect.Descriptor instead.
 func (*ReportSuccessRequest) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{2}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ReportSuccessRequest) GetTaskId() string {
@@ -259,7 +316,7 @@ type ReportSuccessResponse struct {
 
 func (x *ReportSuccessResponse) Reset() {
 	*x = ReportSuccessResponse{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[3]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -271,7 +328,7 @@ func (x *ReportSuccessResponse) String() string {
 func (*ReportSuccessResponse) ProtoMessage() {}
 
 func (x *ReportSuccessResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[3]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -284,7 +341,7 @@ func (x *ReportSuccessResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportSuccessResponse.ProtoReflect.Descriptor instead.
 func (*ReportSuccessResponse) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{3}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{4}
 }
 
 // SetFailedRequest fails a downstream task because an upstream failed.
@@ -296,8 +353,9 @@ type SetFailedRequest struct {
 	// upstream_id is the real ID of the upstream that failed; the receiver
 	// cancels the task's other upstreams, not this one.
 	UpstreamId string `protobuf:"bytes,2,opt,name=upstream_id,json=upstreamId,proto3" json:"upstream_id,omitempty"`
-	// error says why, carried from the task that failed first so that the
-	// root's error names the original cause.
+	// error is recorded as the task's error as it is. It names the task that
+	// failed first and why, so that every task on the path, the root
+	// included, names the original cause.
 	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -305,7 +363,7 @@ type SetFailedRequest struct {
 
 func (x *SetFailedRequest) Reset() {
 	*x = SetFailedRequest{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[4]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -317,7 +375,7 @@ func (x *SetFailedRequest) String() string {
 func (*SetFailedRequest) ProtoMessage() {}
 
 func (x *SetFailedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[4]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -330,7 +388,7 @@ func (x *SetFailedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFailedRequest.ProtoReflect.Descriptor instead.
 func (*SetFailedRequest) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{4}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SetFailedRequest) GetTaskId() string {
@@ -363,7 +421,7 @@ type SetFailedResponse struct {
 
 func (x *SetFailedResponse) Reset() {
 	*x = SetFailedResponse{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[5]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -375,7 +433,7 @@ func (x *SetFailedResponse) String() string {
 func (*SetFailedResponse) ProtoMessage() {}
 
 func (x *SetFailedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[5]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -388,7 +446,7 @@ func (x *SetFailedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetFailedResponse.ProtoReflect.Descriptor instead.
 func (*SetFailedResponse) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{5}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{6}
 }
 
 // SetCancelRequest cancels a task.
@@ -396,8 +454,7 @@ type SetCancelRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// task_id is the real ID of the task to cancel, on the receiving shard.
 	TaskId string `protobuf:"bytes,1,opt,name=task_id,json=taskId,proto3" json:"task_id,omitempty"`
-	// reason says why (e.g. which task failed, or that a client cancelled the
-	// tree); it becomes the task's error.
+	// reason says why (which task of the tree failed), for the receiver's log.
 	Reason        string `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -405,7 +462,7 @@ type SetCancelRequest struct {
 
 func (x *SetCancelRequest) Reset() {
 	*x = SetCancelRequest{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[6]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +474,7 @@ func (x *SetCancelRequest) String() string {
 func (*SetCancelRequest) ProtoMessage() {}
 
 func (x *SetCancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[6]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +487,7 @@ func (x *SetCancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCancelRequest.ProtoReflect.Descriptor instead.
 func (*SetCancelRequest) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{6}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SetCancelRequest) GetTaskId() string {
@@ -456,7 +513,7 @@ type SetCancelResponse struct {
 
 func (x *SetCancelResponse) Reset() {
 	*x = SetCancelResponse{}
-	mi := &file_scimesh_v1_internal_proto_msgTypes[7]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -468,7 +525,7 @@ func (x *SetCancelResponse) String() string {
 func (*SetCancelResponse) ProtoMessage() {}
 
 func (x *SetCancelResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_scimesh_v1_internal_proto_msgTypes[7]
+	mi := &file_scimesh_v1_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -481,7 +538,7 @@ func (x *SetCancelResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetCancelResponse.ProtoReflect.Descriptor instead.
 func (*SetCancelResponse) Descriptor() ([]byte, []int) {
-	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{7}
+	return file_scimesh_v1_internal_proto_rawDescGZIP(), []int{8}
 }
 
 var File_scimesh_v1_internal_proto protoreflect.FileDescriptor
@@ -489,8 +546,11 @@ var File_scimesh_v1_internal_proto protoreflect.FileDescriptor
 const file_scimesh_v1_internal_proto_rawDesc = "" +
 	"\n" +
 	"\x19scimesh/v1/internal.proto\x12\n" +
-	"scimesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16scimesh/v1/queue.proto\"\xd3\x02\n" +
-	"\x11SubmitTaskRequest\x12\x17\n" +
+	"scimesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16scimesh/v1/queue.proto\"A\n" +
+	"\x11SubmitTaskRequest\x12,\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.scimesh.v1.PlacedTaskR\x05tasks\"\xe8\x02\n" +
+	"\n" +
+	"PlacedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
 	"\aroot_id\x18\x02 \x01(\tR\x06rootId\x12#\n" +
 	"\rdownstream_id\x18\x03 \x01(\tR\fdownstreamId\x12\x1a\n" +
@@ -499,7 +559,9 @@ const file_scimesh_v1_internal_proto_rawDesc = "" +
 	"\fmax_attempts\x18\x06 \x01(\x05R\vmaxAttempts\x12#\n" +
 	"\rlease_seconds\x18\a \x01(\x05R\fleaseSeconds\x12\x1a\n" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\x12B\n" +
-	"\x0ftree_created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rtreeCreatedAt\"\x14\n" +
+	"\x0ftree_created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rtreeCreatedAt\x12\x1a\n" +
+	"\bposition\x18\n" +
+	" \x01(\x05R\bposition\"\x14\n" +
 	"\x12SubmitTaskResponse\"\x80\x01\n" +
 	"\x14ReportSuccessRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
@@ -536,37 +598,39 @@ func file_scimesh_v1_internal_proto_rawDescGZIP() []byte {
 	return file_scimesh_v1_internal_proto_rawDescData
 }
 
-var file_scimesh_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_scimesh_v1_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_scimesh_v1_internal_proto_goTypes = []any{
 	(*SubmitTaskRequest)(nil),     // 0: scimesh.v1.SubmitTaskRequest
-	(*SubmitTaskResponse)(nil),    // 1: scimesh.v1.SubmitTaskResponse
-	(*ReportSuccessRequest)(nil),  // 2: scimesh.v1.ReportSuccessRequest
-	(*ReportSuccessResponse)(nil), // 3: scimesh.v1.ReportSuccessResponse
-	(*SetFailedRequest)(nil),      // 4: scimesh.v1.SetFailedRequest
-	(*SetFailedResponse)(nil),     // 5: scimesh.v1.SetFailedResponse
-	(*SetCancelRequest)(nil),      // 6: scimesh.v1.SetCancelRequest
-	(*SetCancelResponse)(nil),     // 7: scimesh.v1.SetCancelResponse
-	(*Arg)(nil),                   // 8: scimesh.v1.Arg
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*structpb.Value)(nil),        // 10: google.protobuf.Value
+	(*PlacedTask)(nil),            // 1: scimesh.v1.PlacedTask
+	(*SubmitTaskResponse)(nil),    // 2: scimesh.v1.SubmitTaskResponse
+	(*ReportSuccessRequest)(nil),  // 3: scimesh.v1.ReportSuccessRequest
+	(*ReportSuccessResponse)(nil), // 4: scimesh.v1.ReportSuccessResponse
+	(*SetFailedRequest)(nil),      // 5: scimesh.v1.SetFailedRequest
+	(*SetFailedResponse)(nil),     // 6: scimesh.v1.SetFailedResponse
+	(*SetCancelRequest)(nil),      // 7: scimesh.v1.SetCancelRequest
+	(*SetCancelResponse)(nil),     // 8: scimesh.v1.SetCancelResponse
+	(*Arg)(nil),                   // 9: scimesh.v1.Arg
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*structpb.Value)(nil),        // 11: google.protobuf.Value
 }
 var file_scimesh_v1_internal_proto_depIdxs = []int32{
-	8,  // 0: scimesh.v1.SubmitTaskRequest.args:type_name -> scimesh.v1.Arg
-	9,  // 1: scimesh.v1.SubmitTaskRequest.tree_created_at:type_name -> google.protobuf.Timestamp
-	10, // 2: scimesh.v1.ReportSuccessRequest.result:type_name -> google.protobuf.Value
-	0,  // 3: scimesh.v1.Internal.SubmitTask:input_type -> scimesh.v1.SubmitTaskRequest
-	2,  // 4: scimesh.v1.Internal.ReportSuccess:input_type -> scimesh.v1.ReportSuccessRequest
-	4,  // 5: scimesh.v1.Internal.SetFailed:input_type -> scimesh.v1.SetFailedRequest
-	6,  // 6: scimesh.v1.Internal.SetCancel:input_type -> scimesh.v1.SetCancelRequest
-	1,  // 7: scimesh.v1.Internal.SubmitTask:output_type -> scimesh.v1.SubmitTaskResponse
-	3,  // 8: scimesh.v1.Internal.ReportSuccess:output_type -> scimesh.v1.ReportSuccessResponse
-	5,  // 9: scimesh.v1.Internal.SetFailed:output_type -> scimesh.v1.SetFailedResponse
-	7,  // 10: scimesh.v1.Internal.SetCancel:output_type -> scimesh.v1.SetCancelResponse
-	7,  // [7:11] is the sub-list for method output_type
-	3,  // [3:7] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	1,  // 0: scimesh.v1.SubmitTaskRequest.tasks:type_name -> scimesh.v1.PlacedTask
+	9,  // 1: scimesh.v1.PlacedTask.args:type_name -> scimesh.v1.Arg
+	10, // 2: scimesh.v1.PlacedTask.tree_created_at:type_name -> google.protobuf.Timestamp
+	11, // 3: scimesh.v1.ReportSuccessRequest.result:type_name -> google.protobuf.Value
+	0,  // 4: scimesh.v1.Internal.SubmitTask:input_type -> scimesh.v1.SubmitTaskRequest
+	3,  // 5: scimesh.v1.Internal.ReportSuccess:input_type -> scimesh.v1.ReportSuccessRequest
+	5,  // 6: scimesh.v1.Internal.SetFailed:input_type -> scimesh.v1.SetFailedRequest
+	7,  // 7: scimesh.v1.Internal.SetCancel:input_type -> scimesh.v1.SetCancelRequest
+	2,  // 8: scimesh.v1.Internal.SubmitTask:output_type -> scimesh.v1.SubmitTaskResponse
+	4,  // 9: scimesh.v1.Internal.ReportSuccess:output_type -> scimesh.v1.ReportSuccessResponse
+	6,  // 10: scimesh.v1.Internal.SetFailed:output_type -> scimesh.v1.SetFailedResponse
+	8,  // 11: scimesh.v1.Internal.SetCancel:output_type -> scimesh.v1.SetCancelResponse
+	8,  // [8:12] is the sub-list for method output_type
+	4,  // [4:8] is the sub-list for method input_type
+	4,  // [4:4] is the sub-list for extension type_name
+	4,  // [4:4] is the sub-list for extension extendee
+	0,  // [0:4] is the sub-list for field type_name
 }
 
 func init() { file_scimesh_v1_internal_proto_init() }
@@ -581,7 +645,7 @@ func file_scimesh_v1_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scimesh_v1_internal_proto_rawDesc), len(file_scimesh_v1_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

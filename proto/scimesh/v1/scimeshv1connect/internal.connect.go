@@ -45,10 +45,10 @@ const (
 
 // InternalClient is a client for the scimesh.v1.Internal service.
 type InternalClient interface {
-	// SubmitTask creates one task of a tree on the receiving shard, with the
-	// real ID the submitting shard assigned. Idempotent by task_id: a replay
-	// with the same content succeeds; different content under an existing
-	// task_id is ALREADY_EXISTS.
+	// SubmitTask creates the tasks of a tree that live on the receiving shard,
+	// with the real IDs the submitting shard assigned, in one transaction.
+	// Idempotent by task_id: a replay with the same content succeeds;
+	// different content under an existing task_id is ALREADY_EXISTS.
 	SubmitTask(context.Context, *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error)
 	// ReportSuccess hands an upstream's result to its downstream task. Once
 	// all of the downstream's upstreams have reported, it becomes runnable.
@@ -134,10 +134,10 @@ func (c *internalClient) SetCancel(ctx context.Context, req *connect.Request[v1.
 
 // InternalHandler is an implementation of the scimesh.v1.Internal service.
 type InternalHandler interface {
-	// SubmitTask creates one task of a tree on the receiving shard, with the
-	// real ID the submitting shard assigned. Idempotent by task_id: a replay
-	// with the same content succeeds; different content under an existing
-	// task_id is ALREADY_EXISTS.
+	// SubmitTask creates the tasks of a tree that live on the receiving shard,
+	// with the real IDs the submitting shard assigned, in one transaction.
+	// Idempotent by task_id: a replay with the same content succeeds;
+	// different content under an existing task_id is ALREADY_EXISTS.
 	SubmitTask(context.Context, *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error)
 	// ReportSuccess hands an upstream's result to its downstream task. Once
 	// all of the downstream's upstreams have reported, it becomes runnable.

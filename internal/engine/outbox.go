@@ -1,0 +1,242 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// The outbox: every change a tree spanning shards makes on another shard is
+// a Message, written to this shard's outbox table in the same transaction as
+// the local change that causes it, then delivered to the other shard's
+// Internal service until that shard acknowledges it. A message is delivered
+// at least once — again after a crash between the receiver's commit and its
+// answer — and every receiver applies a message idempotently, so each
+// message takes effect exactly once.
+
+// MessageKind names a message to another shard: one per call of the
+// Internal service.
+type MessageKind string
+
+// The kinds of Message.
+const (
+	// MsgSubmitTask creates a tree's tasks on the receiving shard.
+	MsgSubmitTask MessageKind = "submit_task"
+	// MsgReportSuccess hands an upstream's result to its downstream.
+	MsgReportSuccess MessageKind = "report_success"
+	// MsgSetFailed fails a downstream whose upstream failed for good.
+	MsgSetFailed MessageKind = "set_failed"
+	// MsgSetCancel cancels a task whose downstream failed or was cancelled.
+	MsgSetCancel MessageKind = "set_cancel"
+)
+
+// Message is a change to apply on another shard. Which fields are set
+// depends on Kind.
+type Message struct {
+	Kind MessageKind `json:"-"`
+	// TaskID is the receiving shard's task the message is about (all
+	// kinds but MsgSubmitTask).
+	TaskID string `json:"task_id,omitempty"`
+	// UpstreamID is the upstream that succeeded (MsgReportSuccess) or
+	// failed (MsgSetFailed).
+	UpstreamID string `json:"upstream_id,omitempty"`
+	// Result is the upstream's JSON result (MsgReportSuccess).
+	Result json.RawMessage `json:"result,omitempty"`
+	// Error is the error the receiver records (MsgSetFailed), naming the
+	// task that failed first, or why the task is cancelled (MsgSetCancel).
+	Error string `json:"error,omitempty"`
+	// Tasks are the tree's tasks on the receiving shard (MsgSubmitTask).
+	Tasks []PlacedTask `json:"tasks,omitempty"`
+}
+
+// Peers delivers messages to other shards. A delivery the receiver refuses
+// for good (the message can never apply) wraps ErrRefused; any other error
+// is retried.
+type Peers interface {
+	Deliver(ctx context.Context, shard string, m *Message) error
+}
+
+// ErrRefused marks a message its receiver will never accept; the outbox
+// gives up on it and keeps it, for people to look at.
+var ErrRefused = errors.New("refused by the receiving shard")
+
+// Outbox delivery settings.
+const (
+	// outboxLease is how long a delivery holds its messages before another
+	// process (or this one, after a crash) may try them.
+	outboxLease = 30 * time.Second
+	// outboxBatch bounds the messages claimed at once.
+	outboxBatch = 100
+	// deliverTimeout bounds one delivery.
+	deliverTimeout = 10 * time.Second
+	// Retries of an undelivered message wait outboxMinBackoff, doubling
+	// up to outboxMaxBackoff, each times a random factor in [0.5, 1].
+	outboxMinBackoff = 200 * time.Millisecond
+	outboxMaxBackoff = 5 * time.Second
+)
+
+// shardOf returns the shard part of an ID.
+func shardOf(id string) string {
+	s, _, _ := strings.Cut(id, ":")
+	return s
+}
+
+// local reports whether the task with id lives on this shard.
+func (e *Engine) local(id string) bool { return shardOf(id) == e.cfg.Shard }
+
+// outboxMessage encodes m for the outbox, due at due.
+func (e *Engine) outboxMessage(m *Message, due time.Time) (*store.OutboxMessage, error) {
+	shard := shardOf(m.TaskID)
+	if m.Kind == MsgSubmitTask && len(m.Tasks) > 0 {
+		shard = shardOf(m.Tasks[0].ID)
+	}
+	payload, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode a %s message: %w", m.Kind, err)
+	}
+	return &store.OutboxMessage{Shard: shard, Kind: string(m.Kind), Payload: payload, NextAttemptAt: due, CreatedAt: e.now()}, nil
+}
+
+// send records messages in the outbox inside transaction q, due at once;
+// the outbox loop is woken when the transaction commits (see tx).
+func (e *Engine) send(ctx context.Context, q store.Querier, msgs ...*Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	out := make([]*store.OutboxMessage, len(msgs))
+	for i, m := range msgs {
+		var err error
+		if out[i], err = e.outboxMessage(m, e.now()); err != nil {
+			return err
+		}
+	}
+	return q.OutboxInsert(ctx, out)
+}
+
+// outboxWatch is the Querier tx hands its function: it notes whether the
+// transaction recorded outbox messages, so that tx wakes the outbox loop
+// once they are committed.
+type outboxWatch struct {
+	store.Querier
+	sent bool
+}
+
+func (w *outboxWatch) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage) error {
+	w.sent = true
+	return w.Querier.OutboxInsert(ctx, msgs)
+}
+
+// DeliverOutbox delivers every message due, and returns how many it
+// delivered. Messages whose shard does not answer are retried later with a
+// backoff; messages refused for good are kept, given up on. It is safe to
+// run in every process sharing a database: each message is claimed by one.
+func (e *Engine) DeliverOutbox(ctx context.Context) (int, error) {
+	if e.cfg.Peers == nil {
+		return 0, nil
+	}
+	n := 0
+	for {
+		now := e.now()
+		msgs, err := e.store.OutboxClaim(ctx, &store.OutboxClaimParams{Now: now, Until: now.Add(outboxLease), Limit: outboxBatch})
+		if err != nil {
+			return n, mapStoreErr(fmt.Errorf("claim outbox messages: %w", err))
+		}
+		n += e.deliver(ctx, msgs)
+		if len(msgs) < outboxBatch {
+			return n, nil
+		}
+	}
+}
+
+// deliver delivers claimed messages, each shard's in ID order and the
+// shards at once, and returns how many it delivered. After a shard's first
+// failure its remaining messages wait for their next attempt.
+func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
+	byShard := map[string][]*store.OutboxMessage{}
+	for _, m := range msgs {
+		byShard[m.Shard] = append(byShard[m.Shard], m)
+	}
+	var mu sync.Mutex
+	n := 0
+	var wg sync.WaitGroup
+	for shard, list := range byShard {
+		wg.Go(func() {
+			for i, m := range list {
+				err := e.deliverOne(ctx, m)
+				if err == nil {
+					mu.Lock()
+					n++
+					mu.Unlock()
+					continue
+				}
+				if errors.Is(err, ErrRefused) {
+					continue
+				}
+				e.log.Warn("outbox delivery failed; will retry", "shard", shard, "kind", m.Kind,
+					"attempts", m.Attempts, "error", err)
+				// Keep the rest of this shard's messages for the same retry.
+				for _, rest := range list[i+1:] {
+					rest.NextAttemptAt = m.NextAttemptAt
+					e.outboxUpdate(ctx, rest)
+				}
+				return
+			}
+		})
+	}
+	wg.Wait()
+	return n
+}
+
+// deliverOne delivers m and records the outcome: deleted when delivered,
+// given up on when refused, else retried after a backoff.
+func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
+	msg := &Message{Kind: MessageKind(m.Kind)}
+	err := json.Unmarshal(m.Payload, msg)
+	if err != nil {
+		err = fmt.Errorf("%w: undecodable outbox message %d: %w", ErrRefused, m.ID, err)
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+		err = e.cfg.Peers.Deliver(dctx, m.Shard, msg)
+		cancel()
+	}
+	m.Attempts++
+	switch {
+	case err == nil:
+		if derr := e.store.OutboxDelete(context.WithoutCancel(ctx), m.ID); derr != nil {
+			e.log.Warn("delivered outbox message not deleted; it will be delivered again", "id", m.ID, "error", derr)
+		}
+		return nil
+	case errors.Is(err, ErrRefused):
+		e.log.Error("outbox message refused for good; giving up on it", "shard", m.Shard, "kind", m.Kind,
+			"task_id", msg.TaskID, "error", err)
+		m.NextAttemptAt = time.Time{}
+	default:
+		wait := outboxMinBackoff << min(m.Attempts-1, 10)
+		wait = time.Duration(float64(min(wait, outboxMaxBackoff)) * (0.5 + e.cfg.Jitter()/2))
+		m.NextAttemptAt = e.now().Add(wait)
+	}
+	m.LastError = err.Error()
+	e.outboxUpdate(ctx, m)
+	return err
+}
+
+// outboxUpdate records a message's delivery state; a message gone was
+// delivered by another process.
+func (e *Engine) outboxUpdate(ctx context.Context, m *store.OutboxMessage) {
+	err := e.store.OutboxUpdate(context.WithoutCancel(ctx), m)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		e.log.Warn("outbox message state not recorded; it is retried when its claim ends", "id", m.ID, "error", err)
+	}
+}
+
+// OutboxStats returns the size of this shard's outbox.
+func (e *Engine) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+	s, err := e.store.OutboxStats(ctx)
+	return s, mapStoreErr(err)
+}

@@ -1,0 +1,128 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/scimesh/scimesh/internal/engine"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+)
+
+// Peers delivers the engine's outbox messages to the Internal service of
+// other shards, over the Connect protocol, with the peer token.
+type Peers struct {
+	url   func(shard string) (string, bool)
+	token string
+	http  *http.Client
+
+	mu      sync.Mutex
+	clients map[string]scimeshv1connect.InternalClient
+}
+
+// NewPeers returns Peers that find a shard's coordinator with url (the
+// topology's URL) and call it with client, sending token.
+func NewPeers(url func(shard string) (string, bool), token string, client *http.Client) *Peers {
+	return &Peers{url: url, token: token, http: client, clients: map[string]scimeshv1connect.InternalClient{}}
+}
+
+func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.clients[shard]; ok {
+		return c, nil
+	}
+	base, ok := p.url(shard)
+	if !ok {
+		return nil, fmt.Errorf("shard %s is not in this coordinator's topology; add it to --topology", shard)
+	}
+	c := scimeshv1connect.NewInternalClient(p.http, base, connect.WithInterceptors(Bearer(p.token)))
+	p.clients[shard] = c
+	return c, nil
+}
+
+// Deliver makes the Internal call that applies m on shard. A call the
+// receiver refuses for good — the message is malformed or contradicts
+// what the receiver has — wraps engine.ErrRefused.
+func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) error {
+	c, err := p.client(shard)
+	if err != nil {
+		return err
+	}
+	switch m.Kind {
+	case engine.MsgSubmitTask:
+		req := &v1.SubmitTaskRequest{}
+		for _, t := range m.Tasks {
+			pt := &v1.PlacedTask{
+				TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload,
+				MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
+				TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
+			}
+			for _, a := range t.Args {
+				arg := &v1.Arg{Kind: &v1.Arg_TaskId{TaskId: a.UpstreamID}}
+				if a.UpstreamID == "" {
+					v, err := jsonValue(a.Value)
+					if err != nil {
+						return fmt.Errorf("%w: argument of task %s: %w", engine.ErrRefused, t.ID, err)
+					}
+					arg.Kind = &v1.Arg_Value{Value: v}
+				}
+				pt.Args = append(pt.Args, arg)
+			}
+			req.Tasks = append(req.Tasks, pt)
+		}
+		_, err = c.SubmitTask(ctx, connect.NewRequest(req))
+	case engine.MsgReportSuccess:
+		v, verr := jsonValue(m.Result)
+		if verr != nil {
+			return fmt.Errorf("%w: result of task %s: %w", engine.ErrRefused, m.UpstreamID, verr)
+		}
+		_, err = c.ReportSuccess(ctx, connect.NewRequest(&v1.ReportSuccessRequest{TaskId: m.TaskID, UpstreamId: m.UpstreamID, Result: v}))
+	case engine.MsgSetFailed:
+		_, err = c.SetFailed(ctx, connect.NewRequest(&v1.SetFailedRequest{TaskId: m.TaskID, UpstreamId: m.UpstreamID, Error: m.Error}))
+	case engine.MsgSetCancel:
+		_, err = c.SetCancel(ctx, connect.NewRequest(&v1.SetCancelRequest{TaskId: m.TaskID, Reason: m.Error}))
+	default:
+		return fmt.Errorf("%w: unknown message kind %q", engine.ErrRefused, m.Kind)
+	}
+	switch connect.CodeOf(err) {
+	case connect.CodeInvalidArgument, connect.CodeAlreadyExists:
+		return fmt.Errorf("%w: %w", engine.ErrRefused, err)
+	}
+	return err
+}
+
+// Bearer is a client interceptor that sends a bearer token with every
+// call; an empty token sends none.
+type Bearer string
+
+// WrapUnary adds the token to a unary call.
+func (b Bearer) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if b != "" {
+			req.Header().Set("Authorization", "Bearer "+string(b))
+		}
+		return next(ctx, req)
+	}
+}
+
+// WrapStreamingClient adds the token to a streaming call.
+func (b Bearer) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		conn := next(ctx, spec)
+		if b != "" {
+			conn.RequestHeader().Set("Authorization", "Bearer "+string(b))
+		}
+		return conn
+	}
+}
+
+// WrapStreamingHandler leaves handlers alone: Bearer is for clients.
+func (b Bearer) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
+}
