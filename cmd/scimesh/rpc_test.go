@@ -13,6 +13,11 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpcreflect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -50,7 +55,28 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk)
 	ctx := t.Context()
 
-	// A gRPC client.
+	// grpc-go, the reference implementation of gRPC, with no stubs of its
+	// own: the method's path and the generated messages suffice.
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var ref v1.TaskInfo
+	gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer ctok")
+	if err := conn.Invoke(gctx, scimeshv1connect.QueueQueryProcedure, &v1.QueryRequest{TaskId: tk.TaskID}, &ref); err != nil {
+		t.Fatalf("grpc-go Query: %v", err)
+	}
+	if ref.TaskId != tk.TaskID || ref.State != "leased" || ref.LeaseOwner != "w1" {
+		t.Fatalf("grpc-go Query = %v", &ref)
+	}
+	err = conn.Invoke(metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer wtok"),
+		scimeshv1connect.QueueQueryProcedure, &v1.QueryRequest{TaskId: tk.TaskID}, &ref)
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("grpc-go Query with the worker token: %v, want PermissionDenied", err)
+	}
+
+	// connect-go's gRPC client.
 	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
 	if err != nil {
