@@ -68,6 +68,8 @@ type Engine struct {
 
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
+
+	seenLog seenLog
 }
 
 // New returns an Engine on s.
@@ -109,6 +111,7 @@ func New(s store.Store, cfg Config) *Engine {
 		outbox:   newBroadcast(),
 		outgoing: make(chan struct{}, 1),
 		jobs:     map[string]*domain.Job{},
+		seenLog:  seenLog{last: map[string]seenAt{}},
 	}
 }
 

@@ -53,6 +53,7 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 	if p.Wait < 0 || p.Wait > MaxClaimWait {
 		return nil, domain.Invalidf("wait_seconds is %v; it must be between 0 and 60", p.Wait.Seconds())
 	}
+	e.seen(ctx, p.WorkerID, false)
 	deadline := time.Now().Add(p.Wait)
 	for {
 		woken := e.wake.Wait() // before claiming, so no notification is missed
@@ -149,6 +150,7 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, worker string, attempt i
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
+	e.seen(ctx, worker, true)
 	return expires, nil
 }
 

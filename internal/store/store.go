@@ -104,6 +104,23 @@ type Querier interface {
 	// TaskResults returns the results of a job's completed chunk tasks by
 	// ChunkIndex ascending.
 	TaskResults(ctx context.Context, jobID string) ([]ChunkResult, error)
+	// TaskFinishTimes returns when each completed chunk task of a job
+	// finished, earliest first.
+	TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error)
+	// TaskCountByState counts every task by kind and state; kinds and
+	// states without a task are left out.
+	TaskCountByState(ctx context.Context) ([]TaskCount, error)
+	// TaskListRoots returns up to limit roots of general trees on this
+	// database (tasks of kind tree whose ID is their JobID), newest first
+	// (CreatedAt, then ID, descending).
+	TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error)
+
+	// WorkerSeen records that worker p.ID called at p.Now, creating it when
+	// new; with p.Heartbeat the call renewed a lease.
+	WorkerSeen(ctx context.Context, p *WorkerSeenParams) error
+	// WorkerList returns up to limit workers seen at or after since, most
+	// recently seen first (then by ID).
+	WorkerList(ctx context.Context, since time.Time, limit int) ([]*Worker, error)
 
 	// TaskLogAppend appends lines to a task's log, each with a new ID
 	// greater than every ID before it. A task holds at most p.MaxLines
@@ -223,6 +240,28 @@ type OutboxStats struct {
 	Pending int       // still to deliver
 	Dead    int       // refused for good by their receiver
 	Oldest  time.Time // CreatedAt of the oldest pending message; zero when none
+}
+
+// TaskCount is how many tasks of a kind are in a state.
+type TaskCount struct {
+	Kind  domain.TaskKind
+	State domain.TaskState
+	N     int
+}
+
+// WorkerSeenParams says which worker called when.
+type WorkerSeenParams struct {
+	ID        string
+	Now       time.Time
+	Heartbeat bool
+}
+
+// Worker is a worker as the coordinators last saw it.
+type Worker struct {
+	ID            string
+	FirstSeen     time.Time
+	LastSeen      time.Time // its last call
+	LastHeartbeat time.Time // its last lease renewal; zero when none
 }
 
 // ChunkResult is a completed chunk's output, for the stitcher.

@@ -47,7 +47,8 @@ func (s *Store) warm(ctx context.Context) error {
 		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL, taskClaimStitchSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
 		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListOpenSQL,
-		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL}
+		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
+		taskFinishTimesSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL}
 	for _, q := range jobListSQLs {
 		queries = append(queries, q[:]...)
 	}

@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Reads for people: the dashboard and the metrics. None of them is on a
+// worker's path but seen, which records a worker's call at most every
+// seenEvery per worker and process.
+
+// seenEvery bounds how often one process records that a worker called.
+const seenEvery = 5 * time.Second
+
+// seenLog remembers when this process last recorded each worker.
+type seenLog struct {
+	mu   sync.Mutex
+	last map[string]seenAt
+}
+
+type seenAt struct{ call, beat time.Time }
+
+// seen records that worker called (a claim or poll; with heartbeat, a lease
+// renewal), unless this process did so recently. A failure to record is
+// logged and otherwise ignored: it costs the dashboard a little freshness.
+func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
+	now := e.now()
+	e.seenLog.mu.Lock()
+	s := e.seenLog.last[worker]
+	due := now.Sub(s.call) >= seenEvery || (heartbeat && now.Sub(s.beat) >= seenEvery)
+	if due {
+		if len(e.seenLog.last) >= 10_000 {
+			clear(e.seenLog.last)
+		}
+		s.call = now
+		if heartbeat {
+			s.beat = now
+		}
+		e.seenLog.last[worker] = s
+	}
+	e.seenLog.mu.Unlock()
+	if !due {
+		return
+	}
+	err := e.store.WorkerSeen(ctx, &store.WorkerSeenParams{ID: worker, Now: now, Heartbeat: heartbeat})
+	if err != nil && ctx.Err() == nil {
+		e.log.Warn("recording a worker's call failed", "worker_id", worker, "error", err)
+	}
+}
+
+// WorkerView is a worker and the tasks it holds leases on.
+type WorkerView struct {
+	*store.Worker
+	Tasks []*domain.Task // leased, soonest expiry first
+}
+
+// maxLeasedShown bounds the leases Workers reads.
+const maxLeasedShown = 2000
+
+// Workers returns the workers seen within the last d, most recent first,
+// each with the tasks it holds now (of the first maxLeasedShown leases).
+func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
+	ws, err := e.store.WorkerList(ctx, e.now().Add(-d), limit)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("list workers: %w", err))
+	}
+	// Every lease expires before the end of time: this lists them all.
+	leased, err := e.store.TaskListExpired(ctx, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), maxLeasedShown)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("list leases: %w", err))
+	}
+	byOwner := map[string][]*domain.Task{}
+	for _, t := range leased {
+		byOwner[t.LeaseOwner] = append(byOwner[t.LeaseOwner], t)
+	}
+	out := make([]*WorkerView, len(ws))
+	for i, w := range ws {
+		out[i] = &WorkerView{Worker: w, Tasks: byOwner[w.ID]}
+	}
+	return out, nil
+}
+
+// JobFinishTimes returns when each completed chunk of a job finished,
+// earliest first.
+func (e *Engine) JobFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
+	ts, err := e.store.TaskFinishTimes(ctx, jobID)
+	return ts, mapStoreErr(err)
+}
+
+// TaskCounts counts this shard's tasks by kind and state.
+func (e *Engine) TaskCounts(ctx context.Context) ([]store.TaskCount, error) {
+	c, err := e.store.TaskCountByState(ctx)
+	return c, mapStoreErr(err)
+}
+
+// TreeRoots returns the newest roots of general trees on this shard.
+func (e *Engine) TreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
+	ts, err := e.store.TaskListRoots(ctx, limit)
+	return ts, mapStoreErr(err)
+}
+
+// TreeNode is a task of a tree with the IDs of its upstreams, some of
+// which may be on other shards.
+type TreeNode struct {
+	*domain.Task
+	Upstreams []string
+}
+
+// MaxTreeShown bounds the tasks Tree returns.
+const MaxTreeShown = 2000
+
+// Tree returns the tasks on this shard of the tree that task id belongs to
+// (a job's, or a general one), by position in the tree, at most
+// MaxTreeShown of them.
+func (e *Engine) Tree(ctx context.Context, id string) ([]*TreeNode, error) {
+	t, err := e.store.TaskGet(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "task %q", id)
+	}
+	kinds := []domain.TaskKind{domain.KindTree}
+	if t.Kind != domain.KindTree {
+		kinds = []domain.TaskKind{domain.KindStitch, domain.KindChunk}
+	}
+	var nodes []*TreeNode
+	for _, k := range kinds {
+		ts, err := e.store.TaskList(ctx, &store.TaskListParams{JobID: t.JobID, Kind: k, Limit: MaxTreeShown - len(nodes), AfterIndex: -1})
+		if err != nil {
+			return nil, mapStoreErr(fmt.Errorf("tasks of tree %s: %w", t.JobID, err))
+		}
+		for _, x := range ts {
+			nodes = append(nodes, &TreeNode{Task: x})
+		}
+	}
+	byID := make(map[string]*TreeNode, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	if t.Kind == domain.KindTree {
+		for _, n := range nodes {
+			if n.Upstreams, err = e.TreeArgs(ctx, n.ID); err != nil {
+				return nil, err
+			}
+		}
+	} else { // a job: every chunk feeds the stitch task
+		for _, n := range nodes {
+			if d := byID[n.DownstreamID]; d != nil {
+				d.Upstreams = append(d.Upstreams, n.ID)
+			}
+		}
+	}
+	slices.SortStableFunc(nodes, func(a, b *TreeNode) int {
+		if a.Kind == domain.KindStitch || b.Kind == domain.KindStitch {
+			return boolCmp(b.Kind == domain.KindStitch, a.Kind == domain.KindStitch)
+		}
+		return a.ChunkIndex - b.ChunkIndex
+	})
+	return nodes, nil
+}
+
+func boolCmp(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
+}

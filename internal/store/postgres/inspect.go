@@ -1,0 +1,111 @@
+package postgres
+
+import (
+	"context"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Reads and writes that serve the dashboard and the metrics.
+
+const (
+	sqlTaskFinishTimes = `SELECT finished_at FROM tasks
+WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`
+	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
+	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
+WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT $1`
+	sqlWorkerSeen = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
+ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
+	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END`
+	sqlWorkerList = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
+)
+
+// TaskFinishTimes returns when each completed chunk task of a job finished.
+func (q *querier) TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
+	rows, err := q.db.Query(ctx, sqlTaskFinishTimes, jobID)
+	if err != nil {
+		return nil, translate(err, "finish times of job %s", jobID)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (time.Time, error) {
+		var at pgtype.Timestamptz
+		err := r.Scan(&at)
+		return timeOf(at), err
+	})
+	if err != nil {
+		return nil, translate(err, "finish times of job %s", jobID)
+	}
+	return out, nil
+}
+
+// TaskCountByState counts every task by kind and state.
+func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, error) {
+	rows, err := q.db.Query(ctx, sqlTaskCountByState)
+	if err != nil {
+		return nil, translate(err, "count tasks by state")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (store.TaskCount, error) {
+		var c store.TaskCount
+		var kind, state string
+		err := r.Scan(&kind, &state, &c.N)
+		c.Kind, c.State = domain.TaskKind(kind), domain.TaskState(state)
+		return c, err
+	})
+	if err != nil {
+		return nil, translate(err, "count tasks by state")
+	}
+	return out, nil
+}
+
+// TaskListRoots returns the newest roots of general trees.
+func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListRoots, lim)
+	if err != nil {
+		return nil, translate(err, "list tree roots")
+	}
+	return collectTasks(rows, "list tree roots")
+}
+
+// WorkerSeen records a worker's call.
+func (q *querier) WorkerSeen(ctx context.Context, p *store.WorkerSeenParams) error {
+	var heartbeat any
+	if p.Heartbeat {
+		heartbeat = p.Now
+	}
+	if _, err := q.db.Exec(ctx, sqlWorkerSeen, p.ID, p.Now, heartbeat); err != nil {
+		return translate(err, "record worker %s", p.ID)
+	}
+	return nil
+}
+
+// WorkerList returns the workers seen since a time.
+func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([]*store.Worker, error) {
+	var lim any
+	if limit > 0 {
+		lim = limit
+	}
+	rows, err := q.db.Query(ctx, sqlWorkerList, since, lim)
+	if err != nil {
+		return nil, translate(err, "list workers")
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Worker, error) {
+		var w store.Worker
+		var first, last, beat pgtype.Timestamptz
+		err := r.Scan(&w.ID, &first, &last, &beat)
+		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeOf(first), timeOf(last), timeOf(beat)
+		return &w, err
+	})
+	if err != nil {
+		return nil, translate(err, "list workers")
+	}
+	return out, nil
+}

@@ -1,0 +1,2 @@
+DROP INDEX tasks_tree_roots;
+DROP TABLE workers;

@@ -1,0 +1,96 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Reads and writes that serve the dashboard and the metrics.
+
+const (
+	taskFinishTimesSQL = `SELECT finished_at FROM tasks
+	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`
+	taskCountByStateSQL = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
+	taskListRootsSQL    = `SELECT ` + taskCols + ` FROM tasks
+	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`
+	workerSeenSQL = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
+	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
+	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`
+	workerListSQL = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
+)
+
+// TaskFinishTimes returns when each completed chunk task of a job finished.
+func (q *querier) TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
+	var out []time.Time
+	err := q.query(ctx, false, func(r scanner) error {
+		var at sql.NullInt64
+		err := r.Scan(&at)
+		out = append(out, timeCol(at))
+		return err
+	}, taskFinishTimesSQL, jobID)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: finish times of job %s: %w", jobID, err)
+	}
+	return out, nil
+}
+
+// TaskCountByState counts every task by kind and state.
+func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, error) {
+	var out []store.TaskCount
+	err := q.query(ctx, false, func(r scanner) error {
+		var c store.TaskCount
+		var kind, state string
+		err := r.Scan(&kind, &state, &c.N)
+		c.Kind, c.State = domain.TaskKind(kind), domain.TaskState(state)
+		out = append(out, c)
+		return err
+	}, taskCountByStateSQL)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count tasks by state: %w", err)
+	}
+	return out, nil
+}
+
+// TaskListRoots returns the newest roots of general trees.
+func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
+	out, err := q.tasks(ctx, false, taskListRootsSQL, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list tree roots: %w", err)
+	}
+	return out, nil
+}
+
+// WorkerSeen records a worker's call.
+func (q *querier) WorkerSeen(ctx context.Context, p *store.WorkerSeenParams) error {
+	var heartbeat any
+	if p.Heartbeat {
+		heartbeat = timeArg(p.Now)
+	}
+	if _, err := q.exec(ctx, workerSeenSQL, p.ID, timeArg(p.Now), heartbeat); err != nil {
+		return fmt.Errorf("sqlite: record worker %s: %w", p.ID, err)
+	}
+	return nil
+}
+
+// WorkerList returns the workers seen since a time.
+func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([]*store.Worker, error) {
+	var out []*store.Worker
+	err := q.query(ctx, false, func(r scanner) error {
+		var w store.Worker
+		var first, last, beat sql.NullInt64
+		err := r.Scan(&w.ID, &first, &last, &beat)
+		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeCol(first), timeCol(last), timeCol(beat)
+		out = append(out, &w)
+		return err
+	}, workerListSQL, since.UnixMicro(), limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list workers: %w", err)
+	}
+	return out, nil
+}
