@@ -282,14 +282,18 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(out, "without PEER_AUTH_TOKEN") {
 		t.Fatalf("serve on 0.0.0.0 with a topology and no peer token: err %v, output:\n%s", err, out)
 	}
-	// Without a topology it starts, and its peers' service admits no one.
-	p := serveOn(t, dir, "0.0.0.0:0", tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
-	for _, token := range []string{"", "ctok", "anything"} {
-		in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.url, withToken(token))
-		_, err := in.SetCancel(t.Context(), connect.NewRequest(&v1.SetCancelRequest{TaskId: "s0:x"}))
-		if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
-			t.Errorf("Internal call with token %q on a server without a peer token: %v, want refused", token, err)
+	// Without a topology it starts, and its peers' service admits no one;
+	// on loopback too, once it checks other tokens.
+	for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+		p := serveOn(t, dir, addr, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
+		for _, token := range []string{"", "ctok", "anything"} {
+			in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.url, withToken(token))
+			_, err := in.SetCancel(t.Context(), connect.NewRequest(&v1.SetCancelRequest{TaskId: "s0:x"}))
+			if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+				t.Errorf("Internal call with token %q on %s without a peer token: %v, want refused", token, addr, err)
+			}
 		}
+		_ = p.cmd.Process.Kill()
 	}
 }
 

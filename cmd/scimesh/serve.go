@@ -23,7 +23,9 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/telemetry"
 	"github.com/scimesh/scimesh/internal/topology"
+	"github.com/scimesh/scimesh/internal/ui"
 )
 
 // serveConfig is everything `scimesh serve` needs, resolved from flags,
@@ -39,6 +41,9 @@ type serveConfig struct {
 	Migrate  bool
 	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
 	MaxUploadBytes int64
+	// Metrics is the engine's Observer, served at GET /metrics; nil makes
+	// runServer build its own, without the engine's counters.
+	Metrics *telemetry.Metrics
 }
 
 func newServeCmd() *cobra.Command {
@@ -111,7 +116,7 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 }
 
 func newLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 }
 
 // serve runs a coordinator until ctx is done. When ready is not nil it
@@ -129,7 +134,8 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs}
+	metrics := telemetry.New(log)
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics}
 	topo, err := topology.Parse(cfg.Topology)
 	if err != nil {
 		return err
@@ -138,6 +144,8 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 		ecfg.Peers = rpc.NewPeers(topo.URL, cfg.Peer, &http.Client{})
 	}
 	eng := engine.New(st, ecfg)
+	metrics.Watch(eng, st)
+	cfg.Metrics = metrics
 	return runServer(ctx, eng, cfg, log, ready)
 }
 
@@ -175,10 +183,23 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	}
 	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
 	peer := cfg.Peer
-	if peer == "" && !isLoopback(cfg.Addr) {
-		peer = "closed-" + randomToken() // no peers: nobody may call Internal
+	if peer == "" && (!isLoopback(cfg.Addr) || cfg.Tokens.Client != "" || cfg.Tokens.Worker != "") {
+		// No peer token on a server that checks tokens: nobody may call
+		// Internal. Only a loopback server open to all leaves it open.
+		peer = "closed-" + randomToken()
 	}
 	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: peer}, known, log)
+	dash, err := ui.New(eng, ui.Config{ClientToken: cfg.Tokens.Client, Topology: topo.String(), Peers: topo.Shards(),
+		PeerURL: topo.URL, Logger: log})
+	if err != nil {
+		return err
+	}
+	metrics := cfg.Metrics
+	if metrics == nil {
+		metrics = telemetry.New(log)
+		metrics.Watch(eng, nil)
+	}
+	api.UI, api.Metrics = dash, metrics.Handler()
 	mux.Handle("/", api)
 	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
 	var protocols http.Protocols
@@ -194,7 +215,7 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           metrics.Wrap(mux, log),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

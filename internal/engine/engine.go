@@ -49,6 +49,9 @@ type Config struct {
 	// OutboxInterval is how often the outbox loop looks for messages due
 	// besides being woken by commits that record some; default 1s.
 	OutboxInterval time.Duration
+	// Observer is told of claims, completions, failures and expiries, for
+	// metrics; nil tells no one.
+	Observer Observer
 }
 
 // Engine runs SciMesh's operations against one store.
@@ -100,6 +103,9 @@ func New(s store.Store, cfg Config) *Engine {
 	}
 	if cfg.OutboxInterval <= 0 {
 		cfg.OutboxInterval = time.Second
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
 	}
 	return &Engine{
 		store:    s,

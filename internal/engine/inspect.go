@@ -50,7 +50,7 @@ func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
 	}
 	err := e.store.WorkerSeen(ctx, &store.WorkerSeenParams{ID: worker, Now: now, Heartbeat: heartbeat})
 	if err != nil && ctx.Err() == nil {
-		e.log.Warn("recording a worker's call failed", "worker_id", worker, "error", err)
+		e.log.WarnContext(ctx, "recording a worker's call failed", "worker_id", worker, "error", err)
 	}
 }
 

@@ -80,6 +80,7 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, error) {
 	e.sweepBeforeClaim(ctx)
 	var tasks []*domain.Task
+	start := time.Now()
 	err := e.tx(ctx, func(q store.Querier) error {
 		now := e.now()
 		var err error
@@ -101,6 +102,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, err
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	e.cfg.Observer.Claimed(cmp.Or(p.kind, domain.KindChunk), len(tasks), time.Since(start))
 	slices.SortFunc(tasks, claimOrder)
 	views := make([]*TaskView, len(tasks))
 	for i, t := range tasks {
@@ -195,8 +197,10 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 	}
 	written := make([]*domain.Task, len(items))
 	stitchReady := false
+	completed := 0 // tasks completed, replays left out
 	err := e.tx(ctx, func(q store.Querier) error {
 		stitchReady = false
+		completed = 0
 		done := map[string]int{} // downstream ID → newly completed upstreams
 		for _, i := range valid {
 			p := items[i]
@@ -234,6 +238,7 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 			if err := q.TaskUpdate(ctx, t); err != nil {
 				return err
 			}
+			completed++
 			if t.DownstreamID != "" {
 				done[t.DownstreamID]++
 			}
@@ -258,6 +263,9 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 	}
 	if stitchReady {
 		e.stitch.Notify()
+	}
+	if completed > 0 {
+		e.cfg.Observer.Completed(domain.KindChunk, completed)
 	}
 	for _, i := range valid {
 		if t := written[i]; t != nil {
@@ -350,6 +358,9 @@ func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
 	}
 	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
 		e.notifyWork() // after the commit, so that woken claimers see the task
+	}
+	if !p.Release {
+		e.cfg.Observer.Failed(task.Kind, task.State == domain.TaskFailed)
 	}
 	e.log.InfoContext(ctx, "task attempt failed", "task_id", task.ID, "job_id", task.JobID,
 		"worker_id", p.WorkerID, "attempt", p.Attempt, "state", task.State, "error", p.Error)

@@ -116,7 +116,7 @@ func (e *Engine) sweepBeforeClaim(ctx context.Context) {
 	e.lastSweep = time.Now()
 	e.sweepMu.Unlock()
 	if _, err := e.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
-		e.log.Warn("expiry sweep before claim failed", "error", err)
+		e.log.WarnContext(ctx, "expiry sweep before claim failed", "error", err)
 	}
 }
 
@@ -182,7 +182,8 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	if ended == nil {
 		return false, nil
 	}
-	e.log.Info("lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+	e.cfg.Observer.Expired(ended.Kind, ended.State == domain.TaskFailed)
+	e.log.InfoContext(ctx, "lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
 		"attempt", ended.Attempt, "state", ended.State)
 	if ended.State == domain.TaskPending {
 		if ended.Kind == domain.KindStitch {

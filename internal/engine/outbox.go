@@ -56,15 +56,21 @@ type Message struct {
 }
 
 // Peers delivers messages to other shards. A delivery the receiver refuses
-// for good (the message can never apply) wraps ErrRefused; any other error
-// is retried.
+// for good (the message can never apply) wraps ErrRefused; one that did not
+// reach the receiver, or that it could not answer, wraps ErrUnreachable;
+// any error is retried but a refusal.
 type Peers interface {
 	Deliver(ctx context.Context, shard string, m *Message) error
 }
 
-// ErrRefused marks a message its receiver will never accept; the outbox
-// gives up on it and keeps it, for people to look at.
-var ErrRefused = errors.New("refused by the receiving shard")
+var (
+	// ErrRefused marks a message its receiver will never accept; the
+	// outbox gives up on it and keeps it, for people to look at.
+	ErrRefused = errors.New("refused by the receiving shard")
+	// ErrUnreachable marks a delivery that did not get an answer from the
+	// receiving shard; the shard's other messages wait for the retry too.
+	ErrUnreachable = errors.New("the receiving shard does not answer")
+)
 
 // Outbox delivery settings.
 const (
@@ -155,8 +161,9 @@ func (e *Engine) DeliverOutbox(ctx context.Context) (int, error) {
 }
 
 // deliver delivers claimed messages, each shard's in ID order and the
-// shards at once, and returns how many it delivered. After a shard's first
-// failure its remaining messages wait for their next attempt.
+// shards at once, and returns how many it delivered. When a shard does not
+// answer, its remaining messages wait for the next attempt; any other
+// failure (a task not created there yet, say) delays only its own message.
 func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 	byShard := map[string][]*store.OutboxMessage{}
 	for _, m := range msgs {
@@ -165,7 +172,7 @@ func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 	var mu sync.Mutex
 	n := 0
 	var wg sync.WaitGroup
-	for shard, list := range byShard {
+	for _, list := range byShard {
 		wg.Go(func() {
 			for i, m := range list {
 				err := e.deliverOne(ctx, m)
@@ -175,11 +182,9 @@ func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 					mu.Unlock()
 					continue
 				}
-				if errors.Is(err, ErrRefused) {
+				if !errors.Is(err, ErrUnreachable) {
 					continue
 				}
-				e.log.Warn("outbox delivery failed; will retry", "shard", shard, "kind", m.Kind,
-					"attempts", m.Attempts, "error", err)
 				// Keep the rest of this shard's messages for the same retry.
 				for _, rest := range list[i+1:] {
 					rest.NextAttemptAt = m.NextAttemptAt
@@ -217,6 +222,8 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 			"task_id", msg.TaskID, "error", err)
 		m.NextAttemptAt = time.Time{}
 	default:
+		e.log.Warn("outbox delivery failed; will retry", "shard", m.Shard, "kind", m.Kind,
+			"task_id", msg.TaskID, "attempts", m.Attempts, "error", err)
 		wait := outboxMinBackoff << min(m.Attempts-1, 10)
 		wait = time.Duration(float64(min(wait, outboxMaxBackoff)) * (0.5 + e.cfg.Jitter()/2))
 		m.NextAttemptAt = e.now().Add(wait)

@@ -234,7 +234,9 @@ func (e *Engine) AcceptTasks(ctx context.Context, placed []PlacedTask) error {
 // checkPlaced validates a task sent by another shard.
 func (e *Engine) checkPlaced(p *PlacedTask) error {
 	if !e.local(p.ID) {
-		return domain.Invalidf("task %q is not on this shard (%s)", p.ID, e.cfg.Shard)
+		// Retried, not refused: the sender's topology may be wrong for now.
+		return fmt.Errorf("task %q is not on this shard (%s); check the topology of the shard that sent it: %w",
+			p.ID, e.cfg.Shard, domain.ErrNotReady)
 	}
 	if p.TreeID == "" {
 		return domain.Invalidf("task %q has no tree ID", p.ID)
@@ -351,6 +353,9 @@ func (e *Engine) endTreeTask(ctx context.Context, taskID string, end func(q stor
 		t, err := q.TaskGet(ctx, taskID)
 		if err != nil {
 			return notFound(err, "task %q", taskID)
+		}
+		if t.Kind != domain.KindTree {
+			return domain.Invalidf("task %s is a job's task, not a tree's: only its own shard changes it", taskID)
 		}
 		if t.State.Final() {
 			return nil

@@ -20,18 +20,24 @@ type router struct {
 	shards  map[string]*engine.Engine
 	down    map[string]bool
 	refuse  bool
+	hold    func(m *engine.Message) error // fails chosen messages, when set
 	applied map[engine.MessageKind]int
 }
 
 func (r *router) Deliver(ctx context.Context, shard string, m *engine.Message) error {
 	r.mu.Lock()
-	e, down, refuse := r.shards[shard], r.down[shard], r.refuse
+	e, down, refuse, hold := r.shards[shard], r.down[shard], r.refuse, r.hold
 	r.mu.Unlock()
 	if down || e == nil {
-		return fmt.Errorf("shard %s does not answer", shard)
+		return fmt.Errorf("%w: shard %s is down", engine.ErrUnreachable, shard)
 	}
 	if refuse {
 		return fmt.Errorf("%w: told to", engine.ErrRefused)
+	}
+	if hold != nil {
+		if err := hold(m); err != nil {
+			return err
+		}
 	}
 	var err error
 	switch m.Kind {
@@ -236,8 +242,9 @@ func TestAcceptTasksIdempotent(t *testing.T) {
 		t.Fatalf("other tasks under taken IDs: %v, want ErrConflict", err)
 	}
 	foreign := []engine.PlacedTask{{ID: "s2:x", TreeID: "s2:x", Workload: "w", MaxAttempts: 1, LeaseSeconds: 60}}
-	if err := s1.AcceptTasks(ctx, foreign); !errors.Is(err, domain.ErrInvalidArgument) {
-		t.Fatalf("a task of another shard: %v, want ErrInvalidArgument", err)
+	// Not refused for good: the sender's topology may be set right later.
+	if err := s1.AcceptTasks(ctx, foreign); !errors.Is(err, domain.ErrNotReady) {
+		t.Fatalf("a task of another shard: %v, want ErrNotReady", err)
 	}
 	if _, err := s1.GetTask(ctx, "s2:x"); !errors.Is(err, domain.ErrNotFound) {
 		t.Fatalf("a refused task was created: %v", err)
@@ -330,5 +337,88 @@ func TestOutboxGivesUpOnRefusal(t *testing.T) {
 	}
 	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
 		t.Fatalf("outbox after a refusal: %+v, want one given up on", st)
+	}
+}
+
+// TestOutboxMessageWaitingDoesNotHoldOthers: a message its receiver cannot
+// apply yet (its task is not there) is retried without holding back the
+// messages behind it to the same shard.
+func TestOutboxMessageWaitingDoesNotHoldOthers(t *testing.T) {
+	t.Parallel()
+	mesh, r, c := newMesh(t, "s0", "s1")
+	s0, s1 := mesh["s0"], mesh["s1"]
+	ctx := t.Context()
+	r.hold = func(m *engine.Message) error { // the creation of tree 1 is late
+		if m.Kind == engine.MsgSubmitTask && m.Tasks[0].Workload == "late" {
+			return errors.New("not now")
+		}
+		return nil
+	}
+	submit := func(workload string) map[string]string {
+		ids, _, err := s0.SubmitTree(ctx, &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+			{ID: "s1:r", Workload: workload, Args: []domain.TreeArg{ref("s0:l")}},
+			{ID: "s0:l", Workload: "leaf"},
+		}}, known)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := pollOne(t, s0)
+		if err := s0.CompleteTree(ctx, l.ID, "w", l.Attempt, json.RawMessage(`1`)); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	late := submit("late")
+	ontime := submit("ontime")
+	c.Advance(time.Minute)
+	if _, err := s0.DeliverOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(t, s1, ontime["s1:r"]); got != domain.TaskPending {
+		t.Fatalf("tree 2's root is %s behind tree 1's undeliverable messages, want pending", got)
+	}
+	if _, err := s1.GetTask(ctx, late["s1:r"]); !errors.Is(err, domain.ErrNotFound) {
+		t.Fatalf("tree 1's root exists before its creation was delivered: %v", err)
+	}
+	r.mu.Lock()
+	r.hold = nil
+	r.mu.Unlock()
+	c.Advance(time.Minute)
+	if _, err := s0.DeliverOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Minute) // the result, refused while its task was missing
+	if _, err := s0.DeliverOutbox(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := state(t, s1, late["s1:r"]); got != domain.TaskPending {
+		t.Fatalf("tree 1's root is %s once its creation and result arrived, want pending", got)
+	}
+}
+
+// TestInternalCallsLeaveJobsAlone: another shard cannot fail, cancel or
+// feed a job's tasks; only their own shard changes them.
+func TestInternalCallsLeaveJobsAlone(t *testing.T) {
+	t.Parallel()
+	mesh, _, _ := newMesh(t, "s0")
+	e := mesh["s0"]
+	ctx := t.Context()
+	j, _, err := e.CreateJob(ctx, spec(2), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := j.ID + "-0"
+	if err := e.UpstreamFailed(ctx, j.RootTaskID, chunk, "boom"); !errors.Is(err, domain.ErrInvalidArgument) {
+		t.Errorf("SetFailed on a job's stitch task: %v, want ErrInvalidArgument", err)
+	}
+	if err := e.CancelTask(ctx, chunk, "because"); !errors.Is(err, domain.ErrInvalidArgument) {
+		t.Errorf("SetCancel on a job's chunk: %v, want ErrInvalidArgument", err)
+	}
+	if err := e.ReportSuccess(ctx, j.RootTaskID, chunk, json.RawMessage(`1`)); !errors.Is(err, domain.ErrInvalidArgument) {
+		t.Errorf("ReportSuccess to a job's stitch task: %v, want ErrInvalidArgument", err)
+	}
+	v, _ := e.GetJob(ctx, j.ID)
+	if v.Status != domain.JobPending || v.Tasks.Pending != 2 {
+		t.Fatalf("job after refused internal calls: %s with %+v", v.Status, v.Tasks)
 	}
 }

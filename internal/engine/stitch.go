@@ -24,6 +24,7 @@ func (e *Engine) StitchReady(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		var tasks []*domain.Task
+		start := time.Now()
 		err := e.tx(ctx, func(q store.Querier) error {
 			var err error
 			tasks, err = q.TaskClaim(ctx, &store.TaskClaimParams{
@@ -34,6 +35,7 @@ func (e *Engine) StitchReady(ctx context.Context) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("lease stitch tasks: %w", err)
 		}
+		e.cfg.Observer.Claimed(domain.KindStitch, len(tasks), time.Since(start))
 		for _, t := range tasks {
 			ok, err := e.stitchJob(ctx, t)
 			if err != nil {
@@ -116,10 +118,12 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 		return false, nil
 	}
 	if mergeErr != nil {
+		e.cfg.Observer.Failed(domain.KindStitch, true)
 		e.log.Error("stitch failed", "job_id", t.JobID, "task_id", t.ID, "error", mergeErr)
 		return true, nil
 	}
-	e.log.Info("job completed", "job_id", t.JobID, "chunks", len(results), "rows", rows,
+	e.cfg.Observer.Completed(domain.KindStitch, 1)
+	e.log.InfoContext(ctx, "job completed", "job_id", t.JobID, "chunks", len(results), "rows", rows,
 		"bytes", buf.Len(), "stitch_ms", time.Since(start).Milliseconds())
 	return true, nil
 }

@@ -164,7 +164,10 @@ func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known fu
 	if len(tasks) > 0 {
 		e.notifyWork()
 	}
-	delivered := e.deliver(ctx, msgs)
+	delivered := 0
+	for _, m := range msgs { // one shard after the other, the root's first
+		delivered += e.deliver(ctx, []*store.OutboxMessage{m})
+	}
 	byPlaceholder := make(map[string]string, len(ids))
 	for i, ts := range spec.Tasks {
 		byPlaceholder[ts.ID] = ids[i]
@@ -213,9 +216,9 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)
 	}
 	result = compact.Bytes() // so that a replay compares equal whatever its spacing
-	var runnable bool
+	var runnable, completed bool
 	err := e.tx(ctx, func(q store.Querier) error {
-		runnable = false
+		runnable, completed = false, false
 		t, err := q.TaskGet(ctx, taskID)
 		if err != nil {
 			return notFound(err, "task %q", taskID)
@@ -230,6 +233,7 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
+		completed = true
 		switch {
 		case t.DownstreamID == "":
 			return nil
@@ -244,6 +248,9 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 	}
 	if runnable {
 		e.notifyWork()
+	}
+	if completed {
+		e.cfg.Observer.Completed(domain.KindTree, 1)
 	}
 	return nil
 }

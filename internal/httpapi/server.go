@@ -21,11 +21,17 @@ type Server struct {
 	// MaxUploadBytes bounds the body of POST /upload; over it the answer is
 	// 413. New sets it to DefaultMaxUploadBytes; change it before serving.
 	MaxUploadBytes int64
+	// Metrics serves GET /metrics and UI the dashboard under /ui/: parts of
+	// the HTTP API that other packages build. Set them before serving; a
+	// nil one answers 404.
+	Metrics, UI http.Handler
 
 	engine *engine.Engine
 	tokens Tokens
 	log    *slog.Logger
 	mux    *http.ServeMux
+	// patterns are the route patterns routes registered, in order (see routeMux).
+	patterns []string
 }
 
 // New returns the REST API of e.
@@ -38,12 +44,26 @@ func New(e *engine.Engine, tokens Tokens, log *slog.Logger) *Server {
 	return s
 }
 
+// part serves what get returns, or 404 when it returns nil.
+func (s *Server) part(get func() http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := get(); h != nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		writeAPIError(w, http.StatusNotFound, "not_found", r.URL.Path+" is not served by this process")
+	})
+}
+
 func (s *Server) routes() {
 	client := func(h http.HandlerFunc) http.Handler { return s.auth(roleClient, h) }
 	worker := func(h http.HandlerFunc) http.Handler { return s.auth(roleWorker, h) }
-	m := s.mux
+	m := routeMux{s} // register every route through m, so that it is listed
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /ready", s.ready)
+	m.HandleFunc("GET /openapi.yaml", s.openAPI)
+	m.Handle("GET /metrics", s.part(func() http.Handler { return s.Metrics }))
+	m.Handle("/ui/", s.part(func() http.Handler { return s.UI }))
 
 	m.Handle("POST /upload", client(s.upload))
 	m.Handle("POST /jobs", client(s.createJob))
@@ -63,8 +83,8 @@ func (s *Server) routes() {
 	m.Handle("GET /tasks/{task_id}/input", worker(s.taskInput))
 	m.Handle("POST /tasks/{task_id}/logs", worker(s.appendLogs))
 
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see the API reference in the README")
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { // the fallback: not a route
+		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see GET /openapi.yaml or the API reference in the README")
 	})
 }
 

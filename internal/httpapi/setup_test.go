@@ -24,6 +24,8 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/telemetry"
+	"github.com/scimesh/scimesh/internal/ui"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -94,6 +96,13 @@ func setup(t *testing.T, opts options) *bundle {
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
 	api := httpapi.New(eng, opts.tokens, log)
+	metrics := telemetry.New(log)
+	metrics.Watch(eng, st)
+	dash, err := ui.New(eng, ui.Config{ClientToken: opts.tokens.Client, Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	api.Metrics, api.UI = metrics.Handler(), dash
 	if opts.maxUpload > 0 {
 		api.MaxUploadBytes = opts.maxUpload
 	}

@@ -39,7 +39,7 @@ func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, error) {
 	}
 	base, ok := p.url(shard)
 	if !ok {
-		return nil, fmt.Errorf("shard %s is not in this coordinator's topology; add it to --topology", shard)
+		return nil, fmt.Errorf("%w: shard %s is not in this coordinator's topology; add it to --topology", engine.ErrUnreachable, shard)
 	}
 	c := scimeshv1connect.NewInternalClient(p.http, base, connect.WithInterceptors(Bearer(p.token)))
 	p.clients[shard] = c
@@ -48,7 +48,8 @@ func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, error) {
 
 // Deliver makes the Internal call that applies m on shard. A call the
 // receiver refuses for good — the message is malformed or contradicts
-// what the receiver has — wraps engine.ErrRefused.
+// what the receiver has — wraps engine.ErrRefused; one that got no answer
+// (the shard is down, slow or cut off) wraps engine.ErrUnreachable.
 func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) error {
 	c, err := p.client(shard)
 	if err != nil {
@@ -90,9 +91,14 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 	default:
 		return fmt.Errorf("%w: unknown message kind %q", engine.ErrRefused, m.Kind)
 	}
+	if err == nil {
+		return nil
+	}
 	switch connect.CodeOf(err) {
 	case connect.CodeInvalidArgument, connect.CodeAlreadyExists:
 		return fmt.Errorf("%w: %w", engine.ErrRefused, err)
+	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
+		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
 	}
 	return err
 }

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts a headless Chromium for the test, or skips the test
+// (fails it under CI) when none is installed.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	var path string
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			path = p
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("no Chromium on PATH: install Debian's chromium (.ci/run does)")
+		}
+		t.Skip("SKIPPED: no Chromium on PATH; install Debian's chromium to run the dashboard's browser tests")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
+	t.Cleanup(func() { cancelTimeout(); cancel(); cancelAlloc() })
+	return ctx
+}
+
+// do runs browser steps, failing the test with what it was doing.
+func do(t *testing.T, ctx context.Context, what string, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		t.Fatalf("browser: %s: %v", what, err)
+	}
+}
+
+// textOf returns the text of the first element matching sel.
+func textOf(t *testing.T, ctx context.Context, sel string) string {
+	t.Helper()
+	s, err := chromedp.Run(ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("browser: text of %s: %v", sel, err)
+	}
+	return strings.TrimSpace(s)
+}
+
+// waitFor waits until a JavaScript expression is true in the page.
+func waitFor(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("browser: waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+// shot saves a screenshot of the page under the test's artifact directory
+// (kept with go test -artifacts -outputdir DIR).
+func shot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("browser: screenshot %s: %v", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(t.ArtifactDir(), name+".png"), png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDashboardInBrowser drives the dashboard in headless Chromium against
+// a running coordinator: logging in (a wrong token refused, the right one
+// admitted), a running job's progress moving live as chunks complete, a
+// task's log growing live, the workers and shards pages, and cancelling
+// the job.
+func TestDashboardInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"name": "dashboard", "workload": "w", "top_k": 1,
+		"input": map[string]any{"chunks": chunkList(10)}}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+
+	// Log in: a wrong token is refused, the right one lands on the jobs.
+	do(t, ctx, "open the jobs", chromedp.Navigate(p.url+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	do(t, ctx, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"),
+		chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#error")))
+	if got := textOf(t, ctx, "#error"); !strings.Contains(got, "not the client token") {
+		t.Fatalf("login with a wrong token says %q", got)
+	}
+	shot(t, ctx, "1-login-refused")
+	do(t, ctx, "log in", chromedp.SendKeys(chromedp.CSS("#token"), "ctok"), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#jobs")))
+	if loc, _ := chromedp.Run(ctx, chromedp.Location()); !strings.HasSuffix(loc, "/ui/jobs") {
+		t.Fatalf("after login the browser is at %s, want the jobs it asked for", loc)
+	}
+	if got := textOf(t, ctx, "#jobs tbody"); !strings.Contains(got, j.JobID) || !strings.Contains(got, "0 / 10") {
+		t.Fatalf("jobs page lacks the job or its counts: %q", got)
+	}
+	shot(t, ctx, "2-jobs")
+
+	// The job's page follows its progress without a reload.
+	do(t, ctx, "open the job", chromedp.Navigate(p.url+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#progress")))
+	if got := textOf(t, ctx, "#completed"); got != "0" {
+		t.Fatalf("completed chunks shown %q, want 0", got)
+	}
+	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void]("window.notReloaded = true"))
+	for i := range 3 {
+		var tk taskOut
+		if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
+			t.Fatalf("claim %d: %d", i, s)
+		}
+		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/result", "wtok",
+			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": "id,score\na,1\n"}, nil); s != 200 {
+			t.Fatalf("result %d: %d", i, s)
+		}
+	}
+	waitFor(t, ctx, "the progress and the chart to reach 3 chunks live",
+		`document.getElementById("completed").textContent === "3" && document.getElementById("progress").value > 0.29 &&
+		document.getElementById("chart-caption").textContent.startsWith("3 of 10") &&
+		document.getElementById("chart-line").getAttribute("points").split(" ").length >= 5 && window.notReloaded === true`)
+	if got := textOf(t, ctx, "#status"); got != "running" {
+		t.Fatalf("job status shown %q, want running", got)
+	}
+	shot(t, ctx, "3-job-progress")
+
+	// A task's log, then a line appended while the page is open.
+	var tk taskOut
+	if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
+		t.Fatalf("claim: %d", s)
+	}
+	logLines := func(lines ...string) {
+		t.Helper()
+		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/logs", "wtok",
+			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "lines": lines}, nil); s != 204 {
+			t.Fatalf("append log: %d", s)
+		}
+	}
+	logLines("loading molecules", "scored 120 rows")
+	do(t, ctx, "open the task", chromedp.Navigate(p.url+"/ui/tasks/"+tk.TaskID), chromedp.WaitVisible(chromedp.CSS("#log")))
+	waitFor(t, ctx, "the log's first lines", `document.getElementById("log").textContent.includes("scored 120 rows")`)
+	if got := textOf(t, ctx, "#lease-owner"); got != "w1" {
+		t.Fatalf("lease owner shown %q, want w1", got)
+	}
+	logLines("half way there")
+	waitFor(t, ctx, "a new log line live", `document.getElementById("log").textContent.includes("[attempt 1] half way there")`)
+	shot(t, ctx, "4-task-log")
+
+	// Workers and shards.
+	do(t, ctx, "open the workers", chromedp.Navigate(p.url+"/ui/workers"), chromedp.WaitVisible(chromedp.CSS("#workers")))
+	if got := textOf(t, ctx, "#workers tbody"); !strings.Contains(got, "w1") || !strings.Contains(got, tk.TaskID) {
+		t.Fatalf("workers page lacks w1 and its task: %q", got)
+	}
+	shot(t, ctx, "5-workers")
+	do(t, ctx, "open the shards", chromedp.Navigate(p.url+"/ui/shards"), chromedp.WaitVisible(chromedp.CSS("#outbox")))
+	shot(t, ctx, "6-shards")
+	do(t, ctx, "draw the job's tree", chromedp.Navigate(p.url+"/ui/trees/"+j.JobID+"-root"), chromedp.WaitVisible(chromedp.CSS("#tree")))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tree li li").length`)); n != 10 {
+		t.Fatalf("the job's tree shows %d chunks under its root, want 10", n)
+	}
+	shot(t, ctx, "7-tree")
+
+	// Cancel the job from its page.
+	do(t, ctx, "cancel the job", chromedp.Navigate(p.url+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#cancel")),
+		chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitNotPresent(chromedp.CSS("#cancel")))
+	waitFor(t, ctx, "the cancelled status", `document.getElementById("status").textContent === "cancelled"`)
+	var after jobOut
+	call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &after)
+	if after.Status != "cancelled" {
+		t.Fatalf("job after cancelling in the dashboard: %s, want cancelled", after.Status)
+	}
+	shot(t, ctx, "8-cancelled")
+	fmt.Fprintln(os.Stderr, "dashboard screenshots in", t.ArtifactDir())
+}

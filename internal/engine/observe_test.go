@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+// observed records what an engine tells its Observer.
+type observed struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (o *observed) add(format string, args ...any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.events = append(o.events, fmt.Sprintf(format, args...))
+}
+
+func (o *observed) Claimed(k domain.TaskKind, n int, d time.Duration) {
+	if d <= 0 {
+		o.add("claimed %s %d in %v", k, n, d)
+		return
+	}
+	o.add("claimed %s %d", k, n)
+}
+func (o *observed) Completed(k domain.TaskKind, n int) { o.add("completed %s %d", k, n) }
+func (o *observed) Failed(k domain.TaskKind, final bool) {
+	o.add("failed %s final=%v", k, final)
+}
+func (o *observed) Expired(k domain.TaskKind, final bool) {
+	o.add("expired %s final=%v", k, final)
+}
+
+// TestObserver checks what the engine reports: claims with their count and
+// time, completions without replays, failures without releases, expiries.
+func TestObserver(t *testing.T) {
+	t.Parallel()
+	obs := &observed{}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs})
+	ctx := t.Context()
+	if _, _, err := e.CreateJob(ctx, spec(3), ""); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(max int) []*engine.TaskView {
+		t.Helper()
+		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tasks
+	}
+	fail := func(tk *engine.TaskView, retryable, release bool) {
+		t.Helper()
+		if _, err := e.Fail(ctx, engine.FailParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Error: "boom",
+			Retryable: retryable, Release: release}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	two := claim(2)
+	result := engine.ResultParams{TaskID: two[0].ID, WorkerID: "w", Attempt: 1, Output: []byte("id,score\na,1\n")}
+	for range 2 { // the replay is not a completion
+		if _, err := e.Complete(ctx, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fail(two[1], true, true) // a release is not a failure
+	fail(claim(1)[0], true, false)
+	claim(1) // the third chunk, the second one waiting out its backoff
+	now = now.Add(61 * time.Second)
+	if n, err := e.ExpireLeases(ctx); err != nil || n != 1 {
+		t.Fatalf("ExpireLeases = %d, %v; want 1", n, err)
+	}
+	fail(claim(1)[0], false, false)
+	claim(1) // nothing left: the job failed
+
+	want := []string{
+		"claimed chunk 2", "completed chunk 1", "claimed chunk 1", "failed chunk final=false", "claimed chunk 1",
+		"expired chunk final=false", "claimed chunk 1", "failed chunk final=true", "claimed chunk 0",
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !slices.Equal(obs.events, want) {
+		t.Errorf("observed\n%q\nwant\n%q", obs.events, want)
+	}
+}

@@ -1,0 +1,425 @@
+package ui
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+var jobStatuses = []domain.JobStatus{domain.JobPending, domain.JobRunning, domain.JobCompleted, domain.JobFailed, domain.JobCancelled}
+
+var taskStates = []domain.TaskState{domain.TaskPending, domain.TaskLeased, domain.TaskCompleted, domain.TaskFailed, domain.TaskCancelled}
+
+type jobsData struct {
+	Jobs     []*engine.JobView
+	Status   string
+	Statuses []domain.JobStatus
+	Next     string
+}
+
+func (u *UI) jobs(w http.ResponseWriter, r *http.Request) {
+	status := r.URL.Query().Get("status")
+	jobs, next, err := u.e.ListJobs(r.Context(), engine.ListJobsParams{Status: domain.JobStatus(status), Limit: 50, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if next != "" {
+		next = "/ui/jobs?" + url.Values{"status": {status}, "cursor": {next}}.Encode()
+	}
+	u.render(w, r, 0, "jobs", "Jobs", "jobs", jobsData{Jobs: jobs, Status: status, Statuses: jobStatuses, Next: next})
+}
+
+type jobData struct {
+	Job    *engine.JobView
+	Tasks  []*engine.TaskView
+	State  string
+	States []domain.TaskState
+	Next   string
+	Chart  *chart
+}
+
+func (u *UI) job(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	j, err := u.e.GetJob(ctx, id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	state := r.URL.Query().Get("state")
+	tasks, next, err := u.e.ListTasks(ctx, engine.ListTasksParams{JobID: id, State: domain.TaskState(state), Limit: 100, Cursor: r.URL.Query().Get("cursor")})
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	if next != "" {
+		next = "/ui/jobs/" + url.PathEscape(id) + "?" + url.Values{"state": {state}, "cursor": {next}}.Encode()
+	}
+	times, err := u.e.JobFinishTimes(ctx, id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.render(w, r, 0, "job", "Job "+id, "jobs", jobData{Job: j, Tasks: tasks, State: state, States: taskStates,
+		Next: next, Chart: newChart(j.CreatedAt, times, j.Tasks.Total, j.FinishedAt)})
+}
+
+// progressEvent is what a job page's live view receives.
+type progressEvent struct {
+	Status   string            `json:"status"`
+	Progress float64           `json:"progress"`
+	Percent  string            `json:"percent"`
+	Tasks    domain.TaskCounts `json:"tasks"`
+	Final    bool              `json:"final"`
+	Chart    string            `json:"chart"` // the chart's points
+	Caption  string            `json:"caption"`
+}
+
+// jobEvents streams a job's progress as Server-Sent Events, one "progress"
+// event per change, until the job is final; then a "done" event.
+func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sse, ok := startEvents(w)
+	if !ok {
+		return
+	}
+	var last []byte
+	for {
+		j, err := u.e.GetJob(r.Context(), id)
+		if err != nil {
+			sse.send("failure", err.Error())
+			return
+		}
+		ev := progressEvent{Status: string(j.Status), Progress: j.Tasks.Progress(), Percent: fmt.Sprintf("%.0f%%", j.Tasks.Progress()*100),
+			Tasks: j.Tasks, Final: j.Status.Final()}
+		b, _ := json.Marshal(ev)
+		if string(b) != string(last) {
+			times, err := u.e.JobFinishTimes(r.Context(), id)
+			if err != nil {
+				sse.send("failure", err.Error())
+				return
+			}
+			c := newChart(j.CreatedAt, times, j.Tasks.Total, j.FinishedAt)
+			ev.Chart, ev.Caption = c.Points, c.Caption()
+			b, _ := json.Marshal(ev)
+			if !sse.send("progress", string(b)) {
+				return
+			}
+		}
+		last = b
+		if ev.Final {
+			sse.send("done", "{}")
+			return
+		}
+		select {
+		case <-r.Context().Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// result downloads a completed job's CSV.
+func (u *UI) result(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	b, err := u.e.JobResult(r.Context(), id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(id, ":", "_")+".csv"))
+	_, _ = w.Write(b)
+}
+
+// cancel cancels a job and goes back to its page.
+func (u *UI) cancel(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := u.e.CancelJob(r.Context(), id); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.log.InfoContext(r.Context(), "job cancelled from the dashboard", "job_id", id)
+	http.Redirect(w, r, "/ui/jobs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+type taskData struct {
+	Task      *engine.TaskView
+	Upstreams []string
+	LeaseLeft string
+}
+
+func (u *UI) task(w http.ResponseWriter, r *http.Request) {
+	v, err := u.e.GetTask(r.Context(), r.PathValue("id"))
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	d := taskData{Task: v}
+	if v.Kind == domain.KindTree {
+		if d.Upstreams, err = u.e.TreeArgs(r.Context(), v.ID); err != nil {
+			u.fail(w, r, err)
+			return
+		}
+	}
+	if v.State == domain.TaskLeased {
+		d.LeaseLeft = age(v.LeaseExpiresAt)
+	}
+	u.render(w, r, 0, "task", "Task "+v.ID, "jobs", d)
+}
+
+// logLine is a line of a task's log as the live view receives it.
+type logLine struct {
+	Attempt int    `json:"attempt"`
+	Line    string `json:"line"`
+}
+
+// taskLog streams a task's log as Server-Sent Events: every line there is,
+// then new ones as they come ("line" events), until the task is final; then
+// a "done" event.
+func (u *UI) taskLog(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	sse, ok := startEvents(w)
+	if !ok {
+		return
+	}
+	const page = 500
+	var after int64
+	for {
+		p, err := u.e.Logs(r.Context(), id, after, page)
+		if err != nil {
+			sse.send("failure", err.Error())
+			return
+		}
+		for _, l := range p.Lines {
+			b, _ := json.Marshal(logLine{Attempt: l.Attempt, Line: l.Line})
+			if !sse.send("line", string(b)) {
+				return
+			}
+			after = l.ID
+		}
+		if len(p.Lines) == page {
+			continue
+		}
+		if p.Final {
+			sse.send("done", "{}")
+			return
+		}
+		u.e.WaitLogs(r.Context(), 500*time.Millisecond)
+		if r.Context().Err() != nil {
+			return
+		}
+	}
+}
+
+// events writes Server-Sent Events.
+type events struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startEvents(w http.ResponseWriter) (*events, bool) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	e := &events{w: w, rc: http.NewResponseController(w)}
+	return e, e.rc.Flush() == nil
+}
+
+// send writes one event; data must be one line. It reports whether the
+// client is still there.
+func (e *events) send(name, data string) bool {
+	data = strings.ReplaceAll(data, "\n", " ")
+	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
+		return false
+	}
+	return e.rc.Flush() == nil
+}
+
+type workersData struct {
+	Workers []*engine.WorkerView
+	Window  string
+}
+
+// workersWindow is how recently a worker must have called to be shown.
+const workersWindow = 10 * time.Minute
+
+func (u *UI) workers(w http.ResponseWriter, r *http.Request) {
+	ws, err := u.e.Workers(r.Context(), workersWindow, 500)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.render(w, r, 0, "workers", "Workers", "workers", workersData{Workers: ws, Window: "10 minutes"})
+}
+
+type peer struct {
+	Shard, URL, Status string
+	Up                 bool
+}
+
+type shardsData struct {
+	Topology string
+	Peers    []peer
+	Pending  int
+	Dead     int
+	Oldest   string
+	Roots    []*domain.Task
+	Find     string
+}
+
+func (u *UI) shards(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	if id := strings.TrimSpace(r.URL.Query().Get("task")); id != "" {
+		http.Redirect(w, r, "/ui/trees/"+url.PathEscape(id), http.StatusSeeOther)
+		return
+	}
+	st, err := u.e.OutboxStats(ctx)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	roots, err := u.e.TreeRoots(ctx, 50)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	d := shardsData{Topology: u.cfg.Topology, Pending: st.Pending, Dead: st.Dead, Roots: roots}
+	if !st.Oldest.IsZero() {
+		d.Oldest = age(st.Oldest)
+	}
+	d.Peers = make([]peer, len(u.cfg.Peers))
+	var wg sync.WaitGroup
+	for i, s := range u.cfg.Peers {
+		base, _ := u.cfg.PeerURL(s)
+		d.Peers[i] = peer{Shard: s, URL: base}
+		wg.Go(func() { d.Peers[i].Up, d.Peers[i].Status = u.reach(r, base) })
+	}
+	wg.Wait()
+	u.render(w, r, 0, "shards", "Shards and trees", "shards", d)
+}
+
+// reach asks a peer's /health whether it answers.
+func (u *UI) reach(r *http.Request, base string) (bool, string) {
+	if base == this(r) {
+		return true, "this coordinator"
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, base+"/health", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	start := time.Now()
+	resp, err := u.http.Do(req)
+	if err != nil {
+		return false, "does not answer: " + err.Error()
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return false, "answers " + resp.Status
+	}
+	return true, fmt.Sprintf("answers in %d ms", time.Since(start).Milliseconds())
+}
+
+func this(r *http.Request) string { return "http://" + r.Host }
+
+type treeData struct {
+	ID    string
+	Roots []*treeNode
+	Count int
+	Cut   bool
+}
+
+// treeNode is a task drawn with its upstreams; Remote is set for an
+// upstream on another shard, drawn as a link.
+type treeNode struct {
+	*engine.TreeNode
+	Remote string
+	Up     []*treeNode
+}
+
+func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	nodes, err := u.e.Tree(r.Context(), id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	byID := make(map[string]*engine.TreeNode, len(nodes))
+	for _, n := range nodes {
+		byID[n.ID] = n
+	}
+	var build func(n *engine.TreeNode) *treeNode
+	build = func(n *engine.TreeNode) *treeNode {
+		t := &treeNode{TreeNode: n}
+		for _, up := range n.Upstreams {
+			if m := byID[up]; m != nil {
+				t.Up = append(t.Up, build(m))
+			} else {
+				t.Up = append(t.Up, &treeNode{TreeNode: &engine.TreeNode{Task: &domain.Task{ID: up}}, Remote: up})
+			}
+		}
+		return t
+	}
+	d := treeData{ID: id, Count: len(nodes), Cut: len(nodes) >= engine.MaxTreeShown}
+	for _, n := range nodes { // the tops here: the root, or tasks feeding another shard
+		if byID[n.DownstreamID] == nil {
+			d.Roots = append(d.Roots, build(n))
+		}
+	}
+	u.render(w, r, 0, "tree", "Tree of "+id, "shards", d)
+}
+
+// chart is a job's completed chunks over time, drawn as an SVG polyline.
+type chart struct {
+	Points string // the polyline's points
+	Span   string // how long the x axis spans
+	Total  int
+	Done   int
+}
+
+// Caption says what the chart shows.
+func (c *chart) Caption() string {
+	return fmt.Sprintf("%d of %d chunks over %s since the job was created.", c.Done, c.Total, c.Span)
+}
+
+const chartW, chartH = 600.0, 160.0
+
+// newChart plots the count of completed chunks against time from the
+// job's creation to its end (or now).
+func newChart(start time.Time, finished []time.Time, total int, end time.Time) *chart {
+	if end.IsZero() {
+		end = time.Now()
+	}
+	if n := len(finished); n > 0 && finished[n-1].After(end) {
+		end = finished[n-1]
+	}
+	c := &chart{Total: total, Done: len(finished), Span: span(end.Sub(start))}
+	width := end.Sub(start).Seconds()
+	if width <= 0 || total == 0 {
+		width = 1
+	}
+	y := func(done int) float64 { return chartH - chartH*float64(done)/float64(max(total, 1)) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "0,%.1f", chartH)
+	// A step at each completion; at most ~300 steps, each of step chunks.
+	step := max(1, (len(finished)+299)/300)
+	prev := 0
+	for i := step - 1; i < len(finished)+step-1; i += step {
+		i := min(i, len(finished)-1) // the last completion always
+		x := max(chartW*finished[i].Sub(start).Seconds()/width, 0)
+		fmt.Fprintf(&b, " %.1f,%.1f %.1f,%.1f", x, y(prev), x, y(i+1))
+		prev = i + 1
+	}
+	fmt.Fprintf(&b, " %.1f,%.1f", chartW, y(prev))
+	c.Points = b.String()
+	return c
+}

@@ -1,0 +1,56 @@
+// SciMesh dashboard: the live parts, with Server-Sent Events. Plain
+// JavaScript, no build step, nothing loaded from elsewhere.
+"use strict";
+
+function setText(id, text) {
+  const el = document.getElementById(id);
+  if (el) el.textContent = text;
+}
+
+// A job's page: progress and counts follow the job until it is final, then
+// the page reloads to show the final state, the chart and the download.
+function followJob(section) {
+  const es = new EventSource(section.dataset.events);
+  es.addEventListener("progress", (e) => {
+    const j = JSON.parse(e.data);
+    const bar = document.getElementById("progress");
+    if (bar) bar.value = j.progress;
+    setText("percent", j.percent);
+    const status = document.getElementById("status");
+    if (status) { status.textContent = j.status; status.className = "status " + j.status; }
+    for (const k of ["total", "pending", "leased", "completed", "failed", "cancelled"]) setText(k, j.tasks[k] ?? 0);
+    const line = document.getElementById("chart-line");
+    if (line && j.chart) line.setAttribute("points", j.chart);
+    setText("chart-caption", j.caption);
+  });
+  es.addEventListener("done", () => { es.close(); window.location.reload(); });
+  es.addEventListener("failure", (e) => { es.close(); setText("percent", e.data); });
+}
+
+// A task's page: its log, then new lines as they come, until it is final.
+function followLog(pre) {
+  const es = new EventSource(pre.dataset.log);
+  es.addEventListener("line", (e) => {
+    const l = JSON.parse(e.data);
+    const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+    pre.append("[attempt " + l.attempt + "] " + l.line + "\n");
+    if (atBottom) pre.scrollTop = pre.scrollHeight;
+  });
+  es.addEventListener("done", () => {
+    es.close();
+    const status = document.getElementById("log-status");
+    if (status && !status.dataset.final) { status.dataset.final = "1"; status.textContent = "The task is final; this is its whole log."; }
+  });
+  es.addEventListener("failure", (e) => { es.close(); setText("log-status", e.data); });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const live = document.getElementById("live");
+  if (live && live.dataset.events && live.dataset.final !== "true") followJob(live);
+  const log = document.getElementById("log");
+  if (log && log.dataset.log) followLog(log);
+  for (const id of ["status-filter", "state-filter"]) {
+    const sel = document.getElementById(id);
+    if (sel) sel.addEventListener("change", () => sel.form.submit());
+  }
+});

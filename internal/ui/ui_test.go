@@ -1,0 +1,243 @@
+package ui
+
+import (
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+)
+
+// setup serves the dashboard of a real engine on SQLite, with a client
+// token, and returns it with one job of three hosted chunks.
+func setup(t *testing.T) (*httptest.Server, *engine.Engine, string) {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "ui.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	e := engine.New(s, engine.Config{Logger: log})
+	u, err := New(e, Config{ClientToken: "ctok", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(u)
+	t.Cleanup(srv.Close)
+	chunks := make([]domain.ChunkRef, 3)
+	for i := range chunks {
+		chunks[i] = domain.ChunkRef{URI: "https://x.org/" + strconv.Itoa(i), SHA256: strings.Repeat("0", 64)}
+	}
+	j, _, err := e.CreateJob(t.Context(), &domain.JobSpec{Workload: "w", Parameters: json.RawMessage("{}"), Chunks: chunks,
+		ChunkRows: 10, HasHeader: true, TopK: 1, ScoreColumn: "score", Order: domain.Desc, MaxAttempts: 3, LeaseSeconds: 60}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, e, j.ID
+}
+
+// client does not follow redirects, so that tests see them.
+func client(t *testing.T) *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func login(t *testing.T, c *http.Client, base, token string) *http.Response {
+	t.Helper()
+	resp, err := c.PostForm(base+"/ui/login", url.Values{"token": {token}, "next": {"/ui/workers"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp
+}
+
+func get(t *testing.T, c *http.Client, u string) (*http.Response, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+func TestLogin(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := setup(t)
+	c := client(t)
+	resp, _ := get(t, c, srv.URL+"/ui/jobs?status=running")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login?next="+url.QueryEscape("/ui/jobs?status=running") {
+		t.Fatalf("jobs without a session: %d to %q, want the login page", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if resp := login(t, c, srv.URL, "wrong"); resp.StatusCode != http.StatusUnauthorized || len(resp.Cookies()) != 0 {
+		t.Fatalf("login with a wrong token: %d with cookies %v, want 401 and none", resp.StatusCode, resp.Cookies())
+	}
+	resp = login(t, c, srv.URL, "ctok")
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/workers" {
+		t.Fatalf("login: %d to %q, want the page asked for", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	ck := resp.Cookies()
+	if len(ck) != 1 || ck[0].Name != sessionCookie || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/ui/" {
+		t.Fatalf("session cookie %+v, want HttpOnly, SameSite=Strict, Path /ui/", ck)
+	}
+	if resp, _ := get(t, c, srv.URL+"/ui/jobs"); resp.StatusCode != http.StatusOK {
+		t.Fatalf("jobs with a session: %d", resp.StatusCode)
+	}
+
+	// A forged or expired session is no session.
+	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10) + "." + newAuth("ctok").sign("session|"+strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10))} {
+		req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: v})
+		resp, err := client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusSeeOther {
+			t.Errorf("session %q admitted: %d", v, resp.StatusCode)
+		}
+	}
+	// A session signed with another token's key is no session either.
+	other := newAuth("other")
+	req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: other.newSession(time.Now().Add(time.Hour))})
+	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("a session of another token admitted: %d", resp.StatusCode)
+	}
+	// The client token as a bearer token works without a session.
+	req, _ = http.NewRequest("GET", srv.URL+"/ui/workers", nil)
+	req.Header.Set("Authorization", "Bearer ctok")
+	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusOK {
+		t.Errorf("bearer client token: %d", resp.StatusCode)
+	}
+	// Login from another site, or to a page outside the dashboard, is refused.
+	req, _ = http.NewRequest("POST", srv.URL+"/ui/login", strings.NewReader("token=ctok"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("cross-site login: %d, want 403", resp.StatusCode)
+	}
+	resp, err := client(t).PostForm(srv.URL+"/ui/login", url.Values{"token": {"ctok"}, "next": {"//evil.example/ui/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.Header.Get("Location") != "/ui/jobs" {
+		t.Errorf("login redirected to %q, want /ui/jobs instead of another site", resp.Header.Get("Location"))
+	}
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`)
+
+func TestCancelNeedsTheFormsToken(t *testing.T) {
+	t.Parallel()
+	srv, e, job := setup(t)
+	c := client(t)
+	login(t, c, srv.URL, "ctok")
+	_, page := get(t, c, srv.URL+"/ui/jobs/"+job)
+	m := csrfRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("job page has no form token:\n%s", page)
+	}
+	cancelURL := srv.URL + "/ui/jobs/" + job + "/cancel"
+	post := func(form url.Values, origin string) int {
+		req, _ := http.NewRequest("POST", cancelURL, strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for name, tc := range map[string]struct {
+		form   url.Values
+		origin string
+	}{
+		"no token":       {url.Values{}, ""},
+		"wrong token":    {url.Values{"csrf": {strings.Repeat("0", 64)}}, ""},
+		"another origin": {url.Values{"csrf": {m[1]}}, "http://evil.example"},
+	} {
+		if code := post(tc.form, tc.origin); code != http.StatusForbidden {
+			t.Errorf("cancel with %s: %d, want 403", name, code)
+		}
+		if j, _ := e.GetJob(t.Context(), job); j.Status != domain.JobPending {
+			t.Fatalf("cancel with %s changed the job to %s", name, j.Status)
+		}
+	}
+	if code := post(url.Values{"csrf": {m[1]}}, srv.URL); code != http.StatusSeeOther {
+		t.Fatalf("cancel with the form's token: %d, want 303", code)
+	}
+	if j, _ := e.GetJob(t.Context(), job); j.Status != domain.JobCancelled {
+		t.Fatalf("job after cancel: %s", j.Status)
+	}
+	// Its live view now ends at once.
+	resp, body := get(t, c, srv.URL+"/ui/jobs/"+job+"/events")
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(body, `"status":"cancelled"`) || !strings.HasSuffix(body, "event: done\ndata: {}\n\n") {
+		t.Fatalf("events of a cancelled job: %s\n%s", resp.Header.Get("Content-Type"), body)
+	}
+}
+
+func TestPagesOfMissingThings(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := setup(t)
+	c := client(t)
+	login(t, c, srv.URL, "ctok")
+	for _, p := range []string{"/ui/jobs/s0:nope", "/ui/tasks/s0:nope", "/ui/trees/s0:nope", "/ui/jobs/s0:nope/result"} {
+		resp, body := get(t, c, srv.URL+p)
+		if resp.StatusCode != http.StatusNotFound || !strings.Contains(body, "s0:nope") {
+			t.Errorf("%s: %d, want 404 naming what is missing:\n%s", p, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := get(t, c, srv.URL+"/ui/jobs?status=bogus"); resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("jobs with a bad status filter: %d, want 400", resp.StatusCode)
+	}
+}
+
+func TestChart(t *testing.T) {
+	t.Parallel()
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var done []time.Time
+	for i := range 1000 {
+		done = append(done, start.Add(time.Duration(i+1)*time.Second))
+	}
+	c := newChart(start, done, 2000, start.Add(2000*time.Second))
+	if c.Done != 1000 || c.Total != 2000 {
+		t.Fatalf("chart of %d/%d, want 1000/2000", c.Done, c.Total)
+	}
+	pts := strings.Fields(c.Points)
+	if len(pts) > 2*300+10 {
+		t.Fatalf("%d points for 1000 completions; want at most ~600", len(pts))
+	}
+	lastX, lastY := -1.0, chartH+1
+	for _, p := range pts {
+		xs, ys, _ := strings.Cut(p, ",")
+		x, _ := strconv.ParseFloat(xs, 64)
+		y, _ := strconv.ParseFloat(ys, 64)
+		if x < lastX || y > lastY {
+			t.Fatalf("point %s goes back after (%v,%v): completions only grow", p, lastX, lastY)
+		}
+		lastX, lastY = x, y
+	}
+	if lastX != chartW || lastY != chartH/2 {
+		t.Fatalf("chart ends at (%v,%v), want (%v,%v): half the chunks done", lastX, lastY, chartW, chartH/2)
+	}
+}
