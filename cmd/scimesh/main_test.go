@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -462,3 +463,32 @@ func runStdout(t *testing.T, dir string, env []string, args ...string) (string, 
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
+
+// TestOpenServerAnswersLoopbackNamesOnly: a coordinator without tokens
+// refuses requests addressed to any other host name (DNS rebinding).
+func TestOpenServerAnswersLoopbackNamesOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, nil, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
+	for host, want := range map[string]int{"evil.example": 421, "evil.example:8080": 421, "10.1.2.3": 421,
+		"localhost": 200, strings.TrimPrefix(p.url, "http://"): 200, "[::1]:9": 200} {
+		req, _ := http.NewRequest("GET", p.url+"/jobs", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /jobs with Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+	// With tokens the Host is not looked at.
+	h := guardHost(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}), false)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "http://coordinator.example/jobs", nil)
+	h.ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Errorf("a server with tokens refused Host coordinator.example: %d", rec.Code)
+	}
+}

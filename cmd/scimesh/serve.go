@@ -215,7 +215,7 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           metrics.Wrap(mux, log),
+		Handler:           metrics.Wrap(guardHost(mux, cfg.Tokens.Client == "" || cfg.Tokens.Worker == ""), log),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -255,4 +255,26 @@ func randomToken() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b) // never fails on supported platforms
 	return hex.EncodeToString(b)
+}
+
+// guardHost, when open (a server without tokens, hence on loopback),
+// answers only requests addressed to a loopback host: a web page that
+// rebinds its own name to 127.0.0.1 cannot drive an open coordinator from
+// a browser on the same machine.
+func guardHost(h http.Handler, open bool) http.Handler {
+	if !open {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(host, "0")
+		}
+		if !isLoopback(host) {
+			http.Error(w, "this coordinator runs without tokens, so it answers only requests to localhost or 127.0.0.1; "+
+				"use that address, or set CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -169,11 +170,20 @@ type stateCollector struct {
 	state State
 	pools PoolReporter // nil when the store does not report them
 	now   func() time.Time
+
+	// Counting tasks reads the whole tasks table: one count at a time, and
+	// its figures are reused for countsFor, however often anyone scrapes.
+	mu       sync.Mutex
+	counts   []store.TaskCount
+	countsAt time.Time
 }
+
+// countsFor is how long one count of the tasks by state is reused.
+const countsFor = 10 * time.Second
 
 var (
 	descTasks = prometheus.NewDesc("scimesh_tasks",
-		"Tasks of this shard by kind and state, read at scrape time.", []string{"kind", "state"}, nil)
+		"Tasks of this shard by kind and state, counted at most every 10 s; every replica of a shard reports the same figures (use max, not sum).", []string{"kind", "state"}, nil)
 	descOutboxPending = prometheus.NewDesc("scimesh_outbox_pending_messages",
 		"Outbox messages still to deliver to other shards.", nil, nil)
 	descOutboxDead = prometheus.NewDesc("scimesh_outbox_dead_messages",
@@ -232,8 +242,24 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-func (c *stateCollector) collectTasks(ctx context.Context, ch chan<- prometheus.Metric) {
+// taskCounts returns the tasks counted by state, counting them again when
+// the last count is older than countsFor.
+func (c *stateCollector) taskCounts(ctx context.Context) ([]store.TaskCount, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.countsAt.IsZero() && time.Since(c.countsAt) < countsFor {
+		return c.counts, nil
+	}
 	counts, err := c.state.TaskCounts(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.counts, c.countsAt = counts, time.Now()
+	return counts, nil
+}
+
+func (c *stateCollector) collectTasks(ctx context.Context, ch chan<- prometheus.Metric) {
+	counts, err := c.taskCounts(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descTasks, fmt.Errorf("count tasks by state: %w", err))
 		return

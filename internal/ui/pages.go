@@ -83,6 +83,13 @@ type progressEvent struct {
 	Caption  string            `json:"caption"`
 }
 
+// Live views look for changes every pollEvery and redraw a job's chart
+// at most every chartEvery: its data grows with the job's chunks.
+const (
+	pollEvery  = time.Second
+	chartEvery = 5 * time.Second
+)
+
 // jobEvents streams a job's progress as Server-Sent Events, one "progress"
 // event per change, until the job is final; then a "done" event.
 func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
@@ -91,30 +98,33 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var last []byte
+	var last progressEvent
+	var charted time.Time // when the chart was last drawn
+	chartDone := -1       // the completed chunks it shows
 	for {
 		j, err := u.e.GetJob(r.Context(), id)
 		if err != nil {
-			sse.send("failure", err.Error())
+			u.streamFailed(sse, r, err)
 			return
 		}
 		ev := progressEvent{Status: string(j.Status), Progress: j.Tasks.Progress(), Percent: fmt.Sprintf("%.0f%%", j.Tasks.Progress()*100),
-			Tasks: j.Tasks, Final: j.Status.Final()}
-		b, _ := json.Marshal(ev)
-		if string(b) != string(last) {
+			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption}
+		if ev.Tasks.Completed != chartDone && (time.Since(charted) >= chartEvery || ev.Final) {
 			times, err := u.e.JobFinishTimes(r.Context(), id)
 			if err != nil {
-				sse.send("failure", err.Error())
+				u.streamFailed(sse, r, err)
 				return
 			}
 			c := newChart(j.CreatedAt, times, j.Tasks.Total, j.FinishedAt)
-			ev.Chart, ev.Caption = c.Points, c.Caption()
+			ev.Chart, ev.Caption, charted, chartDone = c.Points, c.Caption(), time.Now(), ev.Tasks.Completed
+		}
+		if ev != last {
 			b, _ := json.Marshal(ev)
 			if !sse.send("progress", string(b)) {
 				return
 			}
+			last = ev
 		}
-		last = b
 		if ev.Final {
 			sse.send("done", "{}")
 			return
@@ -122,9 +132,19 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
 			return
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(pollEvery):
 		}
 	}
+}
+
+// streamFailed ends a live view: quietly when the client or the server is
+// going away (the browser reconnects), else with a "failure" event.
+func (u *UI) streamFailed(sse *events, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		return
+	}
+	_, msg := u.explain(r, err)
+	sse.send("failure", msg)
 }
 
 // result downloads a completed job's CSV.
@@ -196,7 +216,7 @@ func (u *UI) taskLog(w http.ResponseWriter, r *http.Request) {
 	for {
 		p, err := u.e.Logs(r.Context(), id, after, page)
 		if err != nil {
-			sse.send("failure", err.Error())
+			u.streamFailed(sse, r, err)
 			return
 		}
 		for _, l := range p.Lines {
@@ -213,7 +233,7 @@ func (u *UI) taskLog(w http.ResponseWriter, r *http.Request) {
 			sse.send("done", "{}")
 			return
 		}
-		u.e.WaitLogs(r.Context(), 500*time.Millisecond)
+		u.e.WaitLogs(r.Context(), pollEvery)
 		if r.Context().Err() != nil {
 			return
 		}
@@ -238,7 +258,7 @@ func startEvents(w http.ResponseWriter) (*events, bool) {
 // send writes one event; data must be one line. It reports whether the
 // client is still there.
 func (e *events) send(name, data string) bool {
-	data = strings.ReplaceAll(data, "\n", " ")
+	data = strings.NewReplacer("\r", " ", "\n", " ").Replace(data)
 	if _, err := fmt.Fprintf(e.w, "event: %s\ndata: %s\n\n", name, data); err != nil {
 		return false
 	}

@@ -103,7 +103,7 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 
 // ServeHTTP serves a dashboard request.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; frame-ancestors 'none'")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self' data:; form-action 'self'; base-uri 'none'; frame-ancestors 'none'")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Referrer-Policy", "same-origin")
 	u.mux.ServeHTTP(w, r)
@@ -167,21 +167,25 @@ func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name, ti
 
 // fail shows an error page for err: what went wrong and what to do.
 func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
-	status := http.StatusInternalServerError
-	msg := "Something went wrong on the server; it logged the details. Try again."
+	status, msg := u.explain(r, err)
+	u.render(w, r, status, "error", "Error", "", msg)
+}
+
+// explain turns err into a status and a message for people, logging the
+// errors whose details are the server's business.
+func (u *UI) explain(r *http.Request, err error) (int, string) {
 	switch {
 	case errors.Is(err, domain.ErrNotFound):
-		status, msg = http.StatusNotFound, err.Error()
+		return http.StatusNotFound, err.Error()
 	case errors.Is(err, domain.ErrInvalidArgument):
-		status, msg = http.StatusBadRequest, err.Error()
+		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, domain.ErrNotReady), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrCancelled):
-		status, msg = http.StatusConflict, err.Error()
+		return http.StatusConflict, err.Error()
 	case errors.Is(err, domain.ErrUnavailable):
-		status, msg = http.StatusServiceUnavailable, "The database is not answering; try again in a moment."
-	default:
-		u.log.ErrorContext(r.Context(), "dashboard error", "path", r.URL.Path, "error", err)
+		return http.StatusServiceUnavailable, "The database is not answering; try again in a moment."
 	}
-	u.render(w, r, status, "error", "Error", "", msg)
+	u.log.ErrorContext(r.Context(), "dashboard error", "path", r.URL.Path, "error", err)
+	return http.StatusInternalServerError, "Something went wrong on the server; it logged the details. Try again."
 }
 
 func (u *UI) parse() error {
@@ -190,6 +194,7 @@ func (u *UI) parse() error {
 		"pct":      func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
 		"stamp":    stamp,
 		"peerTask": u.peerTaskURL,
+		"path":     url.PathEscape,
 		"local":    func(id string) bool { return shardOf(id) == u.e.Shard() },
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
