@@ -221,6 +221,11 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 		e.log.Error("outbox message refused for good; giving up on it", "shard", m.Shard, "kind", m.Kind,
 			"task_id", msg.TaskID, "error", err)
 		m.NextAttemptAt = time.Time{}
+		if msg.Kind == MsgSubmitTask {
+			if aerr := e.abandonTasks(context.WithoutCancel(ctx), msg.Tasks, err); aerr != nil {
+				e.log.Error("failing a tree whose tasks could not be created failed; it will wait", "error", aerr)
+			}
+		}
 	default:
 		e.log.Warn("outbox delivery failed; will retry", "shard", m.Shard, "kind", m.Kind,
 			"task_id", msg.TaskID, "attempts", m.Attempts, "error", err)
@@ -231,6 +236,38 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 	m.LastError = err.Error()
 	e.outboxUpdate(ctx, m)
 	return err
+}
+
+// abandonTasks fails the tree of tasks that their shard refused to create
+// for good: each one's downstream fails, naming it, and its upstreams are
+// cancelled, so that the failure spreads over the tree as if the task had
+// failed.
+func (e *Engine) abandonTasks(ctx context.Context, tasks []PlacedTask, cause error) error {
+	refused := map[string]bool{}
+	for _, p := range tasks {
+		refused[p.ID] = true
+	}
+	var msgs []*Message
+	for _, p := range tasks {
+		why := fmt.Sprintf("task %s could not be created on shard %s: %v", p.ID, shardOf(p.ID), cause)
+		if d := p.DownstreamID; d != "" && !refused[d] {
+			if !e.local(d) {
+				msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: d, UpstreamID: p.ID, Error: why})
+			} else if err := e.UpstreamFailed(ctx, d, p.ID, why); err != nil {
+				return err
+			}
+		}
+		for _, a := range p.Args {
+			if u := a.UpstreamID; u != "" && !refused[u] {
+				if !e.local(u) {
+					msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: u, Error: why})
+				} else if err := e.CancelTask(ctx, u, why); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return e.tx(ctx, func(q store.Querier) error { return e.send(ctx, q, msgs...) })
 }
 
 // outboxUpdate records a message's delivery state; a message gone was

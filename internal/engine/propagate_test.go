@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -420,5 +421,50 @@ func TestInternalCallsLeaveJobsAlone(t *testing.T) {
 	v, _ := e.GetJob(ctx, j.ID)
 	if v.Status != domain.JobPending || v.Tasks.Pending != 2 {
 		t.Fatalf("job after refused internal calls: %s with %+v", v.Status, v.Tasks)
+	}
+}
+
+// TestRefusedCreationFailsTheTree: when a shard refuses for good to create
+// its tasks of a tree, the tree fails as if those tasks had failed: the
+// path to the root fails, naming them, and the rest is cancelled.
+func TestRefusedCreationFailsTheTree(t *testing.T) {
+	t.Parallel()
+	mesh, r, c := newMesh(t, "s0", "s1", "s2")
+	ctx := t.Context()
+	r.hold = func(m *engine.Message) error {
+		if m.Kind == engine.MsgSubmitTask && strings.HasPrefix(m.Tasks[0].ID, "s2:") {
+			return fmt.Errorf("%w: no room", engine.ErrRefused)
+		}
+		return nil
+	}
+	// r(s0) = f(mid(s2), other(s0)); mid(s2) = f(leaf(s1)).
+	ids, _, err := mesh["s0"].SubmitTree(ctx, &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+		{ID: "s0:r", Workload: "f", Args: []domain.TreeArg{ref("s2:mid"), ref("s0:other")}},
+		{ID: "s2:mid", Workload: "f", Args: []domain.TreeArg{ref("s1:leaf")}},
+		{ID: "s0:other", Workload: "leaf"},
+		{ID: "s1:leaf", Workload: "leaf"},
+	}}, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		c.Advance(time.Minute)
+		for _, s := range []string{"s0", "s1", "s2"} {
+			if _, err := mesh[s].DeliverOutbox(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for p, want := range map[string]domain.TaskState{"s0:r": domain.TaskFailed, "s0:other": domain.TaskCancelled, "s1:leaf": domain.TaskCancelled} {
+		if got := state(t, mesh[p[:2]], ids[p]); got != want {
+			t.Errorf("%s: %s, want %s", p, got, want)
+		}
+	}
+	v, _ := mesh["s0"].GetTask(ctx, ids["s0:r"])
+	if !strings.Contains(v.Task.Error, ids["s2:mid"]+" could not be created on shard s2") || !strings.Contains(v.Task.Error, "no room") {
+		t.Errorf("root's error %q does not say which task could not be created, and why", v.Task.Error)
+	}
+	if st, _ := mesh["s0"].OutboxStats(ctx); st.Dead != 1 || st.Pending != 0 {
+		t.Errorf("s0's outbox: %+v, want the refused creation kept, given up on, and nothing pending", st)
 	}
 }
