@@ -16,6 +16,7 @@ import (
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.ExpireLeases) })
+	wg.Go(func() { e.loop(ctx, "worker pruner", time.Hour, nil, e.PruneWorkers) })
 	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReady) })
 	if e.cfg.Peers != nil {
 		wg.Go(func() { e.loop(ctx, "outbox", e.cfg.OutboxInterval, e.outbox, e.DeliverOutbox) })
@@ -99,6 +100,16 @@ func (e *Engine) loop(ctx context.Context, name string, interval time.Duration, 
 		case <-woken:
 		}
 	}
+}
+
+// workersKept is how long a worker that stopped calling stays listed.
+const workersKept = 7 * 24 * time.Hour
+
+// PruneWorkers forgets the workers not seen for workersKept and returns
+// how many it forgot.
+func (e *Engine) PruneWorkers(ctx context.Context) (int, error) {
+	n, err := e.store.WorkerDelete(ctx, e.now().Add(-workersKept))
+	return n, mapStoreErr(err)
 }
 
 // reapBatch bounds the expired leases handled per pass.

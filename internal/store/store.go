@@ -121,6 +121,9 @@ type Querier interface {
 	// WorkerList returns up to limit workers seen at or after since, most
 	// recently seen first (then by ID).
 	WorkerList(ctx context.Context, since time.Time, limit int) ([]*Worker, error)
+	// WorkerDelete deletes the workers last seen before before and returns
+	// how many it deleted.
+	WorkerDelete(ctx context.Context, before time.Time) (int, error)
 
 	// TaskLogAppend appends lines to a task's log, each with a new ID
 	// greater than every ID before it. A task holds at most p.MaxLines

@@ -22,7 +22,8 @@ WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT $1`
 	sqlWorkerSeen = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
 ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
 	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END`
-	sqlWorkerList = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < $1`
+	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
 WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
 )
 
@@ -108,4 +109,13 @@ func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([
 		return nil, translate(err, "list workers")
 	}
 	return out, nil
+}
+
+// WorkerDelete deletes the workers not seen since before.
+func (q *querier) WorkerDelete(ctx context.Context, before time.Time) (int, error) {
+	tag, err := q.db.Exec(ctx, sqlWorkerDelete, before)
+	if err != nil {
+		return 0, translate(err, "delete workers")
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -21,7 +21,8 @@ const (
 	workerSeenSQL = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
 	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`
-	workerListSQL = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	workerDeleteSQL = `DELETE FROM workers WHERE last_seen < ?`
+	workerListSQL   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
 	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
 )
 
@@ -93,4 +94,14 @@ func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([
 		return nil, fmt.Errorf("sqlite: list workers: %w", err)
 	}
 	return out, nil
+}
+
+// WorkerDelete deletes the workers not seen since before.
+func (q *querier) WorkerDelete(ctx context.Context, before time.Time) (int, error) {
+	res, err := q.exec(ctx, workerDeleteSQL, before.UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete workers: %w", err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
 }

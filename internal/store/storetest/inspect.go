@@ -418,6 +418,16 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		checkWorkers(t, "WorkerList(ever, 0) after a late heartbeat", listWorkers(t, s, ever, 0), all...)
 		checkWorkers(t, "WorkerList(since w6's LastSeen, 0)", listWorkers(t, s, at.Add(10*time.Second), 0), all...)
 		checkWorkers(t, "WorkerList(after w6's LastSeen, 0)", listWorkers(t, s, at.Add(10*time.Second+time.Microsecond), 0), all[:6]...)
+
+		// WorkerDelete removes those last seen strictly before its time.
+		n, err := s.WorkerDelete(t.Context(), at.Add(30*time.Second))
+		if err != nil || n != 2 {
+			t.Fatalf("WorkerDelete(before w4's LastSeen) = %d, %v; want 2 (w5, w6)", n, err)
+		}
+		checkWorkers(t, "WorkerList(ever, 0) after WorkerDelete", listWorkers(t, s, ever, 0), all[:5]...)
+		if n, err := s.WorkerDelete(t.Context(), at.Add(30*time.Second)); err != nil || n != 0 {
+			t.Fatalf("WorkerDelete again = %d, %v; want 0", n, err)
+		}
 	})
 
 	t.Run("WorkersInTx", func(t *testing.T) {
