@@ -86,11 +86,11 @@ func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*Wo
 	return out, nil
 }
 
-// JobFinishTimes returns when each completed chunk of a job finished,
-// earliest first.
-func (e *Engine) JobFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
-	ts, err := e.store.TaskFinishTimes(ctx, jobID)
-	return ts, mapStoreErr(err)
+// JobFinishCounts counts a job's completed chunks by when they finished,
+// in buckets of width from start (see store.Querier.TaskFinishCounts).
+func (e *Engine) JobFinishCounts(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
+	c, err := e.store.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
+	return c, mapStoreErr(err)
 }
 
 // TaskCounts counts this shard's tasks by kind and state.

@@ -104,9 +104,11 @@ type Querier interface {
 	// TaskResults returns the results of a job's completed chunk tasks by
 	// ChunkIndex ascending.
 	TaskResults(ctx context.Context, jobID string) ([]ChunkResult, error)
-	// TaskFinishTimes returns when each completed chunk task of a job
-	// finished, earliest first.
-	TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error)
+	// TaskFinishCounts counts a job's completed chunk tasks by when they
+	// finished: element i of the p.Buckets elements counts those that
+	// finished in [p.Start + i·p.Width, p.Start + (i+1)·p.Width), except
+	// that earlier ones count in the first and later ones in the last.
+	TaskFinishCounts(ctx context.Context, p *TaskFinishCountsParams) ([]int, error)
 	// TaskCountByState counts every task by kind and state; kinds and
 	// states without a task are left out.
 	TaskCountByState(ctx context.Context) ([]TaskCount, error)
@@ -243,6 +245,15 @@ type OutboxStats struct {
 	Pending int       // still to deliver
 	Dead    int       // refused for good by their receiver
 	Oldest  time.Time // CreatedAt of the oldest pending message; zero when none
+}
+
+// TaskFinishCountsParams chooses the job and the time buckets of
+// TaskFinishCounts. Width is at least a microsecond, Buckets at least 1.
+type TaskFinishCountsParams struct {
+	JobID   string
+	Start   time.Time
+	Width   time.Duration
+	Buckets int
 }
 
 // TaskCount is how many tasks of a kind are in a state.

@@ -63,13 +63,13 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 	if next != "" {
 		next = "/ui/jobs/" + url.PathEscape(id) + "?" + url.Values{"state": {state}, "cursor": {next}}.Encode()
 	}
-	times, err := u.e.JobFinishTimes(ctx, id)
+	c, err := u.chart(r, j)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
 	u.render(w, r, 0, "job", "Job "+id, "jobs", jobData{Job: j, Tasks: tasks, State: state, States: taskStates,
-		Next: next, Chart: newChart(j.CreatedAt, times, j.Tasks.Total, j.FinishedAt)})
+		Next: next, Chart: c})
 }
 
 // progressEvent is what a job page's live view receives.
@@ -110,12 +110,11 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 		ev := progressEvent{Status: string(j.Status), Progress: j.Tasks.Progress(), Percent: fmt.Sprintf("%.0f%%", j.Tasks.Progress()*100),
 			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption}
 		if ev.Tasks.Completed != chartDone && (time.Since(charted) >= chartEvery || ev.Final) {
-			times, err := u.e.JobFinishTimes(r.Context(), id)
+			c, err := u.chart(r, j)
 			if err != nil {
 				u.streamFailed(sse, r, err)
 				return
 			}
-			c := newChart(j.CreatedAt, times, j.Tasks.Total, j.FinishedAt)
 			ev.Chart, ev.Caption, charted, chartDone = c.Points, c.Caption(), time.Now(), ev.Tasks.Completed
 		}
 		if ev != last {
@@ -411,35 +410,44 @@ func (c *chart) Caption() string {
 	return fmt.Sprintf("%d of %d chunks over %s since the job was created.", c.Done, c.Total, c.Span)
 }
 
-const chartW, chartH = 600.0, 160.0
+const (
+	chartW, chartH = 600.0, 160.0
+	chartBuckets   = 300 // steps of the x axis
+)
 
-// newChart plots the count of completed chunks against time from the
-// job's creation to its end (or now).
-func newChart(start time.Time, finished []time.Time, total int, end time.Time) *chart {
+// chart draws job j's chart from its completions counted by the database
+// in chartBuckets steps from its creation to its end (or now).
+func (u *UI) chart(r *http.Request, j *engine.JobView) (*chart, error) {
+	end := j.FinishedAt
 	if end.IsZero() {
 		end = time.Now()
 	}
-	if n := len(finished); n > 0 && finished[n-1].After(end) {
-		end = finished[n-1]
+	width := max(end.Sub(j.CreatedAt)/chartBuckets+1, time.Millisecond)
+	counts, err := u.e.JobFinishCounts(r.Context(), j.ID, j.CreatedAt, width, chartBuckets)
+	if err != nil {
+		return nil, err
 	}
-	c := &chart{Total: total, Done: len(finished), Span: span(end.Sub(start))}
-	width := end.Sub(start).Seconds()
-	if width <= 0 || total == 0 {
-		width = 1
+	return newChart(counts, j.Tasks.Total, width*chartBuckets), nil
+}
+
+// newChart plots the running count of completed chunks, counts[i] of them
+// in the i-th step of the x axis, which spans span.
+func newChart(counts []int, total int, span time.Duration) *chart {
+	c := &chart{Total: total, Span: spanText(span)}
+	y := func(done int) float64 {
+		return chartH - chartH*float64(min(done, max(total, 1)))/float64(max(total, 1))
 	}
-	y := func(done int) float64 { return chartH - chartH*float64(done)/float64(max(total, 1)) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "0,%.1f", chartH)
-	// A step at each completion; at most ~300 steps, each of step chunks.
-	step := max(1, (len(finished)+299)/300)
-	prev := 0
-	for i := step - 1; i < len(finished)+step-1; i += step {
-		i := min(i, len(finished)-1) // the last completion always
-		x := max(chartW*finished[i].Sub(start).Seconds()/width, 0)
-		fmt.Fprintf(&b, " %.1f,%.1f %.1f,%.1f", x, y(prev), x, y(i+1))
-		prev = i + 1
+	for i, n := range counts {
+		if n == 0 {
+			continue
+		}
+		x := chartW * float64(i+1) / float64(len(counts))
+		fmt.Fprintf(&b, " %.1f,%.1f %.1f,%.1f", x, y(c.Done), x, y(c.Done+n))
+		c.Done += n
 	}
-	fmt.Fprintf(&b, " %.1f,%.1f", chartW, y(prev))
+	fmt.Fprintf(&b, " %.1f,%.1f", chartW, y(c.Done))
 	c.Points = b.String()
 	return c
 }

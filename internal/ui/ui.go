@@ -237,12 +237,13 @@ func age(t time.Time) string {
 	}
 	d := time.Since(t)
 	if d < 0 {
-		return "in " + span(-d)
+		return "in " + spanText(-d)
 	}
-	return span(d) + " ago"
+	return spanText(d) + " ago"
 }
 
-func span(d time.Duration) string {
+// spanText says how long d is, roughly, for people.
+func spanText(d time.Duration) string {
 	switch {
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))

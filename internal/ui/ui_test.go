@@ -214,18 +214,17 @@ func TestPagesOfMissingThings(t *testing.T) {
 
 func TestChart(t *testing.T) {
 	t.Parallel()
-	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	var done []time.Time
-	for i := range 1000 {
-		done = append(done, start.Add(time.Duration(i+1)*time.Second))
+	counts := make([]int, chartBuckets)
+	for i := range 100 { // 1000 completions over the first third
+		counts[i] = 10
 	}
-	c := newChart(start, done, 2000, start.Add(2000*time.Second))
-	if c.Done != 1000 || c.Total != 2000 {
-		t.Fatalf("chart of %d/%d, want 1000/2000", c.Done, c.Total)
+	c := newChart(counts, 2000, time.Hour)
+	if c.Done != 1000 || c.Total != 2000 || c.Span != "1h" {
+		t.Fatalf("chart of %d/%d over %s, want 1000/2000 over 1h", c.Done, c.Total, c.Span)
 	}
 	pts := strings.Fields(c.Points)
-	if len(pts) > 2*300+10 {
-		t.Fatalf("%d points for 1000 completions; want at most ~600", len(pts))
+	if len(pts) != 2+2*100 {
+		t.Fatalf("%d points for 100 steps; want a start, two per step and an end", len(pts))
 	}
 	lastX, lastY := -1.0, chartH+1
 	for _, p := range pts {
@@ -239,5 +238,8 @@ func TestChart(t *testing.T) {
 	}
 	if lastX != chartW || lastY != chartH/2 {
 		t.Fatalf("chart ends at (%v,%v), want (%v,%v): half the chunks done", lastX, lastY, chartW, chartH/2)
+	}
+	if c := newChart(make([]int, chartBuckets), 0, time.Second); c.Points != "0,160.0 600.0,160.0" {
+		t.Fatalf("chart of a job with no chunk done: %q, want a flat line", c.Points)
 	}
 }

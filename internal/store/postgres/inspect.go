@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -14,8 +15,9 @@ import (
 // Reads and writes that serve the dashboard and the metrics.
 
 const (
-	sqlTaskFinishTimes = `SELECT finished_at FROM tasks
-WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`
+	sqlTaskFinishCounts = `SELECT least(greatest(floor(extract(epoch FROM finished_at - $2) * 1000000 / $3), 0), $4 - 1)::int AS b,
+	count(*)::int FROM tasks
+WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
 WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT $1`
@@ -27,19 +29,23 @@ ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
 WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
 )
 
-// TaskFinishTimes returns when each completed chunk task of a job finished.
-func (q *querier) TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
-	rows, err := q.db.Query(ctx, sqlTaskFinishTimes, jobID)
-	if err != nil {
-		return nil, translate(err, "finish times of job %s", jobID)
+// TaskFinishCounts counts a job's completed chunks by when they finished.
+func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCountsParams) ([]int, error) {
+	if p.Buckets < 1 || p.Width < time.Microsecond {
+		return nil, fmt.Errorf("postgres: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (time.Time, error) {
-		var at pgtype.Timestamptz
-		err := r.Scan(&at)
-		return timeOf(at), err
+	rows, err := q.db.Query(ctx, sqlTaskFinishCounts, p.JobID, p.Start, p.Width.Microseconds(), p.Buckets)
+	if err != nil {
+		return nil, translate(err, "finish counts of job %s", p.JobID)
+	}
+	out := make([]int, p.Buckets)
+	var b, n int
+	_, err = pgx.ForEachRow(rows, []any{&b, &n}, func() error {
+		out[b] = n
+		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "finish times of job %s", jobID)
+		return nil, translate(err, "finish counts of job %s", p.JobID)
 	}
 	return out, nil
 }

@@ -13,8 +13,8 @@ import (
 // Reads and writes that serve the dashboard and the metrics.
 
 const (
-	taskFinishTimesSQL = `SELECT finished_at FROM tasks
-	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`
+	taskFinishCountsSQL = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
+	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	taskCountByStateSQL = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	taskListRootsSQL    = `SELECT ` + taskCols + ` FROM tasks
 	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`
@@ -26,19 +26,29 @@ const (
 	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
 )
 
-// TaskFinishTimes returns when each completed chunk task of a job finished.
-func (q *querier) TaskFinishTimes(ctx context.Context, jobID string) ([]time.Time, error) {
-	var out []time.Time
+// TaskFinishCounts counts a job's completed chunks by when they finished.
+func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCountsParams) ([]int, error) {
+	if err := checkBuckets(p); err != nil {
+		return nil, err
+	}
+	out := make([]int, p.Buckets)
 	err := q.query(ctx, false, func(r scanner) error {
-		var at sql.NullInt64
-		err := r.Scan(&at)
-		out = append(out, timeCol(at))
+		var b, n int
+		err := r.Scan(&b, &n)
+		out[b] = n
 		return err
-	}, taskFinishTimesSQL, jobID)
+	}, taskFinishCountsSQL, p.JobID, p.Start.UnixMicro(), p.Width.Microseconds(), p.Buckets)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: finish times of job %s: %w", jobID, err)
+		return nil, fmt.Errorf("sqlite: finish counts of job %s: %w", p.JobID, err)
 	}
 	return out, nil
+}
+
+func checkBuckets(p *store.TaskFinishCountsParams) error {
+	if p.Buckets < 1 || p.Width < time.Microsecond {
+		return fmt.Errorf("sqlite: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
+	}
+	return nil
 }
 
 // TaskCountByState counts every task by kind and state.

@@ -48,7 +48,7 @@ func (s *Store) warm(ctx context.Context) error {
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
 		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListOpenSQL,
 		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
-		taskFinishTimesSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL, workerDeleteSQL}
+		taskFinishCountsSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL, workerDeleteSQL}
 	for _, q := range jobListSQLs {
 		queries = append(queries, q[:]...)
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -35,11 +36,23 @@ func finish(tk *domain.Task, st domain.TaskState, at time.Time) {
 	tk.State, tk.FinishedAt, tk.UpdatedAt = st, at, at
 }
 
+// finishTimes reads a job's completion times through TaskFinishCounts with
+// one-second buckets from Epoch(): every chunk completed in a bucket comes
+// back as the bucket's start, earliest first.
 func finishTimes(t *testing.T, q store.Querier, jobID string) []time.Time {
 	t.Helper()
-	got, err := q.TaskFinishTimes(t.Context(), jobID)
+	counts, err := q.TaskFinishCounts(t.Context(), &store.TaskFinishCountsParams{JobID: jobID, Start: Epoch(), Width: time.Second, Buckets: 60})
 	if err != nil {
-		t.Fatalf("TaskFinishTimes(%s): %v", jobID, err)
+		t.Fatalf("TaskFinishCounts(%s): %v", jobID, err)
+	}
+	if len(counts) != 60 {
+		t.Fatalf("TaskFinishCounts(%s) returned %d buckets, want 60", jobID, len(counts))
+	}
+	var got []time.Time
+	for i, n := range counts {
+		for range n {
+			got = append(got, Epoch().Add(time.Duration(i)*time.Second))
+		}
 	}
 	return got
 }
@@ -144,6 +157,40 @@ func checkWorkers(t *testing.T, what string, got []*store.Worker, want ...*store
 }
 
 func exerciseInspect(t *testing.T, newStore newFunc) {
+	t.Run("TaskFinishCountsBuckets", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		at := Epoch()
+		j := NewJob("j1", at)
+		insertJobs(t, s, j)
+		tasks := NewTasks(j, 5)
+		finish(tasks[1], domain.TaskCompleted, at.Add(-time.Hour))            // before Start: the first bucket
+		finish(tasks[2], domain.TaskCompleted, at.Add(1500*time.Millisecond)) // bucket 3 (the fourth 500 ms)
+		finish(tasks[3], domain.TaskCompleted, at.Add(time.Hour))             // after the last: the last bucket
+		finish(tasks[4], domain.TaskCompleted, at.Add(499999*time.Microsecond))
+		insertTasks(t, s, tasks...)
+		got, err := s.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{2, 0, 0, 2}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("TaskFinishCounts in 4 buckets of 500ms = %v, want %v", got, want)
+		}
+		got, err = s.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{2, 0, 0, 1, 0, 0, 0, 1}; !reflect.DeepEqual(got, want) {
+			t.Fatalf("TaskFinishCounts in 8 buckets of 500ms = %v, want %v", got, want)
+		}
+		for _, p := range []store.TaskFinishCountsParams{{JobID: "j1", Start: at, Width: time.Second}, {JobID: "j1", Start: at, Buckets: 3}} {
+			if _, err := s.TaskFinishCounts(ctx, &p); err == nil {
+				t.Errorf("TaskFinishCounts(%+v) succeeded; want an error for no bucket or no width", p)
+			}
+		}
+	})
+
 	t.Run("TaskFinishTimes", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
