@@ -14,30 +14,19 @@ const (
 	sqlTaskArgResolve = `UPDATE task_args SET value = $1 WHERE task_id = $2 AND upstream_id = $3 AND value IS NULL`
 )
 
-// TaskArgInsert inserts args, all or none: in a transaction of their own,
-// or in a savepoint of the caller's.
-func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) (err error) {
+// TaskArgInsert inserts args, all or none.
+func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) error {
 	if len(args) == 0 {
 		return nil
 	}
-	tx, err := q.db.Begin(ctx)
-	if err != nil {
-		return translate(err, "insert task arguments: begin")
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+	return q.atomically(ctx, "insert task arguments", func(db dbtx) error {
+		for _, a := range args {
+			if _, err := db.Exec(ctx, sqlTaskArgInsert, a.TaskID, a.Position, bytesArg(a.Value), a.UpstreamID); err != nil {
+				return translate(err, "insert argument %d of task %s", a.Position, a.TaskID)
+			}
 		}
-	}()
-	for _, a := range args {
-		if _, err := tx.Exec(ctx, sqlTaskArgInsert, a.TaskID, a.Position, bytesArg(a.Value), a.UpstreamID); err != nil {
-			return translate(err, "insert argument %d of task %s", a.Position, a.TaskID)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return translate(err, "insert task arguments: commit")
-	}
-	return nil
+		return nil
+	})
 }
 
 // TaskArgList returns a task's arguments by position.

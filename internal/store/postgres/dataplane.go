@@ -77,12 +77,11 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 	for i, l := range p.Lines {
 		lines[i] = []byte(l)
 	}
-	// On the pool this is a transaction; inside one, a savepoint.
-	err := pgx.BeginFunc(ctx, q.db, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, sqlTaskLogLock, logLockClass, p.TaskID); err != nil {
+	err := q.atomically(ctx, "append to a task log", func(db dbtx) error {
+		if _, err := db.Exec(ctx, sqlTaskLogLock, logLockClass, p.TaskID); err != nil {
 			return err
 		}
-		_, err := tx.Exec(ctx, sqlTaskLogAppend, p.TaskID, p.Attempt, timeArg(p.Now), lines, p.MaxLines)
+		_, err := db.Exec(ctx, sqlTaskLogAppend, p.TaskID, p.Attempt, timeArg(p.Now), lines, p.MaxLines)
 		return err
 	})
 	if err != nil {

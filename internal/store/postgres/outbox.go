@@ -28,34 +28,23 @@ RETURNING ` + outboxColumns
 WHERE t.job_id = $1 AND a.value IS NULL AND a.upstream_id <> '' ORDER BY a.task_id, a.position`
 )
 
-// OutboxInsert records msgs, all or none: in a transaction of their own, or
-// in a savepoint of the caller's. It sets their IDs.
-func (q *querier) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage) (err error) {
+// OutboxInsert records msgs, all or none, and sets their IDs.
+func (q *querier) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	tx, err := q.db.Begin(ctx)
-	if err != nil {
-		return translate(err, "record outbox messages: begin")
-	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
+	return q.atomically(ctx, "record outbox messages", func(db dbtx) error {
+		for _, m := range msgs {
+			normTime(&m.NextAttemptAt)
+			normTime(&m.CreatedAt)
+			err := db.QueryRow(ctx, sqlOutboxInsert, m.Shard, m.Kind, m.Payload, m.Attempts,
+				timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt)).Scan(&m.ID)
+			if err != nil {
+				return translate(err, "record a %s message to shard %s", m.Kind, m.Shard)
+			}
 		}
-	}()
-	for _, m := range msgs {
-		normTime(&m.NextAttemptAt)
-		normTime(&m.CreatedAt)
-		err := tx.QueryRow(ctx, sqlOutboxInsert, m.Shard, m.Kind, m.Payload, m.Attempts,
-			timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt)).Scan(&m.ID)
-		if err != nil {
-			return translate(err, "record a %s message to shard %s", m.Kind, m.Shard)
-		}
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return translate(err, "record outbox messages: commit")
-	}
-	return nil
+		return nil
+	})
 }
 
 // OutboxClaim takes the messages due at p.Now until p.Until.

@@ -96,6 +96,24 @@ type dbtx interface {
 	Begin(ctx context.Context) (pgx.Tx, error) // on a transaction: a savepoint
 }
 
+// atomically runs fn all or nothing: in a transaction of its own on the
+// pool, or in a savepoint of the caller's transaction, which stays usable
+// when fn fails. It is the one way a contract method that writes several
+// statements keeps them together.
+// Errors of fn come back as they are; those of beginning or committing
+// are translated, naming what.
+func (q *querier) atomically(ctx context.Context, what string, fn func(db dbtx) error) error {
+	var fnErr error
+	err := pgx.BeginFunc(ctx, q.db, func(tx pgx.Tx) error {
+		fnErr = fn(tx)
+		return fnErr
+	})
+	if err != nil && err != fnErr {
+		return translate(err, "%s: begin or commit", what)
+	}
+	return err
+}
+
 // querier implements store.Querier on the pool (each call on its own) or on
 // a transaction.
 type querier struct {

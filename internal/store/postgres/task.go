@@ -64,8 +64,8 @@ ORDER BY chunk_index`
 )
 
 // TaskInsert inserts tasks, all or none, each at version Version+1, with
-// one COPY. A taken ID is store.ErrDuplicate; inside a transaction the
-// insert runs under a savepoint, so the transaction stays usable after it.
+// one COPY. A taken ID is store.ErrDuplicate; the transaction it runs in
+// stays usable after it (see atomically).
 func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	if len(tasks) == 0 {
 		return nil
@@ -78,22 +78,8 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.UpdatedAt)
 		normTime(&t.FinishedAt)
 	}
-	if q.tx == nil {
-		if err := copyTasks(ctx, q.db, tasks); err != nil {
-			return err
-		}
-	} else {
-		sp, err := q.tx.Begin(ctx) // a savepoint
-		if err != nil {
-			return translate(err, "insert %d tasks: savepoint", len(tasks))
-		}
-		if err := copyTasks(ctx, sp, tasks); err != nil {
-			_ = sp.Rollback(context.WithoutCancel(ctx))
-			return err
-		}
-		if err := sp.Commit(ctx); err != nil {
-			return translate(err, "insert %d tasks: release savepoint", len(tasks))
-		}
+	if err := q.atomically(ctx, "insert tasks", func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
+		return err
 	}
 	for _, t := range tasks {
 		t.Version++
