@@ -90,12 +90,14 @@ type Querier interface {
 	// p.Owner, Attempt+1, LeaseExpiresAt p.Now + its LeaseSeconds, UpdatedAt
 	// p.Now. Concurrent claims never return the same task.
 	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
-	// TaskListExpired returns up to limit leased tasks whose lease expired
-	// at or before now, oldest expiry first.
+	// TaskListExpired returns the leased tasks whose lease expired at or
+	// before now, oldest expiry first, at most limit of them (all when
+	// limit is 0 or less).
 	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error)
 	// TaskCancelJob moves every task of the job that is waiting, pending or
-	// leased to cancelled at now, except the one with ID except (may be
-	// empty), and returns how many it moved.
+	// leased to cancelled at now, with no lease expiry (LeaseOwner stays),
+	// except the one with ID except (may be empty), and returns how many it
+	// moved.
 	TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error)
 	// TaskUpstreamDone records that n upstreams of task id completed:
 	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams

@@ -75,13 +75,14 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	return collectTasks(rows, "claim tasks for %s", p.Owner)
 }
 
-// TaskListExpired returns up to limit leased tasks whose lease expired at
-// or before now, oldest expiry first.
+// TaskListExpired returns the leased tasks whose lease expired at or before
+// now, oldest expiry first, at most limit of them (all when limit <= 0).
 func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
-	if limit <= 0 {
-		return nil, nil
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
 	}
-	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, limit)
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, lim)
 	if err != nil {
 		return nil, translate(err, "list expired leases")
 	}

@@ -38,7 +38,7 @@ const (
 	WHERE id = ? AND version = ?`
 	taskListExpiredSQL = `SELECT ` + taskCols + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
-	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', finished_at = ?1, updated_at = ?1, version = version + 1
+	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
 	// In SET, every column reference is to the row before the update.
 	taskUpstreamDoneSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
@@ -270,8 +270,8 @@ func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int)
 }
 
 // TaskCancelJob moves every task of the job that is waiting, pending or
-// leased, except the one with ID except, to cancelled at now, and returns how
-// many it moved. Lease fields are left as they were.
+// leased, except the one with ID except, to cancelled at now with no lease
+// expiry, and returns how many it moved.
 func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
 	res, err := q.exec(ctx, taskCancelJobSQL, timeArg(now), jobID, except)
 	if err != nil {

@@ -42,6 +42,8 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			checkTask(t, "expired task", got[0], getTask(t, s, "3s-ago"))
 		}
 		checkIDs(t, "expired, limit 2", taskIDs(list(2)), []string{"3s-ago", "1s-ago"})
+		checkIDs(t, "expired, limit 0 (none)", taskIDs(list(0)), []string{"3s-ago", "1s-ago", "at-now"})
+		checkIDs(t, "expired, limit -1 (none)", taskIDs(list(-1)), []string{"3s-ago", "1s-ago", "at-now"})
 	})
 
 	t.Run("TaskCancelJob", func(t *testing.T) {
@@ -76,9 +78,8 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			want := cloneTask(b)
 			if moved[id] {
 				want.State, want.FinishedAt, want.UpdatedAt, want.Version = domain.TaskCancelled, now, now, b.Version+1
-				// The contract does not say what becomes of a cancelled
-				// task's lease fields; leave them to the implementation.
-				want.LeaseExpiresAt, want.LeaseOwner = got.LeaseExpiresAt, got.LeaseOwner
+				// A cancelled task's lease has no expiry; who held it stays.
+				want.LeaseExpiresAt = time.Time{}
 			}
 			checkTask(t, "after TaskCancelJob", got, want)
 		}
