@@ -1,11 +1,13 @@
-// Package table holds CSV-aware helpers for task outputs: ParseOutput checks
-// a worker's result before it is recorded, and Merge stitches the recorded
-// chunk outputs of a job into its final CSV. For uploads, Normalize checks
-// a table as it streams and writes its canonical form, and Split divides
-// that form into a job's chunks. It is pure: no I/O beyond the readers and
-// writers passed in, no clock, no randomness.
+// Package table holds CSV-aware helpers for task outputs: TopK keeps, on a
+// worker, the best rows of a workload's output as it streams in, ParseOutput
+// checks that result before the coordinator records it, and Merge stitches
+// the recorded chunk outputs of a job into its final CSV. For uploads,
+// Normalize checks a table as it streams and writes its canonical form, and
+// Split divides that form into a job's chunks. It is pure: no I/O beyond the
+// readers and writers passed in, no clock, no randomness.
 //
-// The rules both functions share:
+// The rules that TopK, ParseOutput and Merge share, read by one scanner so
+// that a worker and its coordinator cannot disagree:
 //
 //   - An output is CSV as encoding/csv reads it: RFC 4180 quoting (a quoted
 //     field may hold commas, doubled quotes and newlines), LF or CRLF line
@@ -35,10 +37,11 @@
 // where the offending record starts; for malformed CSV, also the line and
 // column of the fault.
 //
-// Merge ranks rows by score in the job's order, ties broken by chunk index
-// and then by row order within the chunk's output. That is a total order, so
-// the final CSV is the same bytes for the same chunk outputs whatever order
-// they are passed in. It is written by encoding/csv's writer: LF line ends,
-// every line terminated, fields quoted only when needed; every field is
+// TopK ranks rows by score in the job's order, ties to the earlier row.
+// Merge ranks them the same way, ties broken by chunk index and then by row
+// order within the chunk's output. That is a total order, so the final CSV
+// is the same bytes for the same chunk outputs whatever order they are
+// passed in. Both write with encoding/csv's writer: LF line ends, every
+// line terminated, fields quoted only when needed; every field is
 // re-encoded, so unnecessary quoting in the inputs does not survive.
 package table

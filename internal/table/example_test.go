@@ -3,6 +3,7 @@ package table_test
 import (
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/table"
@@ -40,4 +41,32 @@ func ExampleMerge() {
 	// c,0.9
 	// b,0.7
 	// 3 rows
+}
+
+func ExampleTopK() {
+	// A worker keeps the best 2 rows of its command's output as it streams.
+	output := strings.NewReader("\ufeffid,score\r\nCHEMBL25,0.42\r\nCHEMBL521,0.91\r\nCHEMBL6,0.42\r\n")
+	tk, err := table.NewTopK("score", domain.Desc, 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	best, err := tk.Select(output)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(best.RowsRead, "rows read")
+	if err := best.WriteCSV(os.Stdout); err != nil {
+		fmt.Println(err)
+	}
+
+	_, err = tk.Select(strings.NewReader("id,score\nCHEMBL25,high\n"))
+	fmt.Println(err)
+	// Output:
+	// 3 rows read
+	// id,score
+	// CHEMBL521,0.91
+	// CHEMBL25,0.42
+	// invalid argument: output line 2: score "high" in column "score" is not a number
 }

@@ -2,12 +2,15 @@ package table
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/csv"
 	"errors"
+	"io"
 	"math"
 	"reflect"
 	"slices"
 	"testing"
+	"testing/iotest"
 
 	"github.com/scimesh/scimesh/internal/domain"
 )
@@ -165,6 +168,89 @@ func FuzzMerge(f *testing.F) {
 		}
 		if !bytes.Equal(again.Bytes(), buf.Bytes()) {
 			t.Fatalf("re-merging the output wrote\n%q\nwant\n%q", again.Bytes(), buf.Bytes())
+		}
+	})
+}
+
+// FuzzTopK checks the streaming selector against ParseOutput and a sort:
+// the same verdict and message on every output; on a valid one, its rows
+// stably sorted by score in order, the first k of them; and what a worker
+// sends from it, ParseOutput accepts as those rows.
+func FuzzTopK(f *testing.F) {
+	for i, s := range fuzzSeeds {
+		f.Add([]byte(s), "score", i%2 == 0, i%4, i%3 == 0)
+	}
+	for i, tt := range outputRejects {
+		column := tt.column
+		switch column {
+		case "":
+			column = "score"
+		case "-":
+			column = ""
+		}
+		f.Add([]byte(tt.in), column, i%2 == 0, 2, i%3 == 0)
+	}
+	f.Add([]byte("id,score\na,1\nb,3\nc,-0\nd,3\ne,0\n"), "score", true, 3, false)
+	f.Add([]byte("id,score\na,1\nb,3\nc,-0\nd,3\ne,0\n"), "score", false, 3, true)
+	f.Fuzz(func(t *testing.T, data []byte, scoreColumn string, desc bool, k int, byteAtATime bool) {
+		k %= 1000
+		order := domain.Asc
+		if desc {
+			order = domain.Desc
+		}
+		tk, err := NewTopK(scoreColumn, order, k)
+		if err != nil {
+			if scoreColumn != "" || !errors.Is(err, domain.ErrInvalidArgument) {
+				t.Fatalf("NewTopK(%q, %s, %d): %v", scoreColumn, order, k, err)
+			}
+			return
+		}
+		var r io.Reader = bytes.NewReader(data)
+		if byteAtATime {
+			r = iotest.OneByteReader(r)
+		}
+		sel, err := tk.Select(r)
+		// Every row of data fits in this top_k: no line holds two rows.
+		all, wantErr := ParseOutput(data, scoreColumn, len(data)+1)
+		if (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("Select(%q): error %v; ParseOutput: %v", data, err, wantErr)
+		}
+		if err != nil {
+			return
+		}
+
+		rank := make([]int, len(all.Rows))
+		for i := range rank {
+			rank[i] = i
+		}
+		slices.SortStableFunc(rank, func(a, b int) int {
+			if order == domain.Desc {
+				a, b = b, a
+			}
+			return cmp.Compare(all.Scores[a], all.Scores[b])
+		})
+		rank = rank[:min(len(rank), max(k, 0))]
+		if !slices.Equal(sel.Header, all.Header) || sel.ScoreIndex != all.ScoreIndex || sel.RowsRead != len(all.Rows) || len(sel.Rows) != len(rank) {
+			t.Fatalf("Select(%q, k %d): header %q (score at %d), %d of %d rows; ParseOutput: %q (score at %d), %d rows",
+				data, k, sel.Header, sel.ScoreIndex, len(sel.Rows), sel.RowsRead, all.Header, all.ScoreIndex, len(all.Rows))
+		}
+		for i, j := range rank {
+			if !slices.Equal(sel.Rows[i], all.Rows[j]) || sel.Scores[i] != all.Scores[j] {
+				t.Fatalf("Select(%q, %s, k %d): rank %d is %q (%v), want row %d %q (%v)",
+					data, order, k, i, sel.Rows[i], sel.Scores[i], j, all.Rows[j], all.Scores[j])
+			}
+		}
+
+		var buf bytes.Buffer
+		if err := sel.WriteCSV(&buf); err != nil {
+			t.Fatal(err)
+		}
+		sent, err := ParseOutput(buf.Bytes(), scoreColumn, k)
+		if err != nil {
+			t.Fatalf("the coordinator refuses %q, sent for %q: %v", buf.Bytes(), data, err)
+		}
+		if !slices.Equal(sent.Header, sel.Header) || !slices.EqualFunc(sent.Rows, sel.Rows, slices.Equal) {
+			t.Fatalf("sent %q, which reads back as %q %q; want %q %q", buf.Bytes(), sent.Header, sent.Rows, sel.Header, sel.Rows)
 		}
 	})
 }

@@ -35,8 +35,8 @@ type ChunkOutput struct {
 // O(total rows · log topK) time. A negative topK counts as 0. Nothing is
 // written unless every chunk is valid.
 func Merge(w io.Writer, chunks []ChunkOutput, scoreColumn string, order domain.Order, topK int) (rows int, err error) {
-	if order != domain.Desc && order != domain.Asc {
-		return 0, domain.Invalidf("order %q must be %q or %q", order, domain.Desc, domain.Asc)
+	if err := checkOrder(order); err != nil {
+		return 0, err
 	}
 	// Read chunks by index so that ties resolve the same way whatever order
 	// the caller passed them in, and so that the kept set only ever admits a
@@ -107,6 +107,14 @@ func Merge(w io.Writer, chunks []ChunkOutput, scoreColumn string, order domain.O
 	return len(best), nil
 }
 
+// checkOrder refuses an order other than domain.Desc and domain.Asc.
+func checkOrder(order domain.Order) error {
+	if order != domain.Desc && order != domain.Asc {
+		return domain.Invalidf("order %q must be %q or %q", order, domain.Desc, domain.Asc)
+	}
+	return nil
+}
+
 // headerMismatch reports that chunk a's header differs from chunk b's,
 // pointing at the first difference: headers can be too long to show whole.
 func headerMismatch(a int, ha []string, b int, hb []string) error {
@@ -152,7 +160,8 @@ func (k *keeper) before(a, b *entry) bool {
 	return a.row < b.row
 }
 
-// offer considers rec for the kept rows. rec is copied if kept; the caller
+// offer considers rec, a row as scanner.next returns it, for the kept
+// rows. rec is normalized (NormalizeFields) and copied if kept; the caller
 // may reuse it.
 func (k *keeper) offer(score float64, chunk, row int, rec []string) {
 	if k.topK <= 0 {
@@ -160,6 +169,7 @@ func (k *keeper) offer(score float64, chunk, row int, rec []string) {
 	}
 	cand := entry{score: score, chunk: chunk, row: row}
 	if !k.full {
+		NormalizeFields(rec)
 		cand.rec = slices.Clone(rec)
 		k.entries = append(k.entries, cand)
 		if len(k.entries) == k.topK {
@@ -173,6 +183,7 @@ func (k *keeper) offer(score float64, chunk, row int, rec []string) {
 		return
 	}
 	// Reuse the evicted row's slice: every record has the header's width.
+	NormalizeFields(rec)
 	top.rec = append(top.rec[:0], rec...)
 	top.score, top.chunk, top.row = score, chunk, row
 	heap.Fix(k, 0)

@@ -39,7 +39,7 @@ func ParseOutput(output []byte, scoreColumn string, topK int) (*Output, error) {
 	s.start(output, false, 0)
 	if err := s.readHeader(); err != nil {
 		if err == io.EOF {
-			return nil, domain.Invalidf("output is empty; it needs a header line naming the column %q", scoreColumn)
+			return nil, emptyOutput(scoreColumn)
 		}
 		return nil, err
 	}
@@ -72,6 +72,7 @@ func ParseOutput(output []byte, scoreColumn string, topK int) (*Output, error) {
 		// Rows past topK are still checked, so that the count in the error
 		// is exact and a malformed record is reported where it is.
 		if s.rows <= topK {
+			NormalizeFields(rec)
 			cells = append(cells, rec...)
 			scores = append(scores, score)
 		}
@@ -89,8 +90,9 @@ func ParseOutput(output []byte, scoreColumn string, topK int) (*Output, error) {
 // bom is the UTF-8 encoding of U+FEFF, the byte order mark.
 const bom = "\ufeff"
 
-// scanner reads output CSVs record by record and checks each record against
-// the rules in the package doc. One scanner reads one output after another,
+// scanner reads output CSVs record by record, from memory (ParseOutput,
+// Merge) or as they stream in (TopK), and checks each record against the
+// rules in the package doc. One scanner reads one output after another,
 // reusing its buffers.
 type scanner struct {
 	scoreColumn string
@@ -108,34 +110,69 @@ type scanner struct {
 }
 
 func newScanner(scoreColumn string) (*scanner, error) {
-	if scoreColumn == "" {
-		return nil, domain.Invalidf("the score column name is empty; name the column that holds the scores")
+	if err := checkScoreColumn(scoreColumn); err != nil {
+		return nil, err
 	}
 	return &scanner{scoreColumn: scoreColumn}, nil
+}
+
+// checkScoreColumn refuses an empty score column name (see the package doc).
+func checkScoreColumn(name string) error {
+	if name == "" {
+		return domain.Invalidf("the score column name is empty; name the column that holds the scores")
+	}
+	return nil
+}
+
+// emptyOutput is the error for an output without a header line, which a
+// result must have (a chunk of Merge's may be empty).
+func emptyOutput(scoreColumn string) error {
+	return domain.Invalidf("output is empty; it needs a header line naming the column %q", scoreColumn)
 }
 
 // start makes s read data: the output of the chunk with index chunk when
 // isChunk, else an output that stands alone.
 func (s *scanner) start(data []byte, isChunk bool, chunk int) {
-	trimmed := data
-	for bytes.HasPrefix(trimmed, []byte(bom)) {
-		trimmed = trimmed[len(bom):]
-	}
-	s.src.Reset(trimmed)
+	s.src.Reset(data)
+	s.startReader(&s.src, isChunk, chunk)
+}
+
+// startReader makes s read the output that r streams, as start does for one
+// in memory. s.buf's size, when the caller set s.buf, is kept.
+func (s *scanner) startReader(r io.Reader, isChunk bool, chunk int) {
 	if s.buf == nil {
-		s.buf = bufio.NewReader(&s.src)
+		s.buf = bufio.NewReader(r)
 	} else {
-		s.buf.Reset(&s.src)
+		s.buf.Reset(r)
 	}
 	// csv.NewReader uses s.buf as it is rather than wrapping it again.
 	s.r = csv.NewReader(s.buf)
 	s.r.ReuseRecord = true
 	// FieldsPerRecord 0: the header sets the width every record must have.
 	s.isChunk, s.chunk = isChunk, chunk
-	s.bomBytes = len(data) - len(trimmed)
+	s.bomBytes = 0
 	s.header = nil
 	s.scoreIndex = 0
 	s.rows = 0
+}
+
+// dropBOMs drops the byte order marks at the start of the output, before
+// the CSV reader sees it, counting their bytes for column numbers.
+func (s *scanner) dropBOMs() error {
+	for {
+		p, err := s.buf.Peek(len(bom))
+		if string(p) == bom {
+			_, _ = s.buf.Discard(len(bom))
+			s.bomBytes += len(bom)
+			continue
+		}
+		if err != nil && err != io.EOF {
+			// A short output is the CSV reader's to judge; a failing
+			// reader is not the output's fault.
+			return fmt.Errorf("read %s: %w", s.name(), err)
+		}
+		return nil
+	}
 }
 
 // name is how messages call the output being read.
@@ -149,6 +186,9 @@ func (s *scanner) name() string {
 // readHeader reads and checks the header line. It returns io.EOF when the
 // data holds no record at all.
 func (s *scanner) readHeader() error {
+	if err := s.dropBOMs(); err != nil {
+		return err
+	}
 	rec, err := s.r.Read()
 	if err != nil {
 		if err == io.EOF {
@@ -183,7 +223,9 @@ func (s *scanner) readHeader() error {
 }
 
 // next returns the next data row and its score, or io.EOF after the last.
-// The row is valid only until the next call.
+// The row is valid only until the next call, and is not normalized: call
+// NormalizeFields on a row that is kept, which spares the rows that are
+// not (most of a long output) the scan for CR LF.
 func (s *scanner) next() ([]string, float64, error) {
 	rec, err := s.r.Read()
 	if err != nil {
@@ -193,11 +235,15 @@ func (s *scanner) next() ([]string, float64, error) {
 		return nil, 0, s.readError(rec, err)
 	}
 	s.rows++
-	NormalizeFields(rec)
 	field := rec[s.scoreIndex]
 	score, err := strconv.ParseFloat(field, 64)
 	if err == nil && !math.IsNaN(score) && !math.IsInf(score, 0) {
 		return rec, score, nil
+	}
+	// A field with a CR or LF is not a number, normalized or not; the
+	// message quotes it as a kept row would hold it.
+	if strings.Contains(field, "\r\n") {
+		field = dropCRBeforeLF(field)
 	}
 	line, _ := s.r.FieldPos(0)
 	switch {
@@ -216,7 +262,8 @@ func (s *scanner) next() ([]string, float64, error) {
 func (s *scanner) readError(rec []string, err error) error {
 	var pe *csv.ParseError
 	if !errors.As(err, &pe) {
-		// The reader reads from memory, so this does not happen.
+		// Only a streamed output (TopK) can fail to read; that is not the
+		// output's fault, so it does not wrap domain.ErrInvalidArgument.
 		return fmt.Errorf("read %s: %w", s.name(), err)
 	}
 	if errors.Is(pe.Err, csv.ErrFieldCount) {

@@ -167,71 +167,74 @@ func TestParseOutputAccepts(t *testing.T) {
 	}
 }
 
+// outputRejects are outputs that ParseOutput refuses, with its messages.
+// TopK.Select refuses them too, but for the count of rows (FuzzTopK).
+var outputRejects = []struct {
+	name    string
+	in      string
+	column  string // "score" when empty; "-" for the empty name
+	topK    int    // 10 when zero
+	wantMsg string // the whole message after "invalid argument: "
+}{
+	{"empty", "", "", 0, `output is empty; it needs a header line naming the column "score"`},
+	{"only a BOM", "\ufeff", "", 0, `output is empty; it needs a header line naming the column "score"`},
+	{"only blank lines", "\n\r\n\n", "", 0, `output is empty; it needs a header line naming the column "score"`},
+	{"no score column", "id,value\na,1\n", "", 0, `output header has no column "score"; its columns are "id", "value"`},
+	{"score column differs in case", "id,Score\n", "", 0, `output header has no column "score"; its columns are "id", "Score"`},
+	{"score column with spaces", "id, score\n", "", 0, `output header has no column "score"; its columns are "id", " score"`},
+	{
+		"many columns listed briefly",
+		"a,b,c,d,e,f,g,h,i,j,k,l\n", "", 0,
+		`output header has no column "score"; its columns are "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" and 2 more`,
+	},
+	{"score column twice", "id,score,score\n", "", 0, `output header names the score column "score" 2 times (columns 2, 3); it must appear once`},
+	{"score column three times", "score,x,score,score\n", "", 0, `output header names the score column "score" 3 times (columns 1, 3, 4); it must appear once`},
+	{"empty score column name", "id,score\n", "-", 0, `the score column name is empty; name the column that holds the scores`},
+	{"too many rows", "id,score\na,1\nb,2\nc,3\n", "", 2, `output has 3 rows; top_k is 2: send at most the best 2`},
+	{"not a number", "id,score\na,1\nb,2\nc,abc\n", "", 0, `output line 4: score "abc" in column "score" is not a number`},
+	{"empty score", "id,score\na,\n", "", 0, `output line 2: score in column "score" is empty; every row needs a finite number`},
+	{"quoted empty score", "id,score\na,\"\"\n", "", 0, `output line 2: score in column "score" is empty; every row needs a finite number`},
+	{"NaN", "id,score\na,NaN\n", "", 0, `output line 2: score "NaN" in column "score" is not a finite number`},
+	{"Inf", "id,score\na,Inf\n", "", 0, `output line 2: score "Inf" in column "score" is not a finite number`},
+	{"minus infinity", "id,score\na,-infinity\n", "", 0, `output line 2: score "-infinity" in column "score" is not a finite number`},
+	{"out of range", "id,score\na,1e999\n", "", 0, `output line 2: score "1e999" in column "score" is out of range for a 64-bit float`},
+	{"leading space", "id,score\na, 1\n", "", 0, `output line 2: score " 1" in column "score" is not a number`},
+	{"trailing space", "id,score\na,1 \n", "", 0, `output line 2: score "1 " in column "score" is not a number`},
+	{"comma decimal", "id,score\na,\"1,5\"\n", "", 0, `output line 2: score "1,5" in column "score" is not a number`},
+	{
+		"bad score after a multi-line field names the record's first line",
+		"note,score\n\"x\ny\nz\",w\n", "", 0,
+		`output line 2: score "w" in column "score" is not a number`,
+	},
+	{
+		"bad score past top_k is reported where it is",
+		"score\n1\n2\n3\nx\n", "", 2,
+		`output line 5: score "x" in column "score" is not a number`,
+	},
+	{"too few fields", "id,score\na,1\nb\n", "", 0, `output line 3: record has 1 fields; the header has 2`},
+	{"too many fields", "id,score\na,1,2\n", "", 0, `output line 2: record has 3 fields; the header has 2`},
+	{
+		"field count of a multi-line record names its first line",
+		"id,score\n\"a\nb\",1,2\n", "", 0,
+		`output line 2: record has 3 fields; the header has 2`,
+	},
+	{"bare quote", "id,score\na\"b,1\n", "", 0, `output line 2, column 2: a " in an unquoted field (quote the field and double the inner quotes)`},
+	{
+		"bare quote after a BOM counts the BOM's bytes",
+		"\ufeffi\"d,score\n", "", 0,
+		`output line 1, column 5: a " in an unquoted field (quote the field and double the inner quotes)`,
+	},
+	{"stray quote after a quoted field", "id,score\n\"a\"b,1\n", "", 0, `output line 2, column 3: a quoted field is not closed, or a " inside it is not doubled`},
+	{
+		"unclosed quote",
+		"id,score\n\"a,1\nb,2\n", "", 0,
+		`output line 3, column 5 (in the record that starts on line 2): a quoted field is not closed, or a " inside it is not doubled`,
+	},
+}
+
 func TestParseOutputRejects(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name    string
-		in      string
-		column  string // "score" when empty
-		topK    int    // 10 when zero
-		wantMsg string // the whole message after "invalid argument: "
-	}{
-		{"empty", "", "", 0, `output is empty; it needs a header line naming the column "score"`},
-		{"only a BOM", "\ufeff", "", 0, `output is empty; it needs a header line naming the column "score"`},
-		{"only blank lines", "\n\r\n\n", "", 0, `output is empty; it needs a header line naming the column "score"`},
-		{"no score column", "id,value\na,1\n", "", 0, `output header has no column "score"; its columns are "id", "value"`},
-		{"score column differs in case", "id,Score\n", "", 0, `output header has no column "score"; its columns are "id", "Score"`},
-		{"score column with spaces", "id, score\n", "", 0, `output header has no column "score"; its columns are "id", " score"`},
-		{
-			"many columns listed briefly",
-			"a,b,c,d,e,f,g,h,i,j,k,l\n", "", 0,
-			`output header has no column "score"; its columns are "a", "b", "c", "d", "e", "f", "g", "h", "i", "j" and 2 more`,
-		},
-		{"score column twice", "id,score,score\n", "", 0, `output header names the score column "score" 2 times (columns 2, 3); it must appear once`},
-		{"score column three times", "score,x,score,score\n", "", 0, `output header names the score column "score" 3 times (columns 1, 3, 4); it must appear once`},
-		{"empty score column name", "id,score\n", "-", 0, `the score column name is empty; name the column that holds the scores`},
-		{"too many rows", "id,score\na,1\nb,2\nc,3\n", "", 2, `output has 3 rows; top_k is 2: send at most the best 2`},
-		{"not a number", "id,score\na,1\nb,2\nc,abc\n", "", 0, `output line 4: score "abc" in column "score" is not a number`},
-		{"empty score", "id,score\na,\n", "", 0, `output line 2: score in column "score" is empty; every row needs a finite number`},
-		{"quoted empty score", "id,score\na,\"\"\n", "", 0, `output line 2: score in column "score" is empty; every row needs a finite number`},
-		{"NaN", "id,score\na,NaN\n", "", 0, `output line 2: score "NaN" in column "score" is not a finite number`},
-		{"Inf", "id,score\na,Inf\n", "", 0, `output line 2: score "Inf" in column "score" is not a finite number`},
-		{"minus infinity", "id,score\na,-infinity\n", "", 0, `output line 2: score "-infinity" in column "score" is not a finite number`},
-		{"out of range", "id,score\na,1e999\n", "", 0, `output line 2: score "1e999" in column "score" is out of range for a 64-bit float`},
-		{"leading space", "id,score\na, 1\n", "", 0, `output line 2: score " 1" in column "score" is not a number`},
-		{"trailing space", "id,score\na,1 \n", "", 0, `output line 2: score "1 " in column "score" is not a number`},
-		{"comma decimal", "id,score\na,\"1,5\"\n", "", 0, `output line 2: score "1,5" in column "score" is not a number`},
-		{
-			"bad score after a multi-line field names the record's first line",
-			"note,score\n\"x\ny\nz\",w\n", "", 0,
-			`output line 2: score "w" in column "score" is not a number`,
-		},
-		{
-			"bad score past top_k is reported where it is",
-			"score\n1\n2\n3\nx\n", "", 2,
-			`output line 5: score "x" in column "score" is not a number`,
-		},
-		{"too few fields", "id,score\na,1\nb\n", "", 0, `output line 3: record has 1 fields; the header has 2`},
-		{"too many fields", "id,score\na,1,2\n", "", 0, `output line 2: record has 3 fields; the header has 2`},
-		{
-			"field count of a multi-line record names its first line",
-			"id,score\n\"a\nb\",1,2\n", "", 0,
-			`output line 2: record has 3 fields; the header has 2`,
-		},
-		{"bare quote", "id,score\na\"b,1\n", "", 0, `output line 2, column 2: a " in an unquoted field (quote the field and double the inner quotes)`},
-		{
-			"bare quote after a BOM counts the BOM's bytes",
-			"\ufeffi\"d,score\n", "", 0,
-			`output line 1, column 5: a " in an unquoted field (quote the field and double the inner quotes)`,
-		},
-		{"stray quote after a quoted field", "id,score\n\"a\"b,1\n", "", 0, `output line 2, column 3: a quoted field is not closed, or a " inside it is not doubled`},
-		{
-			"unclosed quote",
-			"id,score\n\"a,1\nb,2\n", "", 0,
-			`output line 3, column 5 (in the record that starts on line 2): a quoted field is not closed, or a " inside it is not doubled`,
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range outputRejects {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			column, topK := tt.column, tt.topK

@@ -42,7 +42,9 @@
 //  5. Keep the best top_k rows of the output (CSV with a header on stdout)
 //     by the job's score column and order, ties to the earlier row, in a
 //     bounded heap as the output streams in, and report them in that
-//     order. Otherwise report a failure whose error says what happened.
+//     order. table.TopK does it, checking the output by the rules the
+//     coordinator checks the result by, so what it keeps is accepted.
+//     Otherwise report a failure whose error says what happened.
 //
 // # Failures
 //

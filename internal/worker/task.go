@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,8 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/table"
 )
 
 // errAbandoned is the cause of an attempt stopped because its lease is gone:
@@ -135,7 +138,7 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	if !ok {
 		return nil, fmt.Errorf("this worker has no workload %q configured (it runs %v), yet was handed its task", t.Workload, w.names)
 	}
-	keep, err := newTopK(t.ScoreColumn, t.Order, t.TopK)
+	keep, err := table.NewTopK(t.ScoreColumn, domain.Order(t.Order), t.TopK)
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("the task's settings: %w", err))
 	}
@@ -150,18 +153,20 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout)
 	defer in.stop()
 
-	// The workload writes into a pipe that the parser reads as it comes; a
-	// bad output stops the workload at once.
+	// The workload writes into a pipe that the selector reads as it comes;
+	// a bad output stops the workload at once.
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	pr, pw := io.Pipe()
 	parsed := make(chan error, 1)
+	var best *table.Selection // set before parsed is sent
 	go func() {
-		err := keep.read(pr)
+		sel, err := keep.Select(pr)
 		if err != nil {
 			stopRun(&outputError{err})
 			pr.CloseWithError(err)
 		}
+		best = sel
 		parsed <- err
 	}()
 	var runErr error
@@ -197,11 +202,11 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	if err := in.finish(); err != nil {
 		return nil, err
 	}
-	out, err := keep.csv()
-	if err != nil {
+	var out bytes.Buffer
+	if err := best.WriteCSV(&out); err != nil {
 		return nil, fmt.Errorf("write the kept rows: %w", err)
 	}
-	return &outcome{output: out, rows: keep.rows, kept: keep.kept.Len(), input: in.n}, nil
+	return &outcome{output: out.Bytes(), rows: best.RowsRead, kept: len(best.Rows), input: in.n}, nil
 }
 
 // runBuiltin runs a built-in workload, turning a panic into a retryable
