@@ -25,6 +25,7 @@ import (
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 	"github.com/scimesh/scimesh/internal/worker"
 )
@@ -60,7 +61,11 @@ func setup(t *testing.T) *bundle {
 		Shard: "s0", Logger: log,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
-	srv := httptest.NewServer(httpapi.New(eng, httpapi.Tokens{Worker: workerToken, Client: clientToken}, log))
+	mux := http.NewServeMux() // the REST API and the Worker service, as serve mounts them
+	rpc.Mount(mux, eng, rpc.Tokens{Worker: workerToken, Client: clientToken, Peer: "peer-token"},
+		func(shard string) bool { return shard == "s0" }, log)
+	mux.Handle("/", httpapi.New(eng, httpapi.Tokens{Worker: workerToken, Client: clientToken}, log))
+	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	loops.Go(func() { eng.Run(ctx) })

@@ -29,7 +29,7 @@ const maxTreeResult = 64 << 20
 
 // treeSlot polls tree tasks and runs them, one at a time, until claimCtx is
 // done.
-func (w *Worker) treeSlot(claimCtx, runCtx context.Context) {
+func (w *Worker) treeSlot(claimCtx, runCtx context.Context, stop context.CancelCauseFunc) {
 	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
 	req := &v1.PollRequest{WorkerId: w.cfg.ID, Workloads: w.treeNames, WaitSeconds: int32(w.cfg.ClaimWait.Seconds())}
 	for claimCtx.Err() == nil {
@@ -37,6 +37,9 @@ func (w *Worker) treeSlot(claimCtx, runCtx context.Context) {
 		res, err := w.cfg.Trees.Poll(claimCtx, connect.NewRequest(req))
 		switch {
 		case err != nil && claimCtx.Err() != nil:
+			return
+		case refusedForGood(err):
+			stop(&fatalError{fmt.Errorf("the coordinator refuses this worker's tree polls: %w (check --coordinator and --token, or SCIMESH_COORDINATOR and SCIMESH_TOKEN)", err)})
 			return
 		case err != nil:
 			d := b.next()
@@ -53,6 +56,16 @@ func (w *Worker) treeSlot(claimCtx, runCtx context.Context) {
 			w.running.Add(-1)
 		}
 	}
+}
+
+// refusedForGood reports whether a Worker service error is one that
+// waiting does not fix: a wrong token, or a request the service rejects.
+func refusedForGood(err error) bool {
+	switch connect.CodeOf(err) {
+	case connect.CodeUnauthenticated, connect.CodePermissionDenied, connect.CodeInvalidArgument:
+		return err != nil
+	}
+	return false
 }
 
 // runTree runs one attempt of a tree task and reports its outcome, unless

@@ -195,7 +195,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slots.Go(func() { w.slot(claimCtx, runCtx, stopClaims) })
 	}
 	for range w.cfg.TreeSlots {
-		slots.Go(func() { w.treeSlot(claimCtx, runCtx) })
+		slots.Go(func() { w.treeSlot(claimCtx, runCtx, stopClaims) })
 	}
 	done := make(chan struct{})
 	go func() {

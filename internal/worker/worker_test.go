@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,8 +18,12 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/worker"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // scoreCommand prints each input row's id and value as the score, with the
@@ -423,6 +428,32 @@ func TestRefusedToken(t *testing.T) {
 	err = w.Run(t.Context())
 	if err == nil || !strings.Contains(err.Error(), "401 unauthenticated") || !strings.Contains(err.Error(), "--token") {
 		t.Fatalf("Run with a wrong token: %v", err)
+	}
+}
+
+// TestRefusedTreeToken checks that a worker whose tree slots the Worker
+// service refuses stops too, instead of polling forever.
+func TestRefusedTreeToken(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	w, err := worker.New(worker.Config{
+		Client: client.New(b.url, workerToken), ID: "w1", Concurrency: 1,
+		Trees:     scimeshv1connect.NewWorkerClient(http.DefaultClient, b.url, connect.WithInterceptors(rpc.Bearer("wrong"))),
+		TreeSlots: 1, Workloads: []worker.Workload{mustWorkload(t, "sum=cat")}, ClaimWait: time.Second, WorkDir: t.TempDir(),
+		Logger: slogTo(io.Discard),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- w.Run(t.Context()) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "unauthenticated") || !strings.Contains(err.Error(), "--token") {
+			t.Fatalf("Run with a tree token the coordinator refuses: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a worker whose tree polls are refused kept running")
 	}
 }
 
