@@ -159,9 +159,20 @@ func run(t *testing.T, dir string, env []string, args ...string) (string, error)
 	return string(out), err
 }
 
-// call sends a JSON request and decodes a JSON answer into out (when not nil).
+// call sends a JSON request and decodes a JSON answer into out (when not
+// nil); a request that gets no answer fails the test. Call it from the
+// test's goroutine; other goroutines use send.
 func call(t *testing.T, method, url, token string, body any, out any) int {
 	t.Helper()
+	status, err := send(method, url, token, body, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return status
+}
+
+// send is call for any goroutine: it returns what went wrong.
+func send(method, url, token string, body any, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		data, _ := json.Marshal(body)
@@ -173,16 +184,16 @@ func call(t *testing.T, method, url, token string, body any, out any) int {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
+		return 0, fmt.Errorf("%s %s: %w", method, url, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	if out != nil && len(data) > 0 {
 		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: decode %q: %v", method, url, data, err)
+			return resp.StatusCode, fmt.Errorf("%s %s: decode %q: %w", method, url, data, err)
 		}
 	}
-	return resp.StatusCode
+	return resp.StatusCode, nil
 }
 
 func chunkList(n int) []map[string]any {

@@ -43,12 +43,12 @@ func TestTwoServersOnePostgres(t *testing.T) {
 			id := fmt.Sprintf("w%d", w)
 			for {
 				var claimed struct{ Tasks []taskOut }
-				s := call(t, "POST", url+"/tasks/claim", "wtok", map[string]any{"worker_id": id, "max_tasks": 4}, &claimed)
+				s, err := send("POST", url+"/tasks/claim", "wtok", map[string]any{"worker_id": id, "max_tasks": 4}, &claimed)
 				if s == http.StatusNoContent {
 					return
 				}
-				if s != 200 {
-					t.Errorf("claim: %d", s)
+				if s != 200 || err != nil {
+					t.Errorf("claim: %d %v", s, err)
 					return
 				}
 				items := []map[string]any{}
@@ -60,8 +60,8 @@ func TestTwoServersOnePostgres(t *testing.T) {
 				}
 				mu.Unlock()
 				var res struct{ Results []struct{ Status int } }
-				if s := call(t, "POST", url+"/tasks/results", "wtok", map[string]any{"results": items}, &res); s != 200 {
-					t.Errorf("results: %d", s)
+				if s, err := send("POST", url+"/tasks/results", "wtok", map[string]any{"results": items}, &res); s != 200 || err != nil {
+					t.Errorf("results: %d %v", s, err)
 					return
 				}
 				for _, r := range res.Results {
