@@ -33,7 +33,7 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 	}
 	defer w.removeAttemptDir(dir, log)
 
-	ship := newShipper(w.client, t, w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
+	ship := newShipper(restLogSink(w.client, t, w.cfg.ID), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
 	var shipping sync.WaitGroup
 	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
 	defer func() {

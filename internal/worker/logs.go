@@ -3,6 +3,7 @@ package worker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -97,12 +98,11 @@ func (w *lineWriter) lastLines() []string {
 
 // shipper sends a task attempt's log lines to the coordinator in batches:
 // when maxBatch lines are waiting or every interval, and once more when it
-// stops. It gives up quietly when the coordinator has no log endpoint
-// (404) or the attempt's lease is gone, and keeps lines for a later try
-// while the coordinator is unreachable.
+// stops. It gives up quietly when the coordinator has no log for the
+// attempt (no log endpoint, or the attempt's lease is gone), and keeps
+// lines for a later try while the coordinator is unreachable.
 type shipper struct {
-	client   *client.Client
-	task     *client.Task
+	sink     logSink
 	workerID string
 	log      *slog.Logger
 	interval time.Duration
@@ -118,9 +118,35 @@ type shipper struct {
 	done chan struct{}
 }
 
-func newShipper(c *client.Client, t *client.Task, workerID string, log *slog.Logger, interval time.Duration, maxBatch int) *shipper {
+// logSink sends one batch of an attempt's log lines. An error wrapping
+// errLogGone means no batch of the attempt can ever be taken, one wrapping
+// errLogLater that this one may be taken later; any other drops the batch.
+type logSink func(ctx context.Context, lines []string) error
+
+var (
+	errLogGone  = errors.New("the coordinator takes no more lines of this attempt")
+	errLogLater = errors.New("the coordinator does not answer for now")
+)
+
+// restLogSink sends an attempt's lines through the REST API.
+func restLogSink(c *client.Client, t *client.Task, workerID string) logSink {
+	return func(ctx context.Context, lines []string) error {
+		err := c.AppendLogs(ctx, t.TaskID, client.LogLines{WorkerID: workerID, Attempt: t.Attempt, Lines: lines})
+		switch {
+		case err == nil:
+			return nil
+		case client.IsNotFound(err), client.IsLeaseLost(err), client.IsCancelled(err):
+			return fmt.Errorf("%w: %w", errLogGone, err)
+		case client.IsRetryable(err):
+			return fmt.Errorf("%w: %w", errLogLater, err)
+		}
+		return err
+	}
+}
+
+func newShipper(sink logSink, workerID string, log *slog.Logger, interval time.Duration, maxBatch int) *shipper {
 	return &shipper{
-		client: c, task: t, workerID: workerID, log: log, interval: interval, maxBatch: min(maxBatch, maxBatchLines),
+		sink: sink, workerID: workerID, log: log, interval: interval, maxBatch: min(maxBatch, maxBatchLines),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 }
@@ -187,18 +213,18 @@ func (s *shipper) ship(ctx context.Context, last bool) {
 		s.mu.Unlock()
 
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		err := s.client.AppendLogs(callCtx, s.task.TaskID, client.LogLines{WorkerID: s.workerID, Attempt: s.task.Attempt, Lines: batch})
+		err := s.sink(callCtx, batch)
 		cancel()
 		switch {
 		case err == nil:
 			continue
-		case client.IsNotFound(err), client.IsLeaseLost(err), client.IsCancelled(err):
+		case errors.Is(err, errLogGone):
 			// No log endpoint on this coordinator, or the attempt is over:
 			// no later try can succeed.
 			s.log.Debug("task log lines not shipped", "lines", len(batch), "error", err)
 			s.disable()
 			return
-		case client.IsRetryable(err) && !last:
+		case errors.Is(err, errLogLater) && !last:
 			s.log.Debug("task log lines not shipped yet; will retry", "lines", len(batch), "error", err)
 			s.requeue(batch)
 			return

@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -153,19 +153,23 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	defer w.removeAttemptDir(dir, log)
 	env := append(baseEnv(), "SCIMESH_TASK_ID="+t.TaskId, "SCIMESH_ATTEMPT="+strconv.Itoa(int(t.Attempt)),
 		"SCIMESH_WORKLOAD="+t.Workload, "SCIMESH_WORKER_ID="+w.cfg.ID)
-	var stdout, stderr bytes.Buffer
+	// stderr lines go to the task's log as they come, like a chunk
+	// command's.
+	ship := newShipper(w.treeLogSink(t), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
+	var shipping sync.WaitGroup
+	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
+	stderr := &lineWriter{emit: ship.add}
+	var stdout bytes.Buffer
 	cmd := shellCommand(ctx, wl.Command, dir, env)
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = &limitedBuffer{buf: &stdout, max: maxTreeResult}
-	cmd.Stderr = &limitedBuffer{buf: &stderr, max: 1 << 20}
+	cmd.Stderr = stderr
 	runErr := cmd.Run()
-	w.shipTreeLog(t, stderr.String(), log)
+	stderr.flush()
+	ship.close()
+	shipping.Wait()
 	if runErr != nil {
-		lines := strings.Split(strings.TrimRight(stderr.String(), "\n"), "\n")
-		if stderr.Len() == 0 {
-			lines = nil
-		}
-		return nil, errors.New(exitError(runErr).Error() + tailText(lines[max(len(lines)-5, 0):]))
+		return nil, fmt.Errorf("%w%s", exitError(runErr), tailText(stderr.lastLines()))
 	}
 	v := &structpb.Value{}
 	if err := protojson.Unmarshal(bytes.TrimSpace(stdout.Bytes()), v); err != nil {
@@ -174,22 +178,20 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	return v, nil
 }
 
-// shipTreeLog sends the command's stderr lines to the task's log.
-func (w *Worker) shipTreeLog(t *v1.Task, stderr string, log *slog.Logger) {
-	lines := strings.Split(strings.TrimRight(stderr, "\n"), "\n")
-	if stderr == "" {
-		return
-	}
-	for len(lines) > 0 {
-		n := min(len(lines), 1000)
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: lines[:n]}))
-		cancel()
-		if err != nil {
-			log.Warn("log lines dropped", "error", err)
-			return
+// treeLogSink sends a tree task attempt's log lines through the Worker
+// service.
+func (w *Worker) treeLogSink(t *v1.Task) logSink {
+	return func(ctx context.Context, lines []string) error {
+		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: lines}))
+		switch connect.CodeOf(err) {
+		case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeUnimplemented:
+			return fmt.Errorf("%w: %w", errLogGone, err)
+		case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeUnknown:
+			if err != nil {
+				return fmt.Errorf("%w: %w", errLogLater, err)
+			}
 		}
-		lines = lines[n:]
+		return err
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/worker"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
@@ -478,5 +479,59 @@ func TestUnreachableCoordinator(t *testing.T) {
 	}
 	if n := strings.Count(logs.String(), "claim failed; backing off"); n < 3 {
 		t.Fatalf("%d claim retries in 500ms; want several:\n%s", n, logs.String())
+	}
+}
+
+// TestTreeLogStreams checks that a tree task's stderr reaches its log while
+// the command still runs, not only once it exits.
+func TestTreeLogStreams(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := filepath.Join(t.TempDir(), "release")
+	b.startWorker(worker.Config{
+		Trees:     scimeshv1connect.NewWorkerClient(http.DefaultClient, b.url, connect.WithInterceptors(rpc.Bearer(workerToken))),
+		TreeSlots: 1,
+		Workloads: []worker.Workload{mustWorkload(t, "slow=echo started >&2; while [ ! -f "+release+" ]; do sleep 0.05; done; echo 7")},
+	})
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, b.url, connect.WithInterceptors(rpc.Bearer(clientToken)))
+	sub, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s0:x", Workload: "slow"}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := sub.Msg.RootId
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		rc, err := b.client.Logs(t.Context(), id, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text, _ := io.ReadAll(rc)
+		rc.Close()
+		if strings.Contains(string(text), "started") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the running command's stderr is not in the task's log after 15s: %q", text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: id}))
+	if err != nil || info.Msg.State != "leased" {
+		t.Fatalf("task while its command waits: %v %v, want leased", info.Msg.GetState(), err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline = time.Now().Add(15 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		info, err = q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: id}))
+		if err == nil && info.Msg.State == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("task after its command was released: %v %v, want completed", info.Msg.GetState(), err)
+		}
+	}
+	if info.Msg.Result.GetNumberValue() != 7 {
+		t.Fatalf("result %v, want 7", info.Msg.Result)
 	}
 }
