@@ -120,6 +120,9 @@ var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
 func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc {
 	t.Helper()
 	p := start(t, dir, env, append([]string{"serve", "--addr", addr}, args...)...)
+	if !strings.HasSuffix(addr, ":0") {
+		p.url = "http://" + addr // known already: no need of the log line
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if p.url == "" {
@@ -501,5 +504,24 @@ func TestOpenServerAnswersLoopbackNamesOnly(t *testing.T) {
 	h.ServeHTTP(rec, req)
 	if rec.Code != 200 {
 		t.Errorf("a server with tokens refused Host coordinator.example: %d", rec.Code)
+	}
+}
+
+// TestServeLogLevel: --log-level quiets the request lines, and a level
+// that does not exist is refused with the ones that do.
+func TestServeLogLevel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveOn(t, dir, freeAddr(t), tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "q.db"), "--log-level", "warn")
+	if s := call(t, "GET", p.url+"/jobs", "ctok", nil, nil); s != 200 {
+		t.Fatalf("GET /jobs: %d", s)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(p.stderr.String(), "msg=request") {
+		t.Fatalf("a request line was logged at --log-level warn:\n%s", p.stderr.String())
+	}
+	out, err := run(t, dir, tokenEnv, "serve", "--db", "sqlite:"+filepath.Join(dir, "r.db"), "--log-level", "loud")
+	if err == nil || !strings.Contains(out, "use debug, info, warn or error") {
+		t.Fatalf("serve --log-level loud: %v\n%s", err, out)
 	}
 }

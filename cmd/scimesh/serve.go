@@ -41,6 +41,8 @@ type serveConfig struct {
 	Migrate  bool
 	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
 	MaxUploadBytes int64
+	// LogLevel is the least important level logged.
+	LogLevel slog.Level
 	// Metrics is the engine's Observer, served at GET /metrics; nil makes
 	// runServer build its own, without the engine's counters.
 	Metrics *telemetry.Metrics
@@ -60,7 +62,7 @@ func newServeCmd() *cobra.Command {
 			cfg.Migrate = migrateFlag
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, newLogger(), nil)
+			return serve(ctx, cfg, newLogger(cfg.LogLevel), nil)
 		},
 	}
 	f := cmd.Flags()
@@ -71,6 +73,7 @@ func newServeCmd() *cobra.Command {
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
+	f.String("log-level", "info", "least important log lines kept: debug, info, warn or error (env SCIMESH_LOG_LEVEL)")
 	return cmd
 }
 
@@ -90,6 +93,9 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			Client: e.get("CLIENT_AUTH_TOKEN"),
 		},
 		Peer: e.get("PEER_AUTH_TOKEN"),
+	}
+	if err := cfg.LogLevel.UnmarshalText([]byte(e.setting(cmd, "log-level", "SCIMESH_LOG_LEVEL", "info"))); err != nil {
+		return nil, fmt.Errorf("log level: %w; use debug, info, warn or error (--log-level or SCIMESH_LOG_LEVEL)", err)
 	}
 	if v := e.setting(cmd, "max-upload-bytes", "SCIMESH_MAX_UPLOAD_BYTES", ""); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -115,8 +121,8 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	return cfg, nil
 }
 
-func newLogger() *slog.Logger {
-	return slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
+func newLogger(level slog.Level) *slog.Logger {
+	return slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 }
 
 // serve runs a coordinator until ctx is done. When ready is not nil it

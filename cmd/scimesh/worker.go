@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
@@ -72,7 +73,7 @@ again at once, and exits 0.`,
 			defer c.CloseIdleConnections()
 			cfg := worker.Config{
 				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
-				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(),
+				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(slog.LevelInfo),
 				TreeSlots: treeSlots,
 			}
 			if treeSlots > 0 {
