@@ -103,7 +103,8 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 	if res.err != nil {
 		return res.err
 	}
-	left, err := st.JobTaskCounts(ctx, jobID)
+	counts, err := st.JobTaskCounts(ctx, []string{jobID})
+	left := counts[jobID]
 	if err != nil {
 		return err
 	}

@@ -195,11 +195,28 @@ func specHash(spec *domain.JobSpec) (string, error) {
 }
 
 func (e *Engine) view(ctx context.Context, j *domain.Job) (*JobView, error) {
-	counts, err := e.store.JobTaskCounts(ctx, j.ID)
+	v, err := e.views(ctx, []*domain.Job{j})
 	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("count tasks of job %s: %w", j.ID, err))
+		return nil, err
 	}
-	return &JobView{Job: j, Tasks: counts}, nil
+	return v[0], nil
+}
+
+// views returns jobs with their progress, counted in one go.
+func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, error) {
+	ids := make([]string, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	counts, err := e.store.JobTaskCounts(ctx, ids)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("count tasks of %d jobs: %w", len(ids), err))
+	}
+	out := make([]*JobView, len(jobs))
+	for i, j := range jobs {
+		out[i] = &JobView{Job: j, Tasks: counts[j.ID]}
+	}
+	return out, nil
 }
 
 // GetJob returns a job with its progress.
@@ -253,12 +270,12 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) ([]*JobView, st
 		last := jobs[limit-1]
 		next = encodeCursor(strconv.FormatInt(last.CreatedAt.UnixMicro(), 10) + "|" + last.ID)
 	}
-	views := make([]*JobView, len(jobs))
-	for i, j := range jobs {
+	for _, j := range jobs {
 		j.Result = nil
-		if views[i], err = e.view(ctx, j); err != nil {
-			return nil, "", err
-		}
+	}
+	views, err := e.views(ctx, jobs)
+	if err != nil {
+		return nil, "", err
 	}
 	return views, next, nil
 }

@@ -68,8 +68,9 @@ type Querier interface {
 	JobUpdate(ctx context.Context, j *domain.Job) error
 	// JobMarkRunning moves every listed job that is pending to running at now.
 	JobMarkRunning(ctx context.Context, ids []string, now time.Time) error
-	// JobTaskCounts counts the job's tasks of kind chunk by state.
-	JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error)
+	// JobTaskCounts counts the tasks of kind chunk of each listed job by
+	// state, in one go; a job without tasks (or no such job) is absent.
+	JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error)
 
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error

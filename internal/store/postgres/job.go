@@ -56,9 +56,9 @@ WHERE id = $1 AND version = $8`
 SET status = 'running', updated_at = $2, version = version + 1
 WHERE id = ANY($1) AND status = 'pending'`
 
-	sqlJobTaskCounts = `SELECT state, count(*) FROM tasks
-WHERE job_id = $1 AND kind = 'chunk'
-GROUP BY state`
+	sqlJobTaskCounts = `SELECT job_id, state, count(*) FROM tasks
+WHERE job_id = ANY($1) AND kind = 'chunk'
+GROUP BY job_id, state`
 )
 
 // JobInsert inserts j at version j.Version+1. A taken ID or idempotency key
@@ -180,23 +180,29 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 	return nil
 }
 
-// JobTaskCounts counts the job's tasks of kind chunk by state.
-func (q *querier) JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error) {
-	var c domain.TaskCounts
-	rows, err := q.db.Query(ctx, sqlJobTaskCounts, jobID)
-	if err != nil {
-		return c, translate(err, "count tasks of job %s", jobID)
+// JobTaskCounts counts each listed job's chunk tasks by state, in one
+// statement.
+func (q *querier) JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
+	out := make(map[string]domain.TaskCounts, len(jobIDs))
+	if len(jobIDs) == 0 {
+		return out, nil
 	}
-	var state string
+	rows, err := q.db.Query(ctx, sqlJobTaskCounts, jobIDs)
+	if err != nil {
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
+	}
+	var id, state string
 	var n int
-	_, err = pgx.ForEachRow(rows, []any{&state, &n}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n}, func() error {
+		c := out[id]
 		c.Add(domain.TaskState(state), n)
+		out[id] = c
 		return nil
 	})
 	if err != nil {
-		return domain.TaskCounts{}, translate(err, "count tasks of job %s", jobID)
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
 	}
-	return c, nil
+	return out, nil
 }
 
 // scanJob reads a row of jobColumns.

@@ -171,24 +171,32 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 }
 
 // JobTaskCounts counts the job's tasks of kind chunk by state; a job with no
-// tasks, or no such job, counts zero.
-func (q *querier) JobTaskCounts(ctx context.Context, jobID string) (domain.TaskCounts, error) {
-	var c domain.TaskCounts
-	err := q.query(ctx, false, func(r scanner) error {
-		var (
-			state string
-			n     int
-		)
-		if err := r.Scan(&state, &n); err != nil {
-			return err
+// JobTaskCounts counts each listed job's chunk tasks by state. SQLite
+// answers in process, so one prepared statement per job costs what one
+// statement for all would.
+func (q *querier) JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
+	out := make(map[string]domain.TaskCounts, len(jobIDs))
+	for _, id := range jobIDs {
+		var c domain.TaskCounts
+		err := q.query(ctx, false, func(r scanner) error {
+			var (
+				state string
+				n     int
+			)
+			if err := r.Scan(&state, &n); err != nil {
+				return err
+			}
+			c.Add(domain.TaskState(state), n)
+			return nil
+		}, jobTaskCountsSQL, id)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: count tasks of job %s: %w", id, err)
 		}
-		c.Add(domain.TaskState(state), n)
-		return nil
-	}, jobTaskCountsSQL, jobID)
-	if err != nil {
-		return domain.TaskCounts{}, fmt.Errorf("sqlite: count tasks of job %s: %w", jobID, err)
+		if c.Total > 0 {
+			out[id] = c
+		}
 	}
-	return c, nil
+	return out, nil
 }
 
 func scanJob(r scanner) (*domain.Job, error) {

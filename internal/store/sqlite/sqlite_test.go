@@ -72,7 +72,8 @@ func TestOpenCreatesDirectoryAndKeepsData(t *testing.T) {
 	if d := storetest.JobDiff(got, j); d != "" {
 		t.Errorf("job after reopening differs: %s", d)
 	}
-	counts, err := s.JobTaskCounts(t.Context(), "j1")
+	all, err := s.JobTaskCounts(t.Context(), []string{"j1"})
+	counts := all["j1"]
 	if err != nil || counts.Pending != 3 {
 		t.Errorf("JobTaskCounts after reopening = %+v, %v; want 3 pending", counts, err)
 	}
@@ -274,7 +275,8 @@ func TestLargeInsert(t *testing.T) {
 		t.Fatalf("insert %d tasks: %v", n, err)
 	}
 	t.Logf("inserted %d tasks in %s", n+1, time.Since(start))
-	counts, err := s.JobTaskCounts(t.Context(), "big")
+	all, err := s.JobTaskCounts(t.Context(), []string{"big"})
+	counts := all["big"]
 	if err != nil || counts.Pending != n {
 		t.Errorf("JobTaskCounts = %+v, %v; want %d pending", counts, err, n)
 	}

@@ -259,10 +259,12 @@ func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
 		t.Fatalf("claimers took %d tasks, want %d", len(owner), jobs*perJob)
 	}
 	for j := range jobs {
-		counts, err := s.JobTaskCounts(t.Context(), fmt.Sprintf("j%d", j))
+		id := fmt.Sprintf("j%d", j)
+		all, err := s.JobTaskCounts(t.Context(), []string{id})
 		if err != nil {
 			t.Fatalf("JobTaskCounts: %v", err)
 		}
+		counts := all[id]
 		if counts.Leased != perJob || counts.Total != perJob {
 			t.Errorf("job j%d counts %+v after the claims, want all %d leased", j, counts, perJob)
 		}

@@ -104,7 +104,8 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if j, err := q.JobGet(ctx, "j1"); err != nil || j.Status != domain.JobRunning {
 				return fmt.Errorf("JobGet after JobMarkRunning inside the tx: %v", err)
 			}
-			counts, err := q.JobTaskCounts(ctx, "j1")
+			all, err := q.JobTaskCounts(ctx, []string{"j1"})
+			counts := all["j1"]
 			if err != nil || counts.Leased != 2 || counts.Pending != 1 {
 				return fmt.Errorf("JobTaskCounts inside the tx = %+v, %v; want 2 leased, 1 pending", counts, err)
 			}
