@@ -404,5 +404,5 @@ func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, n
 			return err
 		}
 	}
-	return e.failPath(ctx, q, t, "", now)
+	return e.failPath(ctx, q, t, "", nil, now)
 }

@@ -70,7 +70,14 @@ var (
 	// ErrUnreachable marks a delivery that did not get an answer from the
 	// receiving shard; the shard's other messages wait for the retry too.
 	ErrUnreachable = errors.New("the receiving shard does not answer")
+	// ErrNoTask marks a message about a task the receiving shard does not
+	// have: not yet (its creation is on its way), or never (its creation
+	// was refused). It is retried for noTaskPatience, then given up.
+	ErrNoTask = errors.New("the receiving shard has no such task")
 )
+
+// noTaskPatience is how long a message waits for its task to be created.
+const noTaskPatience = 24 * time.Hour
 
 // Outbox delivery settings.
 const (
@@ -223,9 +230,17 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 		m.NextAttemptAt = time.Time{}
 		if msg.Kind == MsgSubmitTask {
 			if aerr := e.abandonTasks(context.WithoutCancel(ctx), msg.Tasks, err); aerr != nil {
-				e.log.Error("failing a tree whose tasks could not be created failed; it will wait", "error", aerr)
+				// Try again later: the receiver refuses again, and what was
+				// applied already changes nothing the second time.
+				e.log.Error("failing a tree whose tasks could not be created failed; will retry", "error", aerr)
+				m.NextAttemptAt = e.now().Add(outboxMaxBackoff)
+				err = errors.Join(err, aerr)
 			}
 		}
+	case errors.Is(err, ErrNoTask) && e.now().Sub(m.CreatedAt) > noTaskPatience:
+		e.log.Error("outbox message's task never appeared; giving up on it", "shard", m.Shard, "kind", m.Kind,
+			"task_id", msg.TaskID, "waited", e.now().Sub(m.CreatedAt).Round(time.Second), "error", err)
+		m.NextAttemptAt = time.Time{}
 	default:
 		e.log.Warn("outbox delivery failed; will retry", "shard", m.Shard, "kind", m.Kind,
 			"task_id", msg.TaskID, "attempts", m.Attempts, "error", err)
@@ -243,31 +258,35 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 // cancelled, so that the failure spreads over the tree as if the task had
 // failed.
 func (e *Engine) abandonTasks(ctx context.Context, tasks []PlacedTask, cause error) error {
-	refused := map[string]bool{}
+	gone := map[string]bool{}
 	for _, p := range tasks {
-		refused[p.ID] = true
+		gone[p.ID] = true
 	}
 	var msgs []*Message
+	var errs []error
 	for _, p := range tasks {
 		why := fmt.Sprintf("task %s could not be created on shard %s: %v", p.ID, shardOf(p.ID), cause)
-		if d := p.DownstreamID; d != "" && !refused[d] {
+		if d := p.DownstreamID; d != "" && !gone[d] {
 			if !e.local(d) {
 				msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: d, UpstreamID: p.ID, Error: why})
-			} else if err := e.UpstreamFailed(ctx, d, p.ID, why); err != nil {
-				return err
+			} else if err := e.upstreamFailed(ctx, d, p.ID, why, gone); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		for _, a := range p.Args {
-			if u := a.UpstreamID; u != "" && !refused[u] {
+			if u := a.UpstreamID; u != "" && !gone[u] {
 				if !e.local(u) {
 					msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: u, Error: why})
-				} else if err := e.CancelTask(ctx, u, why); err != nil {
-					return err
+				} else if err := e.cancelTree(ctx, u, why, gone); err != nil {
+					errs = append(errs, err)
 				}
 			}
 		}
 	}
-	return e.tx(ctx, func(q store.Querier) error { return e.send(ctx, q, msgs...) })
+	if err := e.tx(ctx, func(q store.Querier) error { return e.send(ctx, q, msgs...) }); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // outboxUpdate records a message's delivery state; a message gone was

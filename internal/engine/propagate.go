@@ -70,7 +70,10 @@ func (e *Engine) handOver(ctx context.Context, q store.Querier, taskID, upstream
 // fails the path from t to the root and cancels every other task of the
 // tree still waiting, pending or leased, on this shard and, through the
 // outbox, on the others.
-func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, from string, now time.Time) error {
+//
+// gone names tasks that will never exist (their shard refused to create
+// them): nothing is sent to them. It may be nil.
+func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, from string, gone map[string]bool, now time.Time) error {
 	cause := t.Error
 	if from == "" {
 		cause = "upstream task " + t.ID + " failed: " + t.Error
@@ -84,7 +87,9 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 	cur := t
 	for cur.DownstreamID != "" {
 		if !e.local(cur.DownstreamID) {
-			msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: cur.DownstreamID, UpstreamID: cur.ID, Error: cause})
+			if !gone[cur.DownstreamID] { // a gone one's downstream is failed by whoever knows it
+				msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: cur.DownstreamID, UpstreamID: cur.ID, Error: cause})
+			}
 			break
 		}
 		d, err := q.TaskGet(ctx, cur.DownstreamID)
@@ -109,7 +114,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 				return err
 			}
 			for _, a := range open {
-				if !e.local(a.UpstreamID) && a.UpstreamID != from {
+				if !e.local(a.UpstreamID) && a.UpstreamID != from && !gone[a.UpstreamID] {
 					msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
 				}
 			}
@@ -120,7 +125,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 		return e.send(ctx, q, msgs...)
 	}
 	for _, l := range path {
-		more, err := e.cancelUpstreams(ctx, q, l.task, l.from, reason, now)
+		more, err := e.cancelUpstreams(ctx, q, l.task, l.from, gone, reason, now)
 		if err != nil {
 			return err
 		}
@@ -132,7 +137,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 // cancelUpstreams cancels the upstreams of t still waiting for a result,
 // but except, and theirs in turn: those on this shard at once, the others
 // by the messages it returns.
-func (e *Engine) cancelUpstreams(ctx context.Context, q store.Querier, t *domain.Task, except, reason string, now time.Time) ([]*Message, error) {
+func (e *Engine) cancelUpstreams(ctx context.Context, q store.Querier, t *domain.Task, except string, gone map[string]bool, reason string, now time.Time) ([]*Message, error) {
 	var msgs []*Message
 	todo := []string{t.ID}
 	for len(todo) > 0 {
@@ -143,8 +148,8 @@ func (e *Engine) cancelUpstreams(ctx context.Context, q store.Querier, t *domain
 			return nil, err
 		}
 		for _, a := range args {
-			if a.UpstreamID == "" || a.Value != nil || a.UpstreamID == except {
-				continue // a value, a result already in, or the failed upstream
+			if a.UpstreamID == "" || a.Value != nil || a.UpstreamID == except || gone[a.UpstreamID] {
+				continue // a value, a result already in, the failed upstream, or a task that never was
 			}
 			if !e.local(a.UpstreamID) {
 				msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
@@ -311,12 +316,16 @@ func (e *Engine) ReportSuccess(ctx context.Context, taskID, upstreamID string, r
 // and goes on failing the path to the root and cancelling the rest. A task
 // already final stays as it is.
 func (e *Engine) UpstreamFailed(ctx context.Context, taskID, upstreamID, cause string) error {
+	return e.upstreamFailed(ctx, taskID, upstreamID, cause, nil)
+}
+
+func (e *Engine) upstreamFailed(ctx context.Context, taskID, upstreamID, cause string, gone map[string]bool) error {
 	err := e.endTreeTask(ctx, taskID, func(q store.Querier, t *domain.Task, now time.Time) error {
 		failTask(t, cause, now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		return e.failPath(ctx, q, t, upstreamID, now)
+		return e.failPath(ctx, q, t, upstreamID, gone, now)
 	})
 	if err != nil {
 		return fmt.Errorf("fail task %s after its upstream %s: %w", taskID, upstreamID, err)
@@ -328,12 +337,16 @@ func (e *Engine) UpstreamFailed(ctx context.Context, taskID, upstreamID, cause s
 // was cancelled (MsgSetCancel), and its upstreams still running, for
 // reason. A task already final stays as it is.
 func (e *Engine) CancelTask(ctx context.Context, taskID, reason string) error {
+	return e.cancelTree(ctx, taskID, reason, nil)
+}
+
+func (e *Engine) cancelTree(ctx context.Context, taskID, reason string, gone map[string]bool) error {
 	err := e.endTreeTask(ctx, taskID, func(q store.Querier, t *domain.Task, now time.Time) error {
 		cancelTask(t, now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		msgs, err := e.cancelUpstreams(ctx, q, t, "", reason, now)
+		msgs, err := e.cancelUpstreams(ctx, q, t, "", gone, reason, now)
 		if err != nil {
 			return err
 		}

@@ -54,6 +54,9 @@ func (r *router) Deliver(ctx context.Context, shard string, m *engine.Message) e
 	if errors.Is(err, domain.ErrInvalidArgument) || errors.Is(err, domain.ErrConflict) {
 		return fmt.Errorf("%w: %w", engine.ErrRefused, err)
 	}
+	if errors.Is(err, domain.ErrNotFound) {
+		return fmt.Errorf("%w: %w", engine.ErrNoTask, err)
+	}
 	if err == nil {
 		r.mu.Lock()
 		r.applied[m.Kind]++
@@ -437,11 +440,12 @@ func TestRefusedCreationFailsTheTree(t *testing.T) {
 		}
 		return nil
 	}
-	// r(s0) = f(mid(s2), other(s0)); mid(s2) = f(leaf(s1)).
+	// r(s0) = f(mid(s2), other(s0), also(s2)); mid(s2) = f(leaf(s1)).
 	ids, _, err := mesh["s0"].SubmitTree(ctx, &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
-		{ID: "s0:r", Workload: "f", Args: []domain.TreeArg{ref("s2:mid"), ref("s0:other")}},
+		{ID: "s0:r", Workload: "f", Args: []domain.TreeArg{ref("s2:mid"), ref("s0:other"), ref("s2:also")}},
 		{ID: "s2:mid", Workload: "f", Args: []domain.TreeArg{ref("s1:leaf")}},
 		{ID: "s0:other", Workload: "leaf"},
+		{ID: "s2:also", Workload: "leaf"},
 		{ID: "s1:leaf", Workload: "leaf"},
 	}}, known)
 	if err != nil {
@@ -464,7 +468,38 @@ func TestRefusedCreationFailsTheTree(t *testing.T) {
 	if !strings.Contains(v.Task.Error, ids["s2:mid"]+" could not be created on shard s2") || !strings.Contains(v.Task.Error, "no room") {
 		t.Errorf("root's error %q does not say which task could not be created, and why", v.Task.Error)
 	}
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Dead != 1 || st.Pending != 0 {
-		t.Errorf("s0's outbox: %+v, want the refused creation kept, given up on, and nothing pending", st)
+	// Nothing is sent to the tasks that never were: no message waits.
+	for _, s := range []string{"s0", "s1", "s2"} {
+		st, _ := mesh[s].OutboxStats(ctx)
+		if want := map[string]int{"s0": 1}[s]; st.Dead != want || st.Pending != 0 {
+			t.Errorf("%s's outbox: %+v, want %d given up (the refused creation) and nothing pending", s, st, want)
+		}
+	}
+}
+
+// TestMessageForTaskThatNeverAppears: a message whose task its receiver
+// does not have is retried, and given up after a day.
+func TestMessageForTaskThatNeverAppears(t *testing.T) {
+	t.Parallel()
+	mesh, _, c := newMesh(t, "s0", "s1")
+	ctx := t.Context()
+	// A result for a task s1 never heard of: its creation was lost.
+	if err := mesh["s0"].AcceptTasks(ctx, []engine.PlacedTask{{ID: "s0:l", TreeID: "s1:r", DownstreamID: "s1:r",
+		Workload: "leaf", MaxAttempts: 1, LeaseSeconds: 60, TreeCreatedAt: c.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	l := pollOne(t, mesh["s0"])
+	if err := mesh["s0"].CompleteTree(ctx, l.ID, "w", l.Attempt, json.RawMessage(`1`)); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Hour)
+	mesh["s0"].DeliverOutbox(ctx)
+	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 1 || st.Dead != 0 {
+		t.Fatalf("outbox an hour later: %+v, want the result still waiting", st)
+	}
+	c.Advance(24 * time.Hour)
+	mesh["s0"].DeliverOutbox(ctx)
+	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
+		t.Fatalf("outbox a day later: %+v, want the result given up on", st)
 	}
 }

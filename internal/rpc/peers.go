@@ -99,6 +99,8 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 		return fmt.Errorf("%w: %w", engine.ErrRefused, err)
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
 		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
+	case connect.CodeNotFound:
+		return fmt.Errorf("%w: %w", engine.ErrNoTask, err)
 	}
 	return err
 }

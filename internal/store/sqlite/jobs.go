@@ -170,7 +170,6 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 	return nil
 }
 
-// JobTaskCounts counts the job's tasks of kind chunk by state; a job with no
 // JobTaskCounts counts each listed job's chunk tasks by state. SQLite
 // answers in process, so one prepared statement per job costs what one
 // statement for all would.

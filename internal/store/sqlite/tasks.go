@@ -259,8 +259,8 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	return out, nil
 }
 
-// TaskListExpired returns up to limit leased tasks whose lease expired at
-// or before now, oldest expiry first.
+// TaskListExpired returns the leased tasks whose lease expired at or before
+// now, oldest expiry first, at most limit of them (all when limit <= 0).
 func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
 	out, err := q.tasks(ctx, false, taskListExpiredSQL, now.UnixMicro(), limitArg(limit))
 	if err != nil {

@@ -42,8 +42,8 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			checkTask(t, "expired task", got[0], getTask(t, s, "3s-ago"))
 		}
 		checkIDs(t, "expired, limit 2", taskIDs(list(2)), []string{"3s-ago", "1s-ago"})
-		checkIDs(t, "expired, limit 0 (none)", taskIDs(list(0)), []string{"3s-ago", "1s-ago", "at-now"})
-		checkIDs(t, "expired, limit -1 (none)", taskIDs(list(-1)), []string{"3s-ago", "1s-ago", "at-now"})
+		checkIDs(t, "expired, limit 0 (no limit)", taskIDs(list(0)), []string{"3s-ago", "1s-ago", "at-now"})
+		checkIDs(t, "expired, limit -1 (no limit)", taskIDs(list(-1)), []string{"3s-ago", "1s-ago", "at-now"})
 	})
 
 	t.Run("TaskCancelJob", func(t *testing.T) {
