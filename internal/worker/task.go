@@ -70,7 +70,7 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	defer abandon(nil)
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
-	beats.Go(func() { w.heartbeat(ctx, abandon, t, lease, stopBeats, log) })
+	beats.Go(func() { heartbeat(ctx, abandon, w.restRenew(t), lease, stopBeats, log) })
 	out, err := w.execute(ctx, t, log)
 	close(stopBeats)
 	beats.Wait()
@@ -87,10 +87,25 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	}
 }
 
+// renewFunc renews an attempt's lease and returns when it now ends. An
+// error wrapping errAbandoned means the lease is over for good.
+type renewFunc func(ctx context.Context) (time.Time, error)
+
+// restRenew renews a chunk task's lease through the REST API.
+func (w *Worker) restRenew(t *client.Task) renewFunc {
+	return func(ctx context.Context) (time.Time, error) {
+		l, err := w.client.Heartbeat(ctx, t.TaskID, w.cfg.ID, t.Attempt)
+		if client.IsLeaseLost(err) || client.IsCancelled(err) || client.IsNotFound(err) {
+			return time.Time{}, fmt.Errorf("%w: %w", errAbandoned, err)
+		}
+		return l.Deadline, err
+	}
+}
+
 // heartbeat renews the lease every third of what is left of it until stop
 // is closed or ctx is done. When the lease is gone it abandons the attempt,
 // which kills the workload.
-func (w *Worker) heartbeat(ctx context.Context, abandon context.CancelCauseFunc, t *client.Task, lease *leaseClock, stop <-chan struct{}, log *slog.Logger) {
+func heartbeat(ctx context.Context, abandon context.CancelCauseFunc, renew renewFunc, lease *leaseClock, stop <-chan struct{}, log *slog.Logger) {
 	timer := time.NewTimer(beatWait(lease.get()))
 	defer timer.Stop()
 	for {
@@ -103,16 +118,16 @@ func (w *Worker) heartbeat(ctx context.Context, abandon context.CancelCauseFunc,
 		}
 		deadline := lease.get()
 		callCtx, cancel := context.WithTimeout(ctx, min(max(time.Until(deadline), time.Second), 30*time.Second))
-		l, err := w.client.Heartbeat(callCtx, t.TaskID, w.cfg.ID, t.Attempt)
+		next, err := renew(callCtx)
 		cancel()
 		switch {
 		case err == nil:
-			lease.set(l.Deadline)
-			timer.Reset(beatWait(l.Deadline))
+			lease.set(next)
+			timer.Reset(beatWait(next))
 		case ctx.Err() != nil:
 			return
-		case client.IsLeaseLost(err), client.IsCancelled(err), client.IsNotFound(err):
-			abandon(fmt.Errorf("%w: %w", errAbandoned, err))
+		case errors.Is(err, errAbandoned):
+			abandon(err)
 			return
 		case !time.Now().Before(deadline):
 			abandon(fmt.Errorf("%w: no heartbeat got through before the lease ran out; the last error: %w", errAbandoned, err))

@@ -74,15 +74,13 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 	log := w.log.With("task_id", t.TaskId, "attempt", t.Attempt, "workload", t.Workload)
 	ctx, abandon := context.WithCancelCause(runCtx)
 	defer abandon(nil)
+	lease := &leaseClock{deadline: t.LeaseExpiresAt.AsTime()}
 	stop := make(chan struct{})
-	beats := make(chan struct{})
-	go func() {
-		defer close(beats)
-		w.keepalive(ctx, abandon, t, stop, log)
-	}()
+	var beats sync.WaitGroup
+	beats.Go(func() { heartbeat(ctx, abandon, w.treeRenew(t), lease, stop, log) })
 	result, err := w.execTree(ctx, t, log)
 	close(stop)
-	<-beats
+	beats.Wait()
 	if cause := context.Cause(ctx); errors.Is(cause, errAbandoned) {
 		log.Warn("tree task abandoned: its lease is gone", "error", cause)
 		return
@@ -103,27 +101,21 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 	log.Info("tree task done", "success", tr.Success, "error", tr.Error)
 }
 
-// keepalive renews the lease every third of the lease's length until stop.
-func (w *Worker) keepalive(ctx context.Context, abandon context.CancelCauseFunc, t *v1.Task, stop <-chan struct{}, log *slog.Logger) {
-	tick := time.NewTicker(max(time.Until(t.LeaseExpiresAt.AsTime())/3, 200*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
+// treeRenew renews a tree task's lease through the Worker service. Its
+// answer carries no deadline: a renewal moves the lease's end on by the
+// lease's length, as first granted.
+func (w *Worker) treeRenew(t *v1.Task) renewFunc {
+	length := time.Until(t.LeaseExpiresAt.AsTime())
+	return func(ctx context.Context) (time.Time, error) {
+		asked := time.Now() // the lease's new end is no earlier than this plus length
 		_, err := w.cfg.Trees.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt}))
-		switch {
-		case err == nil:
-		case connect.CodeOf(err) == connect.CodeFailedPrecondition || connect.CodeOf(err) == connect.CodeNotFound:
-			abandon(fmt.Errorf("%w: %v", errAbandoned, err))
-			return
-		default:
-			log.Warn("keepalive failed; retrying", "error", err)
+		switch connect.CodeOf(err) {
+		case connect.CodeFailedPrecondition, connect.CodeNotFound:
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%w: %w", errAbandoned, err)
+			}
 		}
+		return asked.Add(length), err
 	}
 }
 

@@ -535,3 +535,34 @@ func TestTreeLogStreams(t *testing.T) {
 		t.Fatalf("result %v, want 7", info.Msg.Result)
 	}
 }
+
+// TestTreeLeaseRenewed checks that a tree task running longer than its
+// lease keeps it: one attempt, completed.
+func TestTreeLeaseRenewed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorker(worker.Config{
+		Trees:     scimeshv1connect.NewWorkerClient(http.DefaultClient, b.url, connect.WithInterceptors(rpc.Bearer(workerToken))),
+		TreeSlots: 1,
+		Workloads: []worker.Workload{mustWorkload(t, "long=sleep 7; echo 1")},
+	})
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, b.url, connect.WithInterceptors(rpc.Bearer(clientToken)))
+	sub, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s0:x", Workload: "long", LeaseSeconds: 5}}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info *v1.TaskInfo
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		res, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.RootId}))
+		if err == nil && res.Msg.State == "completed" {
+			info = res.Msg
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the 7 s tree task with a 5 s lease did not complete in 30 s: %v %v", res.Msg.GetState(), err)
+		}
+	}
+	if info.Attempt != 1 {
+		t.Fatalf("the task completed on attempt %d, want 1: its lease was not renewed", info.Attempt)
+	}
+}
