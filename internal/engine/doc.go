@@ -1,8 +1,9 @@
 // Package engine carries out SciMesh's operations — create a job, claim,
 // heartbeat, complete, fail, expire, cancel, stitch — on top of the storage
 // contract, and runs the background loops that keep a coordinator moving
-// (the lease reaper and the stitcher). Transports call the engine; the engine
-// calls the store; the domain decides.
+// (the lease reaper, the stitcher, the outbox, the worker pruner).
+// Transports call the engine; the engine calls the store; the domain
+// decides.
 //
 // The rules:
 //
@@ -27,4 +28,10 @@
 //     outputs and completes the job. Every loop is safe to run in several
 //     processes sharing one database: they coordinate through leases and
 //     version-guarded writes only.
+//   - Task trees work the same way, their results handed to downstream
+//     tasks as arguments (tree.go). Whatever concerns another shard's task
+//     is an outbox message written in the same transaction as the local
+//     change and delivered until that shard answers (outbox.go); every
+//     receiving operation is idempotent (propagate.go), so each message
+//     takes effect exactly once.
 package engine
