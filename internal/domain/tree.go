@@ -29,8 +29,8 @@ type TreeTaskSpec struct {
 // TreeArg is one argument of a tree task: exactly one of Value and Ref is
 // set. A Ref makes the referenced task an upstream of the task holding it.
 type TreeArg struct {
-	Value json.RawMessage // a JSON value
-	Ref   string          // another task's placeholder ID
+	Value json.RawMessage `json:"value,omitempty"` // a JSON value
+	Ref   string          `json:"ref,omitempty"`   // another task's ID (a placeholder before planning)
 }
 
 // TreePlan is a validated tree: who feeds whom, and the order to create the
@@ -61,6 +61,12 @@ var shardRe = regexp.MustCompile(`^[a-z0-9-]{1,32}$`)
 // ValidShard reports whether name is a well-formed shard name: 1-32 of
 // [a-z0-9-].
 func ValidShard(name string) bool { return shardRe.MatchString(name) }
+
+// ShardOf returns the shard part of an ID SHARD:LOCAL (or of a placeholder).
+func ShardOf(id string) string {
+	shard, _, _ := strings.Cut(id, ":")
+	return shard
+}
 
 // SplitPlaceholder splits a placeholder ID SHARD:NAME at its first colon. It
 // reports false unless SHARD is a valid shard name, NAME is not empty and the

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -154,21 +153,5 @@ func (e *Engine) Tree(ctx context.Context, id string) ([]*TreeNode, error) {
 			}
 		}
 	}
-	slices.SortStableFunc(nodes, func(a, b *TreeNode) int {
-		if a.Kind == domain.KindStitch || b.Kind == domain.KindStitch {
-			return boolCmp(b.Kind == domain.KindStitch, a.Kind == domain.KindStitch)
-		}
-		return a.ChunkIndex - b.ChunkIndex
-	})
-	return nodes, nil
-}
-
-func boolCmp(a, b bool) int {
-	switch {
-	case a == b:
-		return 0
-	case a:
-		return 1
-	}
-	return -1
+	return nodes, nil // already in order: kinds root first, each by ChunkIndex
 }

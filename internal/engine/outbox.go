@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -94,20 +94,14 @@ const (
 	outboxMaxBackoff = 5 * time.Second
 )
 
-// shardOf returns the shard part of an ID.
-func shardOf(id string) string {
-	s, _, _ := strings.Cut(id, ":")
-	return s
-}
-
 // local reports whether the task with id lives on this shard.
-func (e *Engine) local(id string) bool { return shardOf(id) == e.cfg.Shard }
+func (e *Engine) local(id string) bool { return domain.ShardOf(id) == e.cfg.Shard }
 
 // outboxMessage encodes m for the outbox, due at due.
 func (e *Engine) outboxMessage(m *Message, due time.Time) (*store.OutboxMessage, error) {
-	shard := shardOf(m.TaskID)
+	shard := domain.ShardOf(m.TaskID)
 	if m.Kind == MsgSubmitTask && len(m.Tasks) > 0 {
-		shard = shardOf(m.Tasks[0].ID)
+		shard = domain.ShardOf(m.Tasks[0].ID)
 	}
 	payload, err := json.Marshal(m)
 	if err != nil {
@@ -265,7 +259,7 @@ func (e *Engine) abandonTasks(ctx context.Context, tasks []PlacedTask, cause err
 	var msgs []*Message
 	var errs []error
 	for _, p := range tasks {
-		why := fmt.Sprintf("task %s could not be created on shard %s: %v", p.ID, shardOf(p.ID), cause)
+		why := fmt.Sprintf("task %s could not be created on shard %s: %v", p.ID, domain.ShardOf(p.ID), cause)
 		if d := p.DownstreamID; d != "" && !gone[d] {
 			if !e.local(d) {
 				msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: d, UpstreamID: p.ID, Error: why})
@@ -274,7 +268,7 @@ func (e *Engine) abandonTasks(ctx context.Context, tasks []PlacedTask, cause err
 			}
 		}
 		for _, a := range p.Args {
-			if u := a.UpstreamID; u != "" && !gone[u] {
+			if u := a.Ref; u != "" && !gone[u] {
 				if !e.local(u) {
 					msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: u, Error: why})
 				} else if err := e.cancelTree(ctx, u, why, gone); err != nil {

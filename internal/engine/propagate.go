@@ -251,9 +251,7 @@ func (e *Engine) checkPlaced(p *PlacedTask) error {
 	if p.MaxAttempts == 0 || p.LeaseSeconds == 0 {
 		return domain.Invalidf("task %q: max_attempts and lease_seconds must be set", p.ID)
 	}
-	for _, a := range p.Args {
-		spec.Args = append(spec.Args, domain.TreeArg{Value: a.Value, Ref: a.UpstreamID})
-	}
+	spec.Args = p.Args
 	return spec.Check()
 }
 
@@ -274,7 +272,7 @@ func samePlaced(ctx context.Context, q store.Querier, p *PlacedTask) error {
 		len(args) == len(p.Args)
 	for i := 0; same && i < len(args); i++ {
 		a, want := args[i], p.Args[i]
-		same = a.UpstreamID == want.UpstreamID && (want.UpstreamID != "" || jsonEqual(a.Value, want.Value))
+		same = a.UpstreamID == want.Ref && (want.Ref != "" || jsonEqual(a.Value, want.Value))
 	}
 	if !same {
 		return fmt.Errorf("task %s exists with other settings: %w", p.ID, domain.ErrConflict)

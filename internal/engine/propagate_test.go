@@ -218,9 +218,9 @@ func TestAcceptTasksIdempotent(t *testing.T) {
 	ctx := t.Context()
 	placed := []engine.PlacedTask{
 		{ID: "s1:r", TreeID: "s1:r", Workload: "sum", MaxAttempts: 3, LeaseSeconds: 60, TreeCreatedAt: c.Now(),
-			Args: []engine.PlacedArg{{UpstreamID: "s1:r-t1"}, {Value: json.RawMessage(`{"k": [1, 2]}`)}}},
+			Args: []domain.TreeArg{{Ref: "s1:r-t1"}, {Value: json.RawMessage(`{"k": [1, 2]}`)}}},
 		{ID: "s1:r-t1", TreeID: "s1:r", DownstreamID: "s1:r", Workload: "num", MaxAttempts: 3, LeaseSeconds: 60,
-			Position: 1, TreeCreatedAt: c.Now(), Args: []engine.PlacedArg{{Value: json.RawMessage(`1`)}}},
+			Position: 1, TreeCreatedAt: c.Now(), Args: []domain.TreeArg{{Value: json.RawMessage(`1`)}}},
 	}
 	for range 2 {
 		if err := s1.AcceptTasks(ctx, placed); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -20,34 +19,25 @@ import (
 // upstream when both are on one shard, or through the outbox (outbox.go)
 // when they are not. Either way a result is never lost nor applied twice.
 
-// ErrCrossShard reports a tree spanning shards sent to a coordinator that
-// has no peers to create its tasks on.
-var ErrCrossShard = errors.New("this coordinator has no topology, so every task of a tree must be on its own shard; start it with --topology to reach the others")
-
 // PlacedTask is a tree task with its real ID, to be created on the shard
 // of that ID, with every setting resolved.
 type PlacedTask struct {
-	ID           string      `json:"id"`
-	TreeID       string      `json:"tree_id"` // the root's real ID
-	DownstreamID string      `json:"downstream_id,omitempty"`
-	Workload     string      `json:"workload"`
-	Args         []PlacedArg `json:"args,omitempty"`
-	MaxAttempts  int         `json:"max_attempts"`
-	LeaseSeconds int         `json:"lease_seconds"`
-	Priority     int         `json:"priority"`
+	ID           string `json:"id"`
+	TreeID       string `json:"tree_id"` // the root's real ID
+	DownstreamID string `json:"downstream_id,omitempty"`
+	Workload     string `json:"workload"`
+	// Args are JSON values, or references (Ref) to the real IDs of the
+	// upstreams whose results they become.
+	Args         []domain.TreeArg `json:"args,omitempty"`
+	MaxAttempts  int              `json:"max_attempts"`
+	LeaseSeconds int              `json:"lease_seconds"`
+	Priority     int              `json:"priority"`
 	// Position is the task's place in the tree, root first: claims
 	// prefer lower positions within a tree.
 	Position int `json:"position"`
 	// TreeCreatedAt is when the tree was submitted: claims prefer older
 	// trees at equal priority.
 	TreeCreatedAt time.Time `json:"tree_created_at"`
-}
-
-// PlacedArg is an argument of a PlacedTask: a JSON value, or the real ID
-// of an upstream whose result it becomes.
-type PlacedArg struct {
-	Value      json.RawMessage `json:"value,omitempty"`
-	UpstreamID string          `json:"upstream_id,omitempty"`
 }
 
 // row returns p as a new task and its arguments.
@@ -59,8 +49,8 @@ func (p *PlacedTask) row(now time.Time) (*domain.Task, []domain.TaskArg) {
 	}
 	args := make([]domain.TaskArg, len(p.Args))
 	for i, a := range p.Args {
-		args[i] = domain.TaskArg{TaskID: p.ID, Position: i, Value: a.Value, UpstreamID: a.UpstreamID}
-		if a.UpstreamID != "" {
+		args[i] = domain.TaskArg{TaskID: p.ID, Position: i, Value: a.Value, UpstreamID: a.Ref}
+		if a.Ref != "" {
 			t.PendingUpstreams++
 		}
 	}
@@ -76,18 +66,14 @@ func (p *PlacedTask) row(now time.Time) (*domain.Task, []domain.TaskArg) {
 // tries to deliver those messages before it returns; the ones it cannot
 // deliver, to a shard that is down, the outbox loop delivers later. It
 // returns the real ID of each placeholder and the root's. known says which
-// shards exist.
+// shards exist; without Peers only this one does.
 func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known func(string) bool) (map[string]string, string, error) {
+	if e.cfg.Peers == nil { // no way to reach another shard
+		known = func(s string) bool { return s == e.cfg.Shard }
+	}
 	plan, err := spec.Plan(known)
 	if err != nil {
 		return nil, "", err
-	}
-	if e.cfg.Peers == nil {
-		for i, s := range plan.Shards {
-			if s != e.cfg.Shard {
-				return nil, "", fmt.Errorf("task %q is on shard %s, this is %s: %w", spec.Tasks[i].ID, s, e.cfg.Shard, ErrCrossShard)
-			}
-		}
 	}
 	now := e.now()
 	local := e.newLocalID()
@@ -122,10 +108,10 @@ func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known fu
 		up := 0
 		for _, a := range ts.Args {
 			if a.Ref != "" {
-				p.Args = append(p.Args, PlacedArg{UpstreamID: ids[plan.Upstreams[i][up]]})
+				p.Args = append(p.Args, domain.TreeArg{Ref: ids[plan.Upstreams[i][up]]})
 				up++
 			} else {
-				p.Args = append(p.Args, PlacedArg{Value: a.Value})
+				p.Args = append(p.Args, domain.TreeArg{Value: a.Value})
 			}
 		}
 		if s := plan.Shards[i]; s != e.cfg.Shard {

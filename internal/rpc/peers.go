@@ -64,17 +64,11 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 				MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
 				TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
 			}
-			for _, a := range t.Args {
-				arg := &v1.Arg{Kind: &v1.Arg_TaskId{TaskId: a.UpstreamID}}
-				if a.UpstreamID == "" {
-					v, err := jsonValue(a.Value)
-					if err != nil {
-						return fmt.Errorf("%w: argument of task %s: %w", engine.ErrRefused, t.ID, err)
-					}
-					arg.Kind = &v1.Arg_Value{Value: v}
-				}
-				pt.Args = append(pt.Args, arg)
+			args, err := protoArgs(t.Args)
+			if err != nil {
+				return fmt.Errorf("%w: task %s: %w", engine.ErrRefused, t.ID, err)
 			}
+			pt.Args = args
 			req.Tasks = append(req.Tasks, pt)
 		}
 		_, err = c.SubmitTask(ctx, connect.NewRequest(req))

@@ -148,7 +148,6 @@ var codes = []struct {
 	{domain.ErrConflict, connect.CodeAlreadyExists},
 	{domain.ErrTooLarge, connect.CodeResourceExhausted},
 	{domain.ErrUnavailable, connect.CodeUnavailable}, // database busy, locked or down: retry
-	{engine.ErrCrossShard, connect.CodeFailedPrecondition},
 }
 
 func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
@@ -30,29 +31,54 @@ type queue struct {
 func (q *queue) Submit(ctx context.Context, req *connect.Request[v1.SubmitRequest]) (*connect.Response[v1.SubmitResponse], error) {
 	spec := &domain.TreeSpec{Tasks: make([]domain.TreeTaskSpec, len(req.Msg.Tasks))}
 	for i, t := range req.Msg.Tasks {
-		ts := domain.TreeTaskSpec{ID: t.Id, Workload: t.Workload, MaxAttempts: int(t.MaxAttempts),
-			LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority)}
-		for j, a := range t.Args {
-			switch k := a.Kind.(type) {
-			case *v1.Arg_TaskId:
-				ts.Args = append(ts.Args, domain.TreeArg{Ref: k.TaskId})
-			case *v1.Arg_Value:
-				b, err := valueJSON(k.Value)
-				if err != nil {
-					return nil, domain.Invalidf("task %q arg %d: %v", t.Id, j, err)
-				}
-				ts.Args = append(ts.Args, domain.TreeArg{Value: b})
-			default:
-				ts.Args = append(ts.Args, domain.TreeArg{})
-			}
+		args, err := treeArgs(t.Id, t.Args)
+		if err != nil {
+			return nil, err
 		}
-		spec.Tasks[i] = ts
+		spec.Tasks[i] = domain.TreeTaskSpec{ID: t.Id, Workload: t.Workload, Args: args, MaxAttempts: int(t.MaxAttempts),
+			LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority)}
 	}
 	ids, root, err := q.e.SubmitTree(ctx, spec, q.known)
 	if err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&v1.SubmitResponse{Ids: ids, RootId: root}), nil
+}
+
+// treeArgs are a task's args as the domain has them: a value as compact
+// JSON, a task ID as a reference. An arg with neither stays empty, for the
+// domain to refuse with the task's context.
+func treeArgs(taskID string, args []*v1.Arg) ([]domain.TreeArg, error) {
+	out := make([]domain.TreeArg, len(args))
+	for j, a := range args {
+		switch k := a.Kind.(type) {
+		case *v1.Arg_TaskId:
+			out[j].Ref = k.TaskId
+		case *v1.Arg_Value:
+			b, err := valueJSON(k.Value)
+			if err != nil {
+				return nil, domain.Invalidf("task %q arg %d: %v", taskID, j, err)
+			}
+			out[j].Value = b
+		}
+	}
+	return out, nil
+}
+
+// protoArgs are domain args as messages: the inverse of treeArgs.
+func protoArgs(args []domain.TreeArg) ([]*v1.Arg, error) {
+	out := make([]*v1.Arg, len(args))
+	for j, a := range args {
+		out[j] = &v1.Arg{Kind: &v1.Arg_TaskId{TaskId: a.Ref}}
+		if a.Ref == "" {
+			v, err := jsonValue(a.Value)
+			if err != nil {
+				return nil, fmt.Errorf("arg %d: %w", j, err)
+			}
+			out[j].Kind = &v1.Arg_Value{Value: v}
+		}
+	}
+	return out, nil
 }
 
 // valueJSON is v as compact JSON.
@@ -249,26 +275,15 @@ type internal struct {
 func (in *internal) SubmitTask(ctx context.Context, req *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error) {
 	placed := make([]engine.PlacedTask, len(req.Msg.Tasks))
 	for i, t := range req.Msg.Tasks {
-		p := engine.PlacedTask{
-			ID: t.TaskId, TreeID: t.RootId, DownstreamID: t.DownstreamId, Workload: t.Workload,
+		args, err := treeArgs(t.TaskId, t.Args)
+		if err != nil {
+			return nil, err
+		}
+		placed[i] = engine.PlacedTask{
+			ID: t.TaskId, TreeID: t.RootId, DownstreamID: t.DownstreamId, Workload: t.Workload, Args: args,
 			MaxAttempts: int(t.MaxAttempts), LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority),
 			TreeCreatedAt: t.TreeCreatedAt.AsTime(), Position: int(t.Position),
 		}
-		for j, a := range t.Args {
-			switch k := a.Kind.(type) {
-			case *v1.Arg_TaskId:
-				p.Args = append(p.Args, engine.PlacedArg{UpstreamID: k.TaskId})
-			case *v1.Arg_Value:
-				b, err := valueJSON(k.Value)
-				if err != nil {
-					return nil, domain.Invalidf("task %q arg %d: %v", t.TaskId, j, err)
-				}
-				p.Args = append(p.Args, engine.PlacedArg{Value: b})
-			default:
-				return nil, domain.Invalidf("task %q arg %d is neither a value nor a task ID", t.TaskId, j)
-			}
-		}
-		placed[i] = p
 	}
 	if err := in.e.AcceptTasks(ctx, placed); err != nil {
 		return nil, err

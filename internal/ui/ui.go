@@ -195,7 +195,7 @@ func (u *UI) parse() error {
 		"stamp":    stamp,
 		"peerTask": u.peerTaskURL,
 		"path":     url.PathEscape,
-		"local":    func(id string) bool { return shardOf(id) == u.e.Shard() },
+		"local":    func(id string) bool { return domain.ShardOf(id) == u.e.Shard() },
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
@@ -218,16 +218,11 @@ func (u *UI) parse() error {
 // peerTaskURL links to a task on another shard's dashboard, or nothing
 // when that shard's URL is unknown.
 func (u *UI) peerTaskURL(id string) string {
-	base, ok := u.cfg.PeerURL(shardOf(id))
+	base, ok := u.cfg.PeerURL(domain.ShardOf(id))
 	if !ok {
 		return ""
 	}
 	return base + "/ui/tasks/" + url.PathEscape(id)
-}
-
-func shardOf(id string) string {
-	s, _, _ := strings.Cut(id, ":")
-	return s
 }
 
 // age says how long ago (or in how long) t is, roughly, for people.
