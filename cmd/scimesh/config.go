@@ -16,7 +16,6 @@ import (
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
-	"github.com/scimesh/scimesh/internal/topology"
 )
 
 // Defaults of the settings.
@@ -72,14 +71,6 @@ func (e *env) setting(cmd *cobra.Command, flag, key, def string) string {
 func checkShard(s string) error {
 	if !domain.ValidShard(s) {
 		return fmt.Errorf("shard name %q must be 1-32 characters of a-z 0-9 -; set --shard or SCIMESH_SHARD", s)
-	}
-	return nil
-}
-
-// checkTopology accepts the forms of the contract (see package topology).
-func checkTopology(t string) error {
-	if _, err := topology.Parse(t); err != nil {
-		return fmt.Errorf("%w; set --topology or SCIMESH_TOPOLOGY", err)
 	}
 	return nil
 }

@@ -35,7 +35,7 @@ type serveConfig struct {
 	DataDir  string
 	Addr     string
 	Shard    string
-	Topology string
+	Topology *topology.Topology // nil: a single shard
 	Tokens   httpapi.Tokens
 	Peer     string
 	Migrate  bool
@@ -83,11 +83,10 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		return nil, err
 	}
 	cfg := &serveConfig{
-		DB:       e.setting(cmd, "db", "DATABASE_URL", defaultDB),
-		DataDir:  e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
-		Addr:     e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
-		Shard:    e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
-		Topology: e.setting(cmd, "topology", "SCIMESH_TOPOLOGY", ""),
+		DB:      e.setting(cmd, "db", "DATABASE_URL", defaultDB),
+		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
+		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
+		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
 		Tokens: httpapi.Tokens{
 			Worker: e.get("WORKER_AUTH_TOKEN"),
 			Client: e.get("CLIENT_AUTH_TOKEN"),
@@ -107,14 +106,16 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	if err := checkShard(cfg.Shard); err != nil {
 		return nil, err
 	}
-	if err := checkTopology(cfg.Topology); err != nil {
-		return nil, err
+	topo, err := topology.Parse(e.setting(cmd, "topology", "SCIMESH_TOPOLOGY", ""))
+	if err != nil {
+		return nil, fmt.Errorf("%w; set --topology or SCIMESH_TOPOLOGY", err)
 	}
+	cfg.Topology = topo
 	if !isLoopback(cfg.Addr) && (cfg.Tokens.Worker == "" || cfg.Tokens.Client == "") {
 		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
 			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
 	}
-	if !isLoopback(cfg.Addr) && cfg.Topology != "" && cfg.Peer == "" {
+	if !isLoopback(cfg.Addr) && cfg.Topology.String() != "" && cfg.Peer == "" {
 		return nil, fmt.Errorf("refusing to listen on %s with a topology but without PEER_AUTH_TOKEN: anyone who can reach it "+
 			"could create and fail tasks of trees. Set the same PEER_AUTH_TOKEN on every shard", cfg.Addr)
 	}
@@ -142,12 +143,8 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	}
 	metrics := telemetry.New(log)
 	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics}
-	topo, err := topology.Parse(cfg.Topology)
-	if err != nil {
-		return err
-	}
-	if topo.String() != "" { // other shards exist: trees may span them
-		ecfg.Peers = rpc.NewPeers(topo.URL, cfg.Peer, &http.Client{})
+	if cfg.Topology.String() != "" { // other shards exist: trees may span them
+		ecfg.Peers = rpc.NewPeers(cfg.Topology.URL, cfg.Peer, &http.Client{})
 	}
 	eng := engine.New(st, ecfg)
 	metrics.Watch(eng, st)
@@ -183,9 +180,9 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 	// One port: the gRPC and Connect services under /scimesh.v1.…/ (and
 	// health, reflection), the REST API everywhere else.
 	mux := http.NewServeMux()
-	topo, err := topology.Parse(cfg.Topology)
-	if err != nil {
-		return err
+	topo := cfg.Topology
+	if topo == nil {
+		topo = &topology.Topology{}
 	}
 	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
 	peer := cfg.Peer
@@ -195,8 +192,7 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		peer = "closed-" + randomToken()
 	}
 	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: peer}, known, log)
-	dash, err := ui.New(eng, ui.Config{ClientToken: cfg.Tokens.Client, Topology: topo.String(), Peers: topo.Shards(),
-		PeerURL: topo.URL, Logger: log})
+	dash, err := ui.New(eng, ui.Config{ClientToken: cfg.Tokens.Client, Topology: topo, Logger: log})
 	if err != nil {
 		return err
 	}

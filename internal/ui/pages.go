@@ -312,14 +312,15 @@ func (u *UI) shards(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	d := shardsData{Topology: u.cfg.Topology, Pending: st.Pending, Dead: st.Dead, Roots: roots}
+	d := shardsData{Topology: u.cfg.Topology.String(), Pending: st.Pending, Dead: st.Dead, Roots: roots}
 	if !st.Oldest.IsZero() {
 		d.Oldest = age(st.Oldest)
 	}
-	d.Peers = make([]peer, len(u.cfg.Peers))
+	shards := u.cfg.Topology.Shards() // none for the pattern form: open-ended
+	d.Peers = make([]peer, len(shards))
 	var wg sync.WaitGroup
-	for i, s := range u.cfg.Peers {
-		base, _ := u.cfg.PeerURL(s)
+	for i, s := range shards {
+		base, _ := u.cfg.Topology.URL(s)
 		d.Peers[i] = peer{Shard: s, URL: base}
 		wg.Go(func() { d.Peers[i].Up, d.Peers[i].Status = u.reach(r, base) })
 	}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/topology"
 )
 
 //go:embed templates/*.html
@@ -40,14 +41,9 @@ type Config struct {
 	// ClientToken is the token people log in with; empty leaves the
 	// dashboard open (the server then listens on loopback only).
 	ClientToken string
-	// Topology describes the other shards for the shards page, as
-	// --topology reads; empty for a single shard.
-	Topology string
-	// Peers lists the other shards the topology names (nil for the
-	// pattern form, whose shards are open-ended).
-	Peers []string
-	// PeerURL returns a shard's base URL, for links and reachability.
-	PeerURL func(shard string) (string, bool)
+	// Topology says where the other shards are, for the shards page and
+	// links to their tasks; nil for a single shard.
+	Topology *topology.Topology
 	// Logger receives errors the pages could not show; default slog.Default().
 	Logger *slog.Logger
 }
@@ -68,8 +64,8 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if cfg.PeerURL == nil {
-		cfg.PeerURL = func(string) (string, bool) { return "", false }
+	if cfg.Topology == nil {
+		cfg.Topology = &topology.Topology{}
 	}
 	u := &UI{e: e, cfg: cfg, auth: newAuth(cfg.ClientToken), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
@@ -218,7 +214,7 @@ func (u *UI) parse() error {
 // peerTaskURL links to a task on another shard's dashboard, or nothing
 // when that shard's URL is unknown.
 func (u *UI) peerTaskURL(id string) string {
-	base, ok := u.cfg.PeerURL(domain.ShardOf(id))
+	base, ok := u.cfg.Topology.URL(domain.ShardOf(id))
 	if !ok {
 		return ""
 	}

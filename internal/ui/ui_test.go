@@ -18,6 +18,7 @@ import (
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/topology"
 )
 
 // setup serves the dashboard of a real engine on SQLite, with a client
@@ -241,5 +242,40 @@ func TestChart(t *testing.T) {
 	}
 	if c := newChart(make([]int, chartBuckets), 0, time.Second); c.Points != "0,160.0 600.0,160.0" {
 		t.Fatalf("chart of a job with no chunk done: %q, want a flat line", c.Points)
+	}
+}
+
+// TestShardsPage: the topology's shards with whether each answers, and
+// links to tasks on other shards go to their coordinator's dashboard.
+func TestShardsPage(t *testing.T) {
+	t.Parallel()
+	_, e, _ := setup(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			w.Write([]byte(`{"status":"ok"}`))
+		}
+	}))
+	t.Cleanup(up.Close)
+	topo, err := topology.Parse("static:s1=" + up.URL + ",s2=http://127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := New(e, Config{Topology: topo, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(u)
+	t.Cleanup(srv.Close)
+	resp, body := get(t, client(t), srv.URL+"/ui/shards")
+	if resp.StatusCode != 200 {
+		t.Fatalf("shards page: %d", resp.StatusCode)
+	}
+	rows := regexp.MustCompile(`(?s)<tr class="peer">.*?</tr>`).FindAllString(body, -1)
+	if len(rows) != 2 || !strings.Contains(rows[0], "s1") || !strings.Contains(rows[0], ">yes<") ||
+		!strings.Contains(rows[1], "s2") || !strings.Contains(rows[1], ">no<") || !strings.Contains(rows[1], "does not answer") {
+		t.Fatalf("peer rows %q, want s1 answering and s2 not", rows)
+	}
+	if got := u.peerTaskURL("s2:abc"); got != "http://127.0.0.1:1/ui/tasks/s2:abc" {
+		t.Fatalf("link to a task on s2: %q", got)
 	}
 }
