@@ -1,4 +1,6 @@
 # The one command that runs every check: make test
+SHELL := /bin/bash
+
 .PHONY: test vet fmt lint unit build proto
 
 test: fmt vet lint unit
@@ -15,8 +17,15 @@ vet:
 lint:
 	go tool staticcheck ./...
 
+# The suite's output is long; when it fails, the failing tests and their
+# messages are repeated at the end, where a truncated log still shows them.
 unit:
-	go test -race -count=1 -timeout 15m ./...
+	@echo "go test -race -count=1 -timeout 15m ./..."
+	@log=$$(mktemp); go test -race -count=1 -timeout 15m ./... 2>&1 | tee $$log; status=$${PIPESTATUS[0]}; \
+	if [ $$status -ne 0 ]; then \
+		echo; echo "== failures (go test exited $$status) =="; \
+		grep -E -- '^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: |^(FAIL|panic:)' $$log | grep -v ' output:$$' | tail -n 60; \
+	fi; rm -f $$log; exit $$status
 
 # Regenerate the gRPC/Connect code beside the protos (proto/scimesh/v1) after
 # formatting and linting them. buf runs from its own tool module (tools/go.mod)

@@ -99,10 +99,20 @@ func start(t *testing.T, dir string, env []string, args ...string) *proc {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("scimesh %v output:\n%s", args, p.stderr.String())
+			t.Logf("scimesh %v output:\n%s", args, lastLines(p.stderr.String(), 30))
 		}
 	})
 	return p
+}
+
+// lastLines is the end of a process's output, short enough that the failure
+// it explains stays in view at the end of a test run.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) <= n {
+		return strings.Join(lines, "\n")
+	}
+	return fmt.Sprintf("[%d earlier lines left out]\n%s", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
 }
 
 // serveProc starts a coordinator on a free port and waits until it is ready.

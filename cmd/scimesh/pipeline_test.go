@@ -207,7 +207,11 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	// Slow tasks, so that the job is still running when the coordinator dies.
 	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--concurrency", "3", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", copyWorkload("sleep 0.2; "))
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "15", "--chunk-rows", "100")
+	// Short leases: a claim committed just before the kill whose answer
+	// never reached the worker leaves a task leased to nobody running it,
+	// which comes back only when its lease runs out.
+	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "15", "--chunk-rows", "100",
+		"--lease-seconds", "5")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
 	}
