@@ -141,7 +141,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	exp := time.Now().Add(sessionTTL)
 	http.SetCookie(w, &http.Cookie{
 		Name: sessionCookie, Value: u.auth.newSession(exp), Path: "/ui/", Expires: exp,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode,
+		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
@@ -149,8 +149,17 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 // logout ends the session.
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// overHTTPS says whether the browser reached the dashboard over HTTPS:
+// directly, or through a proxy that ends TLS and says so in
+// X-Forwarded-Proto. The session cookie is then marked Secure, so that the
+// browser never sends it over plain HTTP. A forged header can only make a
+// client's own cookie stricter.
+func overHTTPS(r *http.Request) bool {
+	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
 // safeNext keeps a redirect target inside the dashboard.

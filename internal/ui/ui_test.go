@@ -96,8 +96,23 @@ func TestLogin(t *testing.T) {
 	if len(ck) != 1 || ck[0].Name != sessionCookie || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/ui/" {
 		t.Fatalf("session cookie %+v, want HttpOnly, SameSite=Strict, Path /ui/", ck)
 	}
+	if ck[0].Secure {
+		t.Errorf("session cookie over plain HTTP is Secure: the browser would never send it back")
+	}
 	if resp, _ := get(t, c, srv.URL+"/ui/jobs"); resp.StatusCode != http.StatusOK {
 		t.Fatalf("jobs with a session: %d", resp.StatusCode)
+	}
+	// Behind a proxy that ends TLS, the cookie is for HTTPS only.
+	req, _ := http.NewRequest("POST", srv.URL+"/ui/login", strings.NewReader(url.Values{"token": {"ctok"}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	resp, err := client(t).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if ck := resp.Cookies(); len(ck) != 1 || !ck[0].Secure {
+		t.Errorf("session cookie behind an HTTPS proxy %+v, want Secure", ck)
 	}
 
 	// A forged or expired session is no session.
@@ -115,7 +130,7 @@ func TestLogin(t *testing.T) {
 	}
 	// A session signed with another token's key is no session either.
 	other := newAuth("other")
-	req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
+	req, _ = http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
 	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: other.newSession(time.Now().Add(time.Hour))})
 	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a session of another token admitted: %d", resp.StatusCode)
@@ -133,7 +148,7 @@ func TestLogin(t *testing.T) {
 	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusForbidden {
 		t.Errorf("cross-site login: %d, want 403", resp.StatusCode)
 	}
-	resp, err := client(t).PostForm(srv.URL+"/ui/login", url.Values{"token": {"ctok"}, "next": {"//evil.example/ui/"}})
+	resp, err = client(t).PostForm(srv.URL+"/ui/login", url.Values{"token": {"ctok"}, "next": {"//evil.example/ui/"}})
 	if err != nil {
 		t.Fatal(err)
 	}
