@@ -141,9 +141,13 @@ func (e *Engine) Tree(ctx context.Context, id string) ([]*TreeNode, error) {
 		byID[n.ID] = n
 	}
 	if t.Kind == domain.KindTree {
-		for _, n := range nodes {
-			if n.Upstreams, err = e.TreeArgs(ctx, n.ID); err != nil {
-				return nil, err
+		refs, err := e.store.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: t.JobID})
+		if err != nil {
+			return nil, mapStoreErr(fmt.Errorf("arguments of tree %s: %w", t.JobID, err))
+		}
+		for _, a := range refs { // by task, then position
+			if n := byID[a.TaskID]; n != nil {
+				n.Upstreams = append(n.Upstreams, a.UpstreamID)
 			}
 		}
 	} else { // a job: every chunk feeds the stitch task

@@ -109,7 +109,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 	reason := "task " + t.ID + " of the tree failed"
 	if cur.DownstreamID == "" { // the root failed here: the whole tree is over
 		if t.Kind == domain.KindTree {
-			open, err := q.TaskArgListOpen(ctx, t.JobID)
+			open, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: t.JobID, Open: true})
 			if err != nil {
 				return err
 			}

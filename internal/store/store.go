@@ -146,9 +146,10 @@ type Querier interface {
 	// the result of upstreamID, if it has none yet, and reports whether it
 	// set it (false on a replay).
 	TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error)
-	// TaskArgListOpen returns the arguments of a job's (a tree's) tasks
-	// that wait for an upstream's result, by task ID then position.
-	TaskArgListOpen(ctx context.Context, jobID string) ([]domain.TaskArg, error)
+	// TaskArgListRefs returns the arguments of a job's (a tree's) tasks
+	// that are results of upstream tasks, without their values, by task ID
+	// then position; with p.Open, only those still waiting for the result.
+	TaskArgListRefs(ctx context.Context, p *TaskArgListRefsParams) ([]domain.TaskArg, error)
 
 	// OutboxInsert records messages to other shards and sets each one's ID,
 	// greater than every ID before it.
@@ -187,6 +188,13 @@ type TaskLogListParams struct {
 	TaskID string
 	After  int64 // the ID of the last line already seen; 0 from the start
 	Limit  int
+}
+
+// TaskArgListRefsParams selects the arguments of a tree's tasks that are
+// results of upstream tasks.
+type TaskArgListRefsParams struct {
+	JobID string
+	Open  bool // only those whose result has not arrived
 }
 
 // JobListParams selects a page of jobs.

@@ -24,8 +24,8 @@ RETURNING ` + outboxColumns
 	sqlOutboxDelete = `DELETE FROM outbox WHERE id = $1`
 	sqlOutboxStats  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(created_at) FILTER (WHERE next_attempt_at IS NOT NULL) FROM outbox`
-	sqlTaskArgListOpen = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-WHERE t.job_id = $1 AND a.value IS NULL AND a.upstream_id <> '' ORDER BY a.task_id, a.position`
+	sqlTaskArgListRefs = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
+WHERE t.job_id = $1 AND a.upstream_id <> '' AND (NOT $2 OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.
@@ -99,12 +99,12 @@ func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
 	return s, nil
 }
 
-// TaskArgListOpen returns the arguments of a job's tasks still waiting for
-// an upstream's result.
-func (q *querier) TaskArgListOpen(ctx context.Context, jobID string) ([]domain.TaskArg, error) {
-	rows, err := q.db.Query(ctx, sqlTaskArgListOpen, jobID)
+// TaskArgListRefs returns the arguments of a job's tasks that are results
+// of upstream tasks; with p.Open, those still waiting for them.
+func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
+	rows, err := q.db.Query(ctx, sqlTaskArgListRefs, p.JobID, p.Open)
 	if err != nil {
-		return nil, translate(err, "list open arguments of job %s", jobID)
+		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
 	}
 	var out []domain.TaskArg
 	var a domain.TaskArg
@@ -113,7 +113,7 @@ func (q *querier) TaskArgListOpen(ctx context.Context, jobID string) ([]domain.T
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "list open arguments of job %s", jobID)
+		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
 	}
 	return out, nil
 }

@@ -46,7 +46,7 @@ func (s *Store) warm(ctx context.Context) error {
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
 		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL, taskClaimStitchSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
-		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListOpenSQL,
+		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListRefsSQL,
 		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
 		taskFinishCountsSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL, workerDeleteSQL}
 	for _, q := range jobListSQLs {

@@ -385,7 +385,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		exerciseConcurrentOutboxClaim(t, newStore)
 	})
 
-	t.Run("TaskArgListOpen", func(t *testing.T) {
+	t.Run("TaskArgListRefs", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := t.Context()
@@ -413,14 +413,15 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		if ok, err := s.TaskArgResolve(ctx, "0:j1.b", "1:z", []byte(`"z"`)); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
-		listOpen := func(jobID string) []domain.TaskArg {
+		list := func(jobID string, open bool) []domain.TaskArg {
 			t.Helper()
-			got, err := s.TaskArgListOpen(ctx, jobID)
+			got, err := s.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: jobID, Open: open})
 			if err != nil {
-				t.Fatalf("TaskArgListOpen(%s): %v", jobID, err)
+				t.Fatalf("TaskArgListRefs(%s, open %v): %v", jobID, open, err)
 			}
 			return got
 		}
+		listOpen := func(jobID string) []domain.TaskArg { t.Helper(); return list(jobID, true) }
 		check := func(what string, got, want []domain.TaskArg) {
 			t.Helper()
 			if len(got) != len(want) {
@@ -441,6 +442,14 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		})
 		check("open arguments of j2", listOpen("j2"), []domain.TaskArg{{TaskID: "0:j2.a", Position: 0, UpstreamID: "1:x"}})
 		check("open arguments of a job of no tasks", listOpen("j3"), nil)
+		all := []domain.TaskArg{ // the resolved one too, never a given value
+			{TaskID: "0:j1.a", Position: 0, UpstreamID: "1:w"},
+			{TaskID: "0:j1.a", Position: 1, UpstreamID: "1:x"},
+			{TaskID: "0:j1.b", Position: 0, UpstreamID: "1:x"},
+			{TaskID: "0:j1.b", Position: 2, UpstreamID: "1:y"},
+			{TaskID: "0:j1.b", Position: 3, UpstreamID: "1:z"},
+		}
+		check("upstream arguments of j1", list("j1", false), all)
 
 		if ok, err := s.TaskArgResolve(ctx, "0:j1.a", "1:x", []byte(`"x"`)); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
@@ -455,7 +464,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 			if _, err := q.TaskArgResolve(ctx, "0:j1.b", "1:y", []byte(`"y"`)); err != nil {
 				return err
 			}
-			got, err := q.TaskArgListOpen(ctx, "j1")
+			got, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: "j1", Open: true})
 			if err != nil {
 				return err
 			}
@@ -468,6 +477,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		if err != nil {
 			t.Fatalf("InTx: %v", err)
 		}
+		check("upstream arguments of j1 with more of them resolved", list("j1", false), all)
 	})
 }
 
