@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -72,14 +73,23 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// freeAddr returns a loopback address free now, for a coordinator that must
+// be reachable at an address known before it starts (a topology) or again
+// after a restart. Its port is below Linux's ephemeral range (32768 and up
+// by default), from which the kernel picks the ports of listeners on port 0
+// and of outgoing connections: so no other test can be handed it meanwhile.
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue // taken
+		}
+		defer ln.Close()
+		return ln.Addr().String()
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return ""
 }
 
 // start runs `scimesh args…` in dir with env added to a clean environment.
@@ -121,6 +131,10 @@ func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
 	return serveOn(t, dir, "127.0.0.1:0", env, args...)
 }
 
+// readyClient probes readiness; an address that accepts connections but
+// never answers must not hang the test.
+var readyClient = &http.Client{Timeout: 5 * time.Second}
+
 // servingRe finds the address a coordinator listens on in its log.
 var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
 
@@ -141,7 +155,7 @@ func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc
 			}
 		}
 		if p.url != "" {
-			resp, err := http.Get(p.url + "/ready")
+			resp, err := readyClient.Get(p.url + "/ready")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {

@@ -165,11 +165,11 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	if err := doomed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	start(t, dir, workerEnv(p.url), "worker", "--id", "healthy", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
 	out := filepath.Join(dir, "out.csv")
 	if msg, err := run(t, dir, clientEnv(p.url), "result", jobID, "--output", out); err == nil {
 		t.Fatalf("result before completion succeeded: %s", msg)
 	}
+	start(t, dir, workerEnv(p.url), "worker", "--id", "healthy", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
 	workerWaitFor(t, 30*time.Second, "the job to complete", func() bool {
 		var j jobOut
 		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
@@ -201,7 +201,7 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"--db", "sqlite:" + filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data")}
-	p := serveProc(t, dir, tokenEnv, args...)
+	p := serveOn(t, dir, freeAddr(t), tokenEnv, args...) // restarted at the same address below
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 3000, 15)
 	// Slow tasks, so that the job is still running when the coordinator dies.

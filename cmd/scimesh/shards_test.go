@@ -91,11 +91,16 @@ func (m *mesh) query(id string) (*v1.TaskInfo, error) {
 	return res.Msg, nil
 }
 
+// meshWait bounds the waits of the mesh tests. A delivery cut short by a
+// kill holds its messages for the outbox's 30 s claim before the restarted
+// shard tries them again, so the waits are longer than that.
+const meshWait = 60 * time.Second
+
 // waitState waits until every task in want (real ID → state) is in its state.
 func (m *mesh) waitState(want map[string]string) {
 	m.t.Helper()
 	var last string
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(meshWait)
 	for {
 		last = ""
 		for id, state := range want {
@@ -108,7 +113,7 @@ func (m *mesh) waitState(want map[string]string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			m.t.Fatalf("tasks not in their states after 30s:%s", last)
+			m.t.Fatalf("tasks not in their states after %v:%s", meshWait, last)
 		}
 		time.Sleep(25 * time.Millisecond)
 	}
@@ -133,7 +138,7 @@ func (m *mesh) outbox(shard string) store.OutboxStats {
 // checks that none was given up on.
 func (m *mesh) waitOutboxEmpty() {
 	m.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(meshWait)
 	for shard := range m.dbs {
 		for {
 			s := m.outbox(shard)
@@ -144,7 +149,7 @@ func (m *mesh) waitOutboxEmpty() {
 				break
 			}
 			if time.Now().After(deadline) {
-				m.t.Fatalf("shard %s still has %d outbox messages after 30s", shard, s.Pending)
+				m.t.Fatalf("shard %s still has %d outbox messages after %v", shard, s.Pending, meshWait)
 			}
 			time.Sleep(25 * time.Millisecond)
 		}

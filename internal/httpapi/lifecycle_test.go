@@ -360,7 +360,7 @@ func TestResultReplayAndConflicts(t *testing.T) {
 
 func TestRetryAndFailure(t *testing.T) {
 	t.Parallel()
-	b := setup(t, options{tokens: tokens, noLoops: true})
+	b := setup(t, options{tokens: tokens, noLoops: true, frozen: true}) // the backoff ends only when told
 	j := b.createJob(3, map[string]any{"max_attempts": 2})
 	tk, _ := b.claim("w", nil)
 	var f task

@@ -30,10 +30,20 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a test clock: real time moved forward by Advance.
-type clock struct{ offset atomic.Int64 }
+// clock is a test clock: real time, or a time that stands still when
+// frozen is set, moved forward by Advance.
+type clock struct {
+	frozen time.Time
+	offset atomic.Int64
+}
 
-func (c *clock) Now() time.Time          { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *clock) Now() time.Time {
+	if !c.frozen.IsZero() {
+		return c.frozen.Add(time.Duration(c.offset.Load()))
+	}
+	return time.Now().Add(time.Duration(c.offset.Load()))
+}
+
 func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
 
 // bundle is what a test gets from setup: a real HTTP listener over a real store.
@@ -52,6 +62,7 @@ type options struct {
 	tokens    httpapi.Tokens
 	postgres  bool
 	noLoops   bool // do not run the reaper and stitcher in the background
+	frozen    bool // time moves only by Advance
 	maxUpload int64
 }
 
@@ -85,6 +96,9 @@ func setup(t *testing.T, opts options) *bundle {
 		st = sqliteStore(t)
 	}
 	c := &clock{}
+	if opts.frozen {
+		c.frozen = time.Now()
+	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dataDir := t.TempDir()
 	blobs, err := blob.Open(dataDir)
