@@ -32,6 +32,9 @@ type benchConfig struct {
 	Tasks   int
 	Batch   int
 	Profile string
+	// LogLevel is the server's: warn (the default) leaves out the line
+	// serve logs at info for every request.
+	LogLevel slog.Level
 }
 
 func newBenchCmd() *cobra.Command {
@@ -60,6 +63,8 @@ throwaway PostgreSQL cluster from the installed server binaries.`,
 	f.IntVar(&c.Tasks, "tasks", 30000, "task lifecycles to measure")
 	f.IntVar(&c.Batch, "batch", 1, "tasks per claim (max_tasks) and per result request; 1 uses the single forms")
 	f.StringVar(&c.Profile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
+	c.LogLevel = slog.LevelWarn
+	f.TextVar(&c.LogLevel, "log-level", &c.LogLevel, "the server's log level, to stderr: info logs every request as serve does by default")
 	return cmd
 }
 
@@ -79,7 +84,7 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		return err
 	}
 	defer st.Close()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := newLogger(c.LogLevel)
 	eng := engine.New(st, engine.Config{Shard: "s0", Logger: log})
 
 	seedStart := time.Now()

@@ -122,6 +122,8 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	return cfg, nil
 }
 
+// newLogger is the coordinator's logger: text lines to stderr, with the
+// request ID of the context they are logged with.
 func newLogger(level slog.Level) *slog.Logger {
 	return slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 }
