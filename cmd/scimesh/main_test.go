@@ -73,6 +73,32 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// onEachStore runs body as two parallel subtests, on SQLite and on
+// PostgreSQL.
+func onEachStore(t *testing.T, body func(t *testing.T, pg bool)) {
+	t.Helper()
+	for _, pg := range []bool{false, true} {
+		name := "sqlite"
+		if pg {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			body(t, pg)
+		})
+	}
+}
+
+// newDB returns the URL of a new database: a SQLite file in dir, or with
+// pg a migrated PostgreSQL database of its own.
+func newDB(t *testing.T, dir string, pg bool) string {
+	t.Helper()
+	if pg {
+		return pgtest.URL(t)
+	}
+	return "sqlite:" + filepath.Join(dir, "scimesh.db")
+}
+
 // freeAddr returns a loopback address free now, for a coordinator that must
 // be reachable at an address known before it starts (a topology) or again
 // after a restart. Its port is below Linux's ephemeral range (32768 and up
@@ -383,89 +409,81 @@ func TestConfigPrecedence(t *testing.T) {
 
 func TestMigrateCommand(t *testing.T) {
 	t.Parallel()
-	for _, pg := range []bool{false, true} {
-		name := "sqlite"
+	onEachStore(t, func(t *testing.T, pg bool) {
+		dir := t.TempDir()
+		db := newDB(t, dir, pg)
 		if pg {
-			name = "postgres"
+			// pgtest migrates; start from an empty schema.
+			for i := 0; ; i++ {
+				out, err := run(t, dir, nil, "migrate", "down", "--db", db)
+				if err != nil {
+					t.Fatalf("migrate down: %v\n%s", err, out)
+				}
+				if strings.Contains(out, "nothing to revert") || i > 10 {
+					break
+				}
+			}
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			db := "sqlite:" + filepath.Join(dir, "m.db")
-			if pg {
-				db = pgtest.URL(t)
-				// pgtest migrates; start from an empty schema.
-				for i := 0; ; i++ {
-					out, err := run(t, dir, nil, "migrate", "down", "--db", db)
-					if err != nil {
-						t.Fatalf("migrate down: %v\n%s", err, out)
-					}
-					if strings.Contains(out, "nothing to revert") || i > 10 {
-						break
-					}
+		ms, err := sqlite.Migrations()
+		if pg {
+			ms, err = postgres.Migrations()
+		}
+		if err != nil || len(ms) < 2 {
+			t.Fatalf("migrations: %d, %v", len(ms), err)
+		}
+		// status lists every migration, each applied (up to n) or pending.
+		status := func(n int) string {
+			var b strings.Builder
+			for i, m := range ms {
+				state := "pending"
+				if i < n {
+					state = "applied"
 				}
+				fmt.Fprintf(&b, "%04d_%s\t%s\n", m.Version, m.Name, state)
 			}
-			ms, err := sqlite.Migrations()
-			if pg {
-				ms, err = postgres.Migrations()
+			return b.String()
+		}
+		var applied strings.Builder
+		for _, m := range ms {
+			fmt.Fprintf(&applied, "applied %04d\n", m.Version)
+		}
+		last := len(ms) - 1
+		steps := []struct {
+			args []string
+			want string
+		}{
+			{[]string{"migrate", "status"}, status(0)},
+			{[]string{"migrate", "up"}, applied.String()},
+			{[]string{"migrate", "status"}, status(len(ms))},
+			{[]string{"migrate", "up"}, "nothing to apply"},
+			{[]string{"migrate", "down"}, fmt.Sprintf("reverted %04d", ms[last].Version)},
+			{[]string{"migrate", "status"}, status(last)},
+		}
+		for _, s := range steps {
+			out, err := run(t, dir, []string{"DATABASE_URL=" + db}, s.args...)
+			if err != nil || !strings.Contains(out, s.want) {
+				t.Fatalf("scimesh %v: %v, output %q, want %q", s.args, err, out, s.want)
 			}
-			if err != nil || len(ms) < 2 {
-				t.Fatalf("migrations: %d, %v", len(ms), err)
+		}
+		for i := last - 1; i >= 0; i-- {
+			want := fmt.Sprintf("reverted %04d", ms[i].Version)
+			if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, want) {
+				t.Fatalf("migrate down: %v, output %q, want %q", err, out, want)
 			}
-			// status lists every migration, each applied (up to n) or pending.
-			status := func(n int) string {
-				var b strings.Builder
-				for i, m := range ms {
-					state := "pending"
-					if i < n {
-						state = "applied"
-					}
-					fmt.Fprintf(&b, "%04d_%s\t%s\n", m.Version, m.Name, state)
-				}
-				return b.String()
+		}
+		if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, "nothing to revert") {
+			t.Fatalf("migrate down with nothing applied: %v, output %q", err, out)
+		}
+		if pg {
+			out, err := run(t, dir, nil, "serve", "--db", db, "--addr", freeAddr(t))
+			if err == nil || !strings.Contains(out, "migrate up") {
+				t.Fatalf("serve on an unmigrated PostgreSQL: %v\n%s", err, out)
 			}
-			var applied strings.Builder
-			for _, m := range ms {
-				fmt.Fprintf(&applied, "applied %04d\n", m.Version)
-			}
-			last := len(ms) - 1
-			steps := []struct {
-				args []string
-				want string
-			}{
-				{[]string{"migrate", "status"}, status(0)},
-				{[]string{"migrate", "up"}, applied.String()},
-				{[]string{"migrate", "status"}, status(len(ms))},
-				{[]string{"migrate", "up"}, "nothing to apply"},
-				{[]string{"migrate", "down"}, fmt.Sprintf("reverted %04d", ms[last].Version)},
-				{[]string{"migrate", "status"}, status(last)},
-			}
-			for _, s := range steps {
-				out, err := run(t, dir, []string{"DATABASE_URL=" + db}, s.args...)
-				if err != nil || !strings.Contains(out, s.want) {
-					t.Fatalf("scimesh %v: %v, output %q, want %q", s.args, err, out, s.want)
-				}
-			}
-			for i := last - 1; i >= 0; i-- {
-				want := fmt.Sprintf("reverted %04d", ms[i].Version)
-				if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, want) {
-					t.Fatalf("migrate down: %v, output %q, want %q", err, out, want)
-				}
-			}
-			if out, err := run(t, dir, []string{"DATABASE_URL=" + db}, "migrate", "down"); err != nil || !strings.Contains(out, "nothing to revert") {
-				t.Fatalf("migrate down with nothing applied: %v, output %q", err, out)
-			}
-			if pg {
-				out, err := run(t, dir, nil, "serve", "--db", db, "--addr", freeAddr(t))
-				if err == nil || !strings.Contains(out, "migrate up") {
-					t.Fatalf("serve on an unmigrated PostgreSQL: %v\n%s", err, out)
-				}
-			}
-			if out, err := run(t, dir, nil, "migrate", "sideways", "--db", db); err == nil || !strings.Contains(out, "up, down or status") {
-				t.Fatalf("unknown action: %v %s", err, out)
-			}
-		})
-	}
+		}
+		if out, err := run(t, dir, nil, "migrate", "sideways", "--db", db); err == nil || !strings.Contains(out, "up, down or status") {
+			t.Fatalf("unknown action: %v %s", err, out)
+		}
+	})
 }
 
 // tryCall GETs url and decodes its JSON into out; it returns the status,

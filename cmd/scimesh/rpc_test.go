@@ -21,7 +21,6 @@ import (
 
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/rpc"
 
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
@@ -201,21 +200,10 @@ func val(n float64) *v1.Arg { return &v1.Arg{Kind: &v1.Arg_Value{Value: structpb
 // failing for good fails the path to the root and cancels the rest.
 func TestTreeOnOneShard(t *testing.T) {
 	t.Parallel()
-	for _, pg := range []bool{false, true} {
-		name := "sqlite"
-		if pg {
-			name = "postgres"
-		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			db := "sqlite:" + filepath.Join(dir, "scimesh.db")
-			if pg {
-				db = pgtest.URL(t)
-			}
-			treeOnOneShard(t, serveProc(t, dir, tokenEnv, "--db", db, "--topology", "static:s1=http://127.0.0.1:1"))
-		})
-	}
+	onEachStore(t, func(t *testing.T, pg bool) {
+		dir := t.TempDir()
+		treeOnOneShard(t, serveProc(t, dir, tokenEnv, "--db", newDB(t, dir, pg), "--topology", "static:s1=http://127.0.0.1:1"))
+	})
 }
 
 func treeOnOneShard(t *testing.T, p *proc) {

@@ -12,7 +12,6 @@ import (
 
 	"connectrpc.com/connect"
 
-	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
@@ -38,10 +37,7 @@ func startMesh(t *testing.T, pg bool, shards ...string) *mesh {
 	var topo []string
 	for _, s := range shards {
 		m.addrs[s] = freeAddr(t)
-		m.dbs[s] = "sqlite:" + filepath.Join(t.TempDir(), s+".db")
-		if pg {
-			m.dbs[s] = pgtest.URL(t)
-		}
+		m.dbs[s] = newDB(t, t.TempDir(), pg)
 		topo = append(topo, s+"=http://"+m.addrs[s])
 	}
 	m.topo = "static:" + strings.Join(topo, ",")
@@ -161,63 +157,56 @@ func (m *mesh) waitOutboxEmpty() {
 // and the root's result is right.
 func TestTreeAcrossShards(t *testing.T) {
 	t.Parallel()
-	for _, pg := range []bool{false, true} {
-		name := "sqlite"
-		if pg {
-			name = "postgres"
+	onEachStore(t, func(t *testing.T, pg bool) {
+		m := startMesh(t, pg, "s0", "s1", "s2")
+		for shard := range m.addrs {
+			dir := t.TempDir()
+			start(t, dir, workerEnv(m.url(shard)), "worker", "--id", "w-"+shard, "--concurrency", "1",
+				"--tree-concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+				"--workload", `num=tr -d '[] \n'`,
+				"--workload", `sum=tr -d '[] \n' | tr ',' '\n' | awk '{s+=$1} END {print s}'`)
 		}
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			m := startMesh(t, pg, "s0", "s1", "s2")
-			for shard := range m.addrs {
-				dir := t.TempDir()
-				start(t, dir, workerEnv(m.url(shard)), "worker", "--id", "w-"+shard, "--concurrency", "1",
-					"--tree-concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
-					"--workload", `num=tr -d '[] \n'`,
-					"--workload", `sum=tr -d '[] \n' | tr ',' '\n' | awk '{s+=$1} END {print s}'`)
+		// total(s0) = x(s1) + y(s2) + 100; y(s2) = z(s0) + 3; z = 4, x = 20.
+		// Submitted to s1, which holds only a leaf.
+		sub, err := m.queue("s1").Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+			{Id: "s0:total", Workload: "sum", Args: []*v1.Arg{ref("s1:x"), ref("s2:y"), val(100)}},
+			{Id: "s1:x", Workload: "num", Args: []*v1.Arg{val(20)}},
+			{Id: "s2:y", Workload: "sum", Args: []*v1.Arg{ref("s0:z"), val(3)}},
+			{Id: "s0:z", Workload: "num", Args: []*v1.Arg{val(4)}},
+		}}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := sub.Msg.Ids
+		for placeholder, id := range ids {
+			if shard, _, _ := strings.Cut(placeholder, ":"); !strings.HasPrefix(id, shard+":") {
+				t.Errorf("task %s got ID %s, not on its shard", placeholder, id)
 			}
-			// total(s0) = x(s1) + y(s2) + 100; y(s2) = z(s0) + 3; z = 4, x = 20.
-			// Submitted to s1, which holds only a leaf.
-			sub, err := m.queue("s1").Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
-				{Id: "s0:total", Workload: "sum", Args: []*v1.Arg{ref("s1:x"), ref("s2:y"), val(100)}},
-				{Id: "s1:x", Workload: "num", Args: []*v1.Arg{val(20)}},
-				{Id: "s2:y", Workload: "sum", Args: []*v1.Arg{ref("s0:z"), val(3)}},
-				{Id: "s0:z", Workload: "num", Args: []*v1.Arg{val(4)}},
-			}}))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ids := sub.Msg.Ids
-			for placeholder, id := range ids {
-				if shard, _, _ := strings.Cut(placeholder, ":"); !strings.HasPrefix(id, shard+":") {
-					t.Errorf("task %s got ID %s, not on its shard", placeholder, id)
-				}
-			}
-			if sub.Msg.RootId != ids["s0:total"] {
-				t.Fatalf("root ID %s, want the ID of s0:total (%s)", sub.Msg.RootId, ids["s0:total"])
-			}
-			want := map[string]string{}
-			for _, id := range ids {
-				want[id] = "completed"
-			}
-			m.waitState(want)
-			root, err := m.query(sub.Msg.RootId)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := root.Result.GetNumberValue(); got != 127 {
-				t.Fatalf("root result %v, want 20 + (4 + 3) + 100 = 127", root.Result)
-			}
-			if got := strings.Join(root.UpstreamIds, ","); got != ids["s1:x"]+","+ids["s2:y"] {
-				t.Errorf("root's upstreams %s, want x then y", got)
-			}
-			y, _ := m.query(ids["s2:y"])
-			if y.DownstreamId != sub.Msg.RootId || y.Result.GetNumberValue() != 7 {
-				t.Errorf("y on s2: downstream %s result %v, want %s and 7", y.DownstreamId, y.Result, sub.Msg.RootId)
-			}
-			m.waitOutboxEmpty()
-		})
-	}
+		}
+		if sub.Msg.RootId != ids["s0:total"] {
+			t.Fatalf("root ID %s, want the ID of s0:total (%s)", sub.Msg.RootId, ids["s0:total"])
+		}
+		want := map[string]string{}
+		for _, id := range ids {
+			want[id] = "completed"
+		}
+		m.waitState(want)
+		root, err := m.query(sub.Msg.RootId)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := root.Result.GetNumberValue(); got != 127 {
+			t.Fatalf("root result %v, want 20 + (4 + 3) + 100 = 127", root.Result)
+		}
+		if got := strings.Join(root.UpstreamIds, ","); got != ids["s1:x"]+","+ids["s2:y"] {
+			t.Errorf("root's upstreams %s, want x then y", got)
+		}
+		y, _ := m.query(ids["s2:y"])
+		if y.DownstreamId != sub.Msg.RootId || y.Result.GetNumberValue() != 7 {
+			t.Errorf("y on s2: downstream %s result %v, want %s and 7", y.DownstreamId, y.Result, sub.Msg.RootId)
+		}
+		m.waitOutboxEmpty()
+	})
 }
 
 // TestOutboxSurvivesKill completes a leaf while the shard of its

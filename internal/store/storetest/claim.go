@@ -212,49 +212,15 @@ func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
 		insertTasks(t, s, NewTasks(job, perJob)[1:]...)
 	}
 	now := Epoch().Add(time.Minute)
-	var (
-		mu      sync.Mutex
-		owner   = map[string]string{}
-		dupes   []string
-		errs    []error
-		wg      sync.WaitGroup
-		retries int
-	)
-	for c := range claimers {
-		wg.Go(func() {
-			me := fmt.Sprintf("w%02d", c)
-			for empty := 0; empty < 2; {
-				got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: me, Kinds: chunkKinds, Max: 1 + c%8, Now: now})
-				mu.Lock()
-				switch {
-				case errors.Is(err, store.ErrStale) && retries < 1000:
-					retries++ // a lost race may be reported; the caller reruns
-				case err != nil:
-					errs = append(errs, err)
-					empty = 2
-				case len(got) == 0:
-					empty++
-				}
-				for _, tk := range got {
-					if prev, ok := owner[tk.ID]; ok {
-						dupes = append(dupes, fmt.Sprintf("%s to %s and %s", tk.ID, prev, me))
-					}
-					owner[tk.ID] = me
-					if tk.LeaseOwner != me || tk.State != domain.TaskLeased || tk.Attempt != 1 {
-						errs = append(errs, fmt.Errorf("task %s claimed by %s came back owned by %q, %s, attempt %d", tk.ID, me, tk.LeaseOwner, tk.State, tk.Attempt))
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	if len(dupes) > 0 {
-		t.Fatalf("%d tasks were claimed twice: %q", len(dupes), dupes)
-	}
+	claimer := func(c int) string { return fmt.Sprintf("w%02d", c) }
+	owner := claimConcurrently(t, claimers, 10*jobs*perJob, func(c int) ([]*domain.Task, error) {
+		return s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: claimer(c), Kinds: chunkKinds, Max: 1 + c%8, Now: now})
+	}, func(tk *domain.Task) string { return tk.ID }, func(c int, tk *domain.Task) error {
+		if me := claimer(c); tk.LeaseOwner != me || tk.State != domain.TaskLeased || tk.Attempt != 1 {
+			return fmt.Errorf("task %s claimed by %s came back owned by %q, %s, attempt %d", tk.ID, me, tk.LeaseOwner, tk.State, tk.Attempt)
+		}
+		return nil
+	})
 	if len(owner) != jobs*perJob {
 		t.Fatalf("claimers took %d tasks, want %d", len(owner), jobs*perJob)
 	}
@@ -269,9 +235,66 @@ func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
 			t.Errorf("job j%d counts %+v after the claims, want all %d leased", j, counts, perJob)
 		}
 	}
-	for id, me := range owner {
-		if got := getTask(t, s, id); got.LeaseOwner != me || got.Attempt != 1 {
+	for id, c := range owner {
+		if got, me := getTask(t, s, id), claimer(c); got.LeaseOwner != me || got.Attempt != 1 {
 			t.Errorf("task %s is stored as owned by %q attempt %d; claim returned it to %s", id, got.LeaseOwner, got.Attempt, me)
 		}
 	}
+}
+
+// claimConcurrently has claimers goroutines call claim, each until it comes
+// back empty twice, rerunning a reported lost race (store.ErrStale) as
+// callers do, and returns which claimer got each item by key. It fails the
+// test on an error, on an item handed out twice, on an item check refuses,
+// and on a claimer still claiming after maxRounds calls.
+func claimConcurrently[T any, K comparable](t *testing.T, claimers, maxRounds int, claim func(c int) ([]T, error),
+	key func(T) K, check func(c int, item T) error) map[K]int {
+	t.Helper()
+	var (
+		mu      sync.Mutex
+		owner   = map[K]int{}
+		dupes   []string
+		errs    []error
+		wg      sync.WaitGroup
+		retries int
+	)
+	for c := range claimers {
+		wg.Go(func() {
+			for round, empty := 0, 0; empty < 2; round++ {
+				got, err := claim(c)
+				mu.Lock()
+				switch {
+				case round >= maxRounds:
+					errs = append(errs, fmt.Errorf("claimer %d still claims after %d rounds", c, round))
+					empty = 2
+				case errors.Is(err, store.ErrStale) && retries < 1000:
+					retries++
+				case err != nil:
+					errs = append(errs, err)
+					empty = 2
+				case len(got) == 0:
+					empty++
+				}
+				for _, item := range got {
+					k := key(item)
+					if prev, ok := owner[k]; ok {
+						dupes = append(dupes, fmt.Sprintf("%v to %d and %d", k, prev, c))
+					}
+					owner[k] = c
+					if err := check(c, item); err != nil {
+						errs = append(errs, err)
+					}
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(dupes) > 0 {
+		t.Fatalf("%d items were claimed twice: %q", len(dupes), dupes)
+	}
+	return owner
 }

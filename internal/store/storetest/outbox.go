@@ -1,10 +1,8 @@
 package storetest
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -495,55 +493,18 @@ func exerciseConcurrentOutboxClaim(t *testing.T, newStore newFunc) {
 	}
 	insertMsgs(t, s, msgs...)
 	now, until := Epoch(), Epoch().Add(time.Minute)
-	var (
-		mu      sync.Mutex
-		owner   = map[int64]int{}
-		dupes   []string
-		errs    []error
-		wg      sync.WaitGroup
-		retries int
-	)
-	for c := range claimers {
-		wg.Go(func() {
-			// Bounded, so that a claim that leaves messages due fails the
-			// test instead of spinning forever.
-			for round, empty := 0, 0; empty < 2; round++ {
-				got, err := s.OutboxClaim(t.Context(), &store.OutboxClaimParams{Now: now, Until: until, Limit: 3})
-				mu.Lock()
-				switch {
-				case round >= 2*messages:
-					errs = append(errs, fmt.Errorf("claimer %d still claims after %d rounds", c, round))
-					empty = 2
-				case errors.Is(err, store.ErrStale) && retries < 1000:
-					retries++ // a lost race may be reported; the caller reruns
-				case err != nil:
-					errs = append(errs, err)
-					empty = 2
-				case len(got) == 0:
-					empty++
-				case len(got) > 3:
-					errs = append(errs, fmt.Errorf("claimer %d got %d messages with Limit 3", c, len(got)))
-				}
-				for _, m := range got {
-					if prev, ok := owner[m.ID]; ok {
-						dupes = append(dupes, fmt.Sprintf("%d to %d and %d", m.ID, prev, c))
-					}
-					owner[m.ID] = c
-					if !m.NextAttemptAt.Equal(until) {
-						errs = append(errs, fmt.Errorf("message %d came back due at %s, want %s", m.ID, fmtTime(m.NextAttemptAt), fmtTime(until)))
-					}
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	for _, err := range errs {
-		t.Error(err)
-	}
-	if len(dupes) > 0 {
-		t.Fatalf("%d messages were claimed twice: %q", len(dupes), dupes)
-	}
+	owner := claimConcurrently(t, claimers, 2*messages, func(int) ([]*store.OutboxMessage, error) {
+		got, err := s.OutboxClaim(t.Context(), &store.OutboxClaimParams{Now: now, Until: until, Limit: 3})
+		if len(got) > 3 {
+			return nil, fmt.Errorf("a claim got %d messages with Limit 3", len(got))
+		}
+		return got, err
+	}, func(m *store.OutboxMessage) int64 { return m.ID }, func(_ int, m *store.OutboxMessage) error {
+		if !m.NextAttemptAt.Equal(until) {
+			return fmt.Errorf("message %d came back due at %s, want %s", m.ID, fmtTime(m.NextAttemptAt), fmtTime(until))
+		}
+		return nil
+	})
 	for _, m := range msgs {
 		if _, ok := owner[m.ID]; !ok {
 			t.Errorf("message %d was never claimed", m.ID)
