@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,12 +11,14 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
@@ -36,11 +36,13 @@ type serveConfig struct {
 	Addr     string
 	Shard    string
 	Topology *topology.Topology // nil: a single shard
-	Tokens   httpapi.Tokens
-	Peer     string
+	Tokens   auth.Tokens
 	Migrate  bool
 	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
 	MaxUploadBytes int64
+	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
+	// open streams of the process; 0 means the engine's defaults.
+	MaxWaitingClaims, MaxStreams int
 	// LogLevel is the least important level logged.
 	LogLevel slog.Level
 	// Metrics is the engine's Observer, served at GET /metrics; nil makes
@@ -72,6 +74,8 @@ func newServeCmd() *cobra.Command {
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
+	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
+	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
 	f.String("log-level", "info", "least important log lines kept: debug, info, warn or error (env SCIMESH_LOG_LEVEL)")
 	return cmd
@@ -87,11 +91,14 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
 		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
 		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
-		Tokens: httpapi.Tokens{
+		Tokens: auth.Tokens{
 			Worker: e.get("WORKER_AUTH_TOKEN"),
 			Client: e.get("CLIENT_AUTH_TOKEN"),
+			Peer:   e.get("PEER_AUTH_TOKEN"),
 		},
-		Peer: e.get("PEER_AUTH_TOKEN"),
+	}
+	if err := cfg.Tokens.Validate(); err != nil {
+		return nil, err
 	}
 	if err := cfg.LogLevel.UnmarshalText([]byte(e.setting(cmd, "log-level", "SCIMESH_LOG_LEVEL", "info"))); err != nil {
 		return nil, fmt.Errorf("log level: %w; use debug, info, warn or error (--log-level or SCIMESH_LOG_LEVEL)", err)
@@ -102,6 +109,18 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			return nil, fmt.Errorf("max upload bytes %q must be a positive number of bytes (--max-upload-bytes or SCIMESH_MAX_UPLOAD_BYTES)", v)
 		}
 		cfg.MaxUploadBytes = n
+	}
+	for _, c := range []struct {
+		flag, env string
+		to        *int
+	}{{"max-waiting-claims", "SCIMESH_MAX_WAITING_CLAIMS", &cfg.MaxWaitingClaims}, {"max-streams", "SCIMESH_MAX_STREAMS", &cfg.MaxStreams}} {
+		if v := e.setting(cmd, c.flag, c.env, ""); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 1 {
+				return nil, fmt.Errorf("%s %q must be a positive number (--%s or %s)", c.flag, v, c.flag, c.env)
+			}
+			*c.to = n
+		}
 	}
 	if err := checkShard(cfg.Shard); err != nil {
 		return nil, err
@@ -115,7 +134,7 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
 			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
 	}
-	if !isLoopback(cfg.Addr) && cfg.Topology.String() != "" && cfg.Peer == "" {
+	if !isLoopback(cfg.Addr) && cfg.Topology.String() != "" && cfg.Tokens.Peer == "" {
 		return nil, fmt.Errorf("refusing to listen on %s with a topology but without PEER_AUTH_TOKEN: anyone who can reach it "+
 			"could create and fail tasks of trees. Set the same PEER_AUTH_TOKEN on every shard", cfg.Addr)
 	}
@@ -144,9 +163,10 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 		return err
 	}
 	metrics := telemetry.New(log)
-	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics}
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams}
 	if cfg.Topology.String() != "" { // other shards exist: trees may span them
-		ecfg.Peers = rpc.NewPeers(cfg.Topology.URL, cfg.Peer, &http.Client{})
+		ecfg.Peers = rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})
 	}
 	eng := engine.New(st, ecfg)
 	metrics.Watch(eng, st)
@@ -175,7 +195,11 @@ func startLocal(ctx context.Context, eng *engine.Engine, log *slog.Logger) (base
 // runServer serves eng's API on cfg.Addr and runs its background loops
 // until ctx is done.
 func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
-	api := httpapi.New(eng, cfg.Tokens, log)
+	if short := cfg.Tokens.Short(); len(short) > 0 {
+		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
+	}
+	gate := auth.NewGate(cfg.Tokens)
+	api := httpapi.New(eng, gate, log)
 	if cfg.MaxUploadBytes > 0 {
 		api.MaxUploadBytes = cfg.MaxUploadBytes
 	}
@@ -187,14 +211,8 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		topo = &topology.Topology{}
 	}
 	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
-	peer := cfg.Peer
-	if peer == "" && (!isLoopback(cfg.Addr) || cfg.Tokens.Client != "" || cfg.Tokens.Worker != "") {
-		// No peer token on a server that checks tokens: nobody may call
-		// Internal. Only a loopback server open to all leaves it open.
-		peer = "closed-" + randomToken()
-	}
-	rpc.Mount(mux, eng, rpc.Tokens{Client: cfg.Tokens.Client, Worker: cfg.Tokens.Worker, Peer: peer}, known, log)
-	dash, err := ui.New(eng, ui.Config{ClientToken: cfg.Tokens.Client, Topology: topo, Logger: log})
+	rpc.Mount(mux, eng, gate, known, log)
+	dash, err := ui.New(eng, ui.Config{Gate: gate, Topology: topo, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -252,13 +270,6 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		return fmt.Errorf("shut down: %w", err)
 	}
 	return nil
-}
-
-// randomToken returns 32 random hex digits.
-func randomToken() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b) // never fails on supported platforms
-	return hex.EncodeToString(b)
 }
 
 // guardHost, when open (a server without tokens, hence on loopback),

@@ -29,6 +29,9 @@ var (
 	// ErrUnavailable reports a dependency, usually the database, that does not
 	// answer; the caller may retry later.
 	ErrUnavailable = errors.New("unavailable")
+	// ErrBusy reports a process that holds its maximum of some waiting
+	// call (long-polls, streams); the caller may retry shortly.
+	ErrBusy = errors.New("busy")
 )
 
 // Invalidf returns an ErrInvalidArgument carrying a message for people.

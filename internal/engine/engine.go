@@ -52,17 +52,26 @@ type Config struct {
 	// Observer is told of claims, completions, failures and expiries, for
 	// metrics; nil tells no one.
 	Observer Observer
+	// MaxWaitingClaims caps the claims of this process that wait for work
+	// (long-polls); beyond it a claim that would wait is refused with
+	// domain.ErrBusy. Default DefaultMaxWaitingClaims.
+	MaxWaitingClaims int
+	// MaxStreams caps the open streams of this process (log follows, the
+	// dashboard's live views); beyond it one is refused with
+	// domain.ErrBusy. Default DefaultMaxStreams.
+	MaxStreams int
 }
 
 // Engine runs SciMesh's operations against one store.
 type Engine struct {
-	store  store.Store
-	cfg    Config
-	log    *slog.Logger
-	wake   *broadcast // work became claimable
-	stitch *broadcast // a stitch task became pending
-	logs   *broadcast // log lines were appended or a task became final
-	outbox *broadcast // outbox messages were committed
+	store     store.Store
+	cfg       Config
+	log       *slog.Logger
+	claimers  *claimers  // long-polling claims, woken by work
+	streams   *slots     // open streams
+	followers *followers // of tasks' logs, woken by appends and ends
+	stitch    *broadcast // a stitch task became pending
+	outbox    *broadcast // outbox messages were committed
 	// outgoing holds at most one pending notification for other processes.
 	outgoing chan struct{}
 
@@ -107,17 +116,24 @@ func New(s store.Store, cfg Config) *Engine {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	if cfg.MaxWaitingClaims <= 0 {
+		cfg.MaxWaitingClaims = DefaultMaxWaitingClaims
+	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
 	return &Engine{
-		store:    s,
-		cfg:      cfg,
-		log:      cfg.Logger,
-		wake:     newBroadcast(),
-		stitch:   newBroadcast(),
-		logs:     newBroadcast(),
-		outbox:   newBroadcast(),
-		outgoing: make(chan struct{}, 1),
-		jobs:     map[string]*domain.Job{},
-		seenLog:  seenLog{last: map[string]seenAt{}},
+		store:     s,
+		cfg:       cfg,
+		log:       cfg.Logger,
+		claimers:  &claimers{max: cfg.MaxWaitingClaims},
+		streams:   &slots{max: cfg.MaxStreams},
+		followers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		stitch:    newBroadcast(),
+		outbox:    newBroadcast(),
+		outgoing:  make(chan struct{}, 1),
+		jobs:      map[string]*domain.Job{},
+		seenLog:   seenLog{last: map[string]seenAt{}},
 	}
 }
 

@@ -128,7 +128,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		return nil, false, fmt.Errorf("create job: %w", err)
 	}
 	e.log.InfoContext(ctx, "job created", "job_id", job.ID, "workload", job.Workload, "chunks", job.ChunkCount)
-	e.notifyWork()
+	e.notifyWork(domain.KindChunk, job.Workload, len(inputs))
 	counts := domain.TaskCounts{}
 	counts.Add(domain.TaskPending, len(inputs))
 	return &JobView{Job: job, Tasks: counts}, true, nil

@@ -54,13 +54,20 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 		return nil, domain.Invalidf("wait_seconds is %v; it must be between 0 and 60", p.Wait.Seconds())
 	}
 	e.seen(ctx, p.WorkerID, false)
+	tasks, err := e.claimOnce(ctx, p)
+	if err != nil || len(tasks) > 0 || p.Wait == 0 {
+		return tasks, err
+	}
+	// Nothing yet: wait in line, joined before each claim so that no
+	// wake-up is missed between a claim and the wait.
+	kind := cmp.Or(p.kind, domain.KindChunk)
+	w, err := e.claimers.join(kind, p.Workloads, p.Max)
+	if err != nil {
+		return nil, err
+	}
+	defer e.claimers.leave(w)
 	deadline := time.Now().Add(p.Wait)
 	for {
-		woken := e.wake.Wait() // before claiming, so no notification is missed
-		tasks, err := e.claimOnce(ctx, p)
-		if err != nil || len(tasks) > 0 {
-			return tasks, err
-		}
 		left := time.Until(deadline)
 		if left <= 0 {
 			return nil, nil
@@ -70,10 +77,14 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 		case <-ctx.Done():
 			t.Stop()
 			return nil, ctx.Err()
-		case <-woken:
+		case <-w.woken:
 		case <-t.C:
 		}
 		t.Stop()
+		tasks, err := e.claimOnce(ctx, p)
+		if err != nil || len(tasks) > 0 {
+			return tasks, err
+		}
 	}
 }
 
@@ -357,7 +368,7 @@ func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}
 	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
-		e.notifyWork() // after the commit, so that woken claimers see the task
+		e.notifyWork(task.Kind, task.Workload, 1) // after the commit, so that woken claimers see the task
 	}
 	if !p.Release {
 		e.cfg.Observer.Failed(task.Kind, task.State == domain.TaskFailed)

@@ -66,7 +66,7 @@ func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 	if err != nil {
 		return fmt.Errorf("append logs: %w", err)
 	}
-	e.logs.Notify()
+	e.followers.notify(p.TaskID)
 	return nil
 }
 
@@ -94,14 +94,69 @@ func (e *Engine) Logs(ctx context.Context, taskID string, after int64, limit int
 	return &LogPage{Lines: lines, Final: final}, nil
 }
 
-// WaitLogs returns when lines may have been appended to some task's log or
-// after d, whichever comes first.
-func (e *Engine) WaitLogs(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-e.logs.Wait():
-	case <-t.C:
+// logFollowPage is how many lines one read of a followed log takes.
+const logFollowPage = 1000
+
+// FollowLogs hands emit a task's log, a page of lines at a time in order,
+// starting with the first page (possibly empty), so that a caller can
+// answer once the task is known. With follow it then waits for new lines,
+// woken by appends to this task's log, until the task is final (it
+// returns nil) or ctx is done (ctx's error). A follow holds one of the
+// process's stream slots while it runs: without a free one it fails with
+// domain.ErrBusy before reading anything. An error of emit ends it.
+func (e *Engine) FollowLogs(ctx context.Context, taskID string, follow bool, emit func([]domain.LogLine) error) error {
+	if follow {
+		release, err := e.streams.take()
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	var after int64
+	for first := true; ; first = false {
+		woken, done := e.followers.watch(taskID) // before reading: no append is missed
+		p, err := e.Logs(ctx, taskID, after, logFollowPage)
+		if err != nil {
+			done()
+			return err
+		}
+		if len(p.Lines) > 0 || first {
+			if err := emit(p.Lines); err != nil {
+				done()
+				return err
+			}
+		}
+		if n := len(p.Lines); n > 0 {
+			after = p.Lines[n-1].ID
+		}
+		if len(p.Lines) == logFollowPage {
+			done()
+			continue
+		}
+		if !follow || p.Final {
+			done()
+			return nil
+		}
+		t := time.NewTimer(logPoll)
+		select {
+		case <-ctx.Done():
+		case <-woken:
+		case <-t.C:
+		}
+		t.Stop()
+		done()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
 }
+
+// logPoll bounds how long a follow waits between reads when nothing wakes
+// it: a task that became final without an append, or lines appended by
+// another process.
+const logPoll = 500 * time.Millisecond
+
+// HoldStream takes one of the process's stream slots for a stream other
+// than a log follow (the dashboard's live views), until release is
+// called; without a free one it fails with domain.ErrBusy.
+func (e *Engine) HoldStream() (release func(), err error) { return e.streams.take() }

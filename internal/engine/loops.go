@@ -39,10 +39,11 @@ type workSignal interface {
 	ListenWork(ctx context.Context, fn func()) error
 }
 
-// notifyWork wakes the long-polling claims of this process at once, and
-// asks relayWork to tell the other processes.
-func (e *Engine) notifyWork() {
-	e.wake.Notify()
+// notifyWork wakes the long-polling claims of this process that n new
+// runnable tasks of kind and workload ("" for several) can feed, and asks
+// relayWork to tell the other processes.
+func (e *Engine) notifyWork(kind domain.TaskKind, workload string, n int) {
+	e.claimers.wake(kind, workload, n)
 	select {
 	case e.outgoing <- struct{}{}:
 	default: // a notification is already on its way; it covers this one
@@ -57,7 +58,7 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 	defer wg.Wait()
 	wg.Go(func() {
 		for {
-			err := sig.ListenWork(ctx, e.wake.Notify)
+			err := sig.ListenWork(ctx, e.wakeAll)
 			if ctx.Err() != nil {
 				return
 			}
@@ -80,6 +81,10 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 		}
 	}
 }
+
+// wakeAll wakes every long-polling claim of this process: another process
+// made work of unknown kind and amount claimable.
+func (e *Engine) wakeAll() { e.claimers.wake("", "", -1) }
 
 // loop calls fn every interval, and whenever b is notified, until ctx is done.
 func (e *Engine) loop(ctx context.Context, name string, interval time.Duration, b *broadcast, fn func(context.Context) (int, error)) {
@@ -200,7 +205,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if ended.Kind == domain.KindStitch {
 			e.stitch.Notify()
 		} else {
-			e.notifyWork()
+			e.notifyWork(ended.Kind, ended.Workload, 1)
 		}
 	}
 	return true, nil

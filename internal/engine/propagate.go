@@ -232,7 +232,7 @@ func (e *Engine) AcceptTasks(ctx context.Context, placed []PlacedTask) error {
 	if err != nil {
 		return fmt.Errorf("create %d tasks of tree %s: %w", len(placed), placed[0].TreeID, err)
 	}
-	e.notifyWork()
+	e.notifyWork(domain.KindTree, "", len(placed))
 	return nil
 }
 
@@ -304,7 +304,7 @@ func (e *Engine) ReportSuccess(ctx context.Context, taskID, upstreamID string, r
 		return fmt.Errorf("report the result of %s to task %s: %w", upstreamID, taskID, err)
 	}
 	if runnable {
-		e.notifyWork()
+		e.notifyWork(domain.KindTree, "", 1)
 	}
 	return nil
 }
@@ -374,7 +374,7 @@ func (e *Engine) endTreeTask(ctx context.Context, taskID string, end func(q stor
 		return end(q, t, e.now())
 	})
 	if err == nil {
-		e.logs.Notify()
+		e.followers.notify(taskID)
 	}
 	return err
 }

@@ -148,7 +148,7 @@ func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known fu
 		return nil, "", fmt.Errorf("submit tree: %w", err)
 	}
 	if len(tasks) > 0 {
-		e.notifyWork()
+		e.notifyWork(domain.KindTree, "", len(tasks))
 	}
 	delivered := 0
 	for _, m := range msgs { // one shard after the other, the root's first
@@ -233,7 +233,7 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		return fmt.Errorf("complete task %s: %w", taskID, err)
 	}
 	if runnable {
-		e.notifyWork()
+		e.notifyWork(domain.KindTree, "", 1)
 	}
 	if completed {
 		e.cfg.Observer.Completed(domain.KindTree, 1)

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/auth"
 )
 
-var tokens = httpapi.Tokens{Worker: "worker-secret", Client: "client-secret"}
+var tokens = auth.Tokens{Worker: "worker-secret", Client: "client-secret"}
 
 func TestAuth(t *testing.T) {
 	t.Parallel()

@@ -7,8 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"time"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 )
@@ -17,13 +17,21 @@ import (
 const DefaultMaxUploadBytes = 64 << 30
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	body := http.MaxBytesReader(w, r.Body, s.MaxUploadBytes)
-	u, err := s.engine.Upload(r.Context(), body)
+	tooBig := fmt.Errorf("the upload is over this coordinator's limit of %d bytes; split the table or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES: %w",
+		s.MaxUploadBytes, domain.ErrTooLarge)
+	if r.ContentLength > s.MaxUploadBytes {
+		s.writeError(w, r, tooBig)
+		return
+	}
+	u, err := s.engine.Upload(r.Context(), http.MaxBytesReader(w, r.Body, s.MaxUploadBytes))
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			err = fmt.Errorf("the upload is over this coordinator's limit of %d bytes; split the table or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES: %w",
-				s.MaxUploadBytes, domain.ErrTooLarge)
+		var over *http.MaxBytesError
+		var slow *auth.SlowBodyError
+		switch {
+		case errors.As(err, &over):
+			err = tooBig
+		case errors.As(err, &slow):
+			err = domain.Invalidf("%v", slow)
 		}
 		s.writeError(w, r, err)
 		return
@@ -61,7 +69,7 @@ type logsRequest struct {
 
 func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
 	var req logsRequest
-	if err := decode(w, r, largeBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -74,9 +82,6 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(http.StatusNoContent)
 }
-
-// logPage is how many lines one read of a log takes.
-const logPage = 1000
 
 // logs serves a task's log as text, one line per line, with a marker line
 // where a new attempt starts. With ?follow=1 it keeps the response open and
@@ -93,52 +98,39 @@ func (s *Server) logs(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("task_id")
 	ctx := r.Context()
-	page, err := s.engine.Logs(ctx, id, 0, logPage)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if follow {
-		w.Header().Set("Cache-Control", "no-cache")
-	}
-	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriter(w)
-	flusher, _ := w.(http.Flusher)
-	var after int64
+	started := false
 	attempt := 0
-	for {
-		for _, l := range page.Lines {
+	err := s.engine.FollowLogs(ctx, id, follow, func(lines []domain.LogLine) error {
+		if !started { // the task exists: answer
+			started = true
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.Header().Set("X-Content-Type-Options", "nosniff")
+			if follow {
+				w.Header().Set("Cache-Control", "no-cache")
+			}
+			w.WriteHeader(http.StatusOK)
+		}
+		for _, l := range lines {
 			if l.Attempt != attempt {
 				attempt = l.Attempt
 				fmt.Fprintf(bw, "--- attempt %d ---\n", attempt)
 			}
 			bw.WriteString(l.Line)
 			bw.WriteByte('\n')
-			after = l.ID
 		}
-		full := len(page.Lines) == logPage
-		if !full && (!follow || page.Final) {
-			bw.Flush()
-			return
+		if err := bw.Flush(); err != nil {
+			return err
 		}
-		if !full {
-			if err := bw.Flush(); err != nil {
-				return
-			}
-			if flusher != nil {
-				flusher.Flush()
-			}
-			s.engine.WaitLogs(ctx, 500*time.Millisecond)
-			if ctx.Err() != nil {
-				return
-			}
+		if follow {
+			return http.NewResponseController(w).Flush()
 		}
-		if page, err = s.engine.Logs(ctx, id, after, logPage); err != nil {
-			s.log.WarnContext(ctx, "log stream ended by an error", "task_id", id, "error", err)
-			bw.Flush()
-			return
-		}
+		return nil
+	})
+	switch {
+	case !started:
+		s.writeError(w, r, err)
+	case err != nil && ctx.Err() == nil:
+		s.log.WarnContext(ctx, "log stream ended by an error", "task_id", id, "error", err)
 	}
 }

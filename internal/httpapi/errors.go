@@ -39,6 +39,7 @@ var errorMap = []struct {
 	{domain.ErrNotReady, http.StatusConflict, "not_ready"},
 	{domain.ErrConflict, http.StatusConflict, "conflict"},
 	{domain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{domain.ErrBusy, http.StatusServiceUnavailable, "unavailable"},
 	{domain.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }
 
@@ -48,7 +49,7 @@ func toAPIError(r *http.Request, log *slog.Logger, err error) (int, *apiError) {
 	for _, m := range errorMap {
 		if errors.Is(err, m.err) {
 			msg := err.Error()
-			if m.status == http.StatusServiceUnavailable {
+			if m.err == domain.ErrUnavailable {
 				log.WarnContext(r.Context(), "unavailable", "method", r.Method, "path", r.URL.Path, "error", err)
 				msg = "the database is not answering; retry later"
 			}
@@ -64,6 +65,9 @@ func toAPIError(r *http.Request, log *slog.Logger, err error) (int, *apiError) {
 
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	status, e := toAPIError(r, s.log, err)
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, status, errorBody{Error: e})
 }
 

@@ -82,7 +82,7 @@ func orDefault[T any](p *T, def T) T {
 
 func (s *Server) createJob(w http.ResponseWriter, r *http.Request) {
 	var req createJobRequest
-	if err := decode(w, r, largeBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -9,13 +9,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
-)
-
-// Body size limits, by kind of request.
-const (
-	smallBody = 1 << 20   // claims, heartbeats, failures
-	largeBody = 256 << 20 // job creation and results
 )
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -25,19 +20,29 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v) // a failed write means the client went away
 }
 
-// decode reads one JSON object from r's body into v: unknown fields, wrong
-// types, trailing data and bodies over limit are errors worded for people.
-func decode(w http.ResponseWriter, r *http.Request, limit int64, v any) error {
-	body := http.MaxBytesReader(w, r.Body, limit)
-	data, err := io.ReadAll(body)
+// decode reads one JSON object from r's body (bounded by the gate) into
+// v: unknown fields, wrong types, trailing data and bodies over the
+// route's bound are errors worded for people.
+func decode(r *http.Request, v any) error {
+	data, err := io.ReadAll(r.Body)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			return fmt.Errorf("request body is over %d bytes: %w", limit, domain.ErrTooLarge)
-		}
-		return domain.Invalidf("could not read the request body: %v", err)
+		return bodyError(err)
 	}
 	return decodeBytes(data, v)
+}
+
+// bodyError words an error reading a request body: over the route's
+// bound, too slow, or cut.
+func bodyError(err error) error {
+	var tooBig *http.MaxBytesError
+	var slow *auth.SlowBodyError
+	switch {
+	case errors.As(err, &tooBig):
+		return fmt.Errorf("request body is over %d bytes, the most this route takes: %w", tooBig.Limit, domain.ErrTooLarge)
+	case errors.As(err, &slow):
+		return domain.Invalidf("%v", slow)
+	}
+	return domain.Invalidf("could not read the request body: %v", err)
 }
 
 func decodeBytes(data []byte, v any) error {

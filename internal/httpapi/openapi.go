@@ -4,6 +4,8 @@ import (
 	_ "embed"
 	"net/http"
 	"strconv"
+
+	"github.com/scimesh/scimesh/internal/auth"
 )
 
 // openAPIDoc is the OpenAPI 3 document of this API, served at
@@ -32,11 +34,14 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 // hand-written list (the OpenAPI test compares them with the document).
 type routeMux struct{ s *Server }
 
-func (m routeMux) Handle(pattern string, h http.Handler) {
-	m.s.mux.Handle(pattern, h)
-	m.s.patterns = append(m.s.patterns, pattern)
+// Handle registers h at pattern behind the server's gate, which admits
+// the callers rt names.
+func (m routeMux) Handle(pattern string, rt auth.Route, h http.Handler) {
+	m.mount(pattern, m.s.gate.Guard(rt, deny, h))
 }
 
-func (m routeMux) HandleFunc(pattern string, h func(http.ResponseWriter, *http.Request)) {
-	m.Handle(pattern, http.HandlerFunc(h))
+// mount registers a part that guards its own routes.
+func (m routeMux) mount(pattern string, h http.Handler) {
+	m.s.mux.Handle(pattern, h)
+	m.s.patterns = append(m.s.patterns, pattern)
 }

@@ -1,20 +1,14 @@
 package httpapi
 
 import (
-	"crypto/subtle"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/engine"
 )
-
-// Tokens are the bearer tokens of each role. An empty token leaves its
-// role's endpoints open, which the server only allows on loopback.
-type Tokens struct {
-	Worker string
-	Client string
-}
 
 // Server serves the REST API over an engine.
 type Server struct {
@@ -27,19 +21,19 @@ type Server struct {
 	Metrics, UI http.Handler
 
 	engine *engine.Engine
-	tokens Tokens
+	gate   *auth.Gate
 	log    *slog.Logger
 	mux    *http.ServeMux
 	// patterns are the route patterns routes registered, in order (see routeMux).
 	patterns []string
 }
 
-// New returns the REST API of e.
-func New(e *engine.Engine, tokens Tokens, log *slog.Logger) *Server {
+// New returns the REST API of e, every route behind gate.
+func New(e *engine.Engine, gate *auth.Gate, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{MaxUploadBytes: DefaultMaxUploadBytes, engine: e, tokens: tokens, log: log, mux: http.NewServeMux()}
+	s := &Server{MaxUploadBytes: DefaultMaxUploadBytes, engine: e, gate: gate, log: log, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -55,37 +49,55 @@ func (s *Server) part(get func() http.Handler) http.Handler {
 	})
 }
 
+// Request body bounds, by route (SPEC §7).
+const (
+	smallBody = 1 << 20   // claims, heartbeats, failures, cancels
+	logBody   = 16 << 20  // log lines
+	largeBody = 256 << 20 // job creation and results
+)
+
 func (s *Server) routes() {
-	client := func(h http.HandlerFunc) http.Handler { return s.auth(roleClient, h) }
-	worker := func(h http.HandlerFunc) http.Handler { return s.auth(roleWorker, h) }
 	m := routeMux{s} // register every route through m, so that it is listed
-	m.HandleFunc("GET /health", s.health)
-	m.HandleFunc("GET /ready", s.ready)
-	m.HandleFunc("GET /openapi.yaml", s.openAPI)
-	m.Handle("GET /metrics", s.part(func() http.Handler { return s.Metrics }))
-	m.Handle("/ui/", s.part(func() http.Handler { return s.UI }))
+	open := auth.Route{Role: auth.Anyone}
+	m.Handle("GET /health", open, http.HandlerFunc(s.health))
+	m.Handle("GET /ready", open, http.HandlerFunc(s.ready))
+	m.Handle("GET /openapi.yaml", open, http.HandlerFunc(s.openAPI))
+	m.Handle("GET /metrics", open, s.part(func() http.Handler { return s.Metrics }))
+	m.mount("/ui/", s.part(func() http.Handler { return s.UI })) // the dashboard guards its own routes
 
-	m.Handle("POST /upload", client(s.upload))
-	m.Handle("POST /jobs", client(s.createJob))
-	m.Handle("GET /jobs", client(s.listJobs))
-	m.Handle("GET /jobs/{job_id}", client(s.getJob))
-	m.Handle("GET /jobs/{job_id}/tasks", client(s.listTasks))
-	m.Handle("GET /jobs/{job_id}/result", client(s.jobResult))
-	m.Handle("POST /jobs/{job_id}/cancel", client(s.cancelJob))
-	m.Handle("GET /tasks/{task_id}", client(s.getTask))
-	m.Handle("GET /tasks/{task_id}/logs", client(s.logs))
+	client := func(body int64, json bool) auth.Route {
+		return auth.Route{Role: auth.Client, MaxBody: body, JSON: json}
+	}
+	worker := func(body int64) auth.Route { return auth.Route{Role: auth.Worker, MaxBody: body, JSON: true} }
+	m.Handle("POST /upload", auth.Route{Role: auth.Client, MaxBody: math.MaxInt64}, http.HandlerFunc(s.upload))
+	m.Handle("POST /jobs", client(largeBody, true), http.HandlerFunc(s.createJob))
+	m.Handle("GET /jobs", client(0, false), http.HandlerFunc(s.listJobs))
+	m.Handle("GET /jobs/{job_id}", client(0, false), http.HandlerFunc(s.getJob))
+	m.Handle("GET /jobs/{job_id}/tasks", client(0, false), http.HandlerFunc(s.listTasks))
+	m.Handle("GET /jobs/{job_id}/result", client(0, false), http.HandlerFunc(s.jobResult))
+	m.Handle("POST /jobs/{job_id}/cancel", client(smallBody, true), http.HandlerFunc(s.cancelJob))
+	m.Handle("GET /tasks/{task_id}", client(0, false), http.HandlerFunc(s.getTask))
+	m.Handle("GET /tasks/{task_id}/logs", client(0, false), http.HandlerFunc(s.logs))
 
-	m.Handle("POST /tasks/claim", worker(s.claim))
-	m.Handle("POST /tasks/results", worker(s.batchResults))
-	m.Handle("POST /tasks/{task_id}/heartbeat", worker(s.heartbeat))
-	m.Handle("POST /tasks/{task_id}/result", worker(s.result))
-	m.Handle("POST /tasks/{task_id}/failure", worker(s.failure))
-	m.Handle("GET /tasks/{task_id}/input", worker(s.taskInput))
-	m.Handle("POST /tasks/{task_id}/logs", worker(s.appendLogs))
+	m.Handle("POST /tasks/claim", worker(smallBody), http.HandlerFunc(s.claim))
+	m.Handle("POST /tasks/results", worker(largeBody), http.HandlerFunc(s.batchResults))
+	m.Handle("POST /tasks/{task_id}/heartbeat", worker(smallBody), http.HandlerFunc(s.heartbeat))
+	m.Handle("POST /tasks/{task_id}/result", worker(largeBody), http.HandlerFunc(s.result))
+	m.Handle("POST /tasks/{task_id}/failure", worker(smallBody), http.HandlerFunc(s.failure))
+	m.Handle("GET /tasks/{task_id}/input", auth.Route{Role: auth.Worker}, http.HandlerFunc(s.taskInput))
+	m.Handle("POST /tasks/{task_id}/logs", worker(logBody), http.HandlerFunc(s.appendLogs))
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { // the fallback: not a route
 		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see GET /openapi.yaml or the API reference in the README")
 	})
+}
+
+// deny writes a refusal of the gate as the API's error object.
+func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+	if e.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="scimesh"`)
+	}
+	writeAPIError(w, e.Status, e.Code, e.Message)
 }
 
 // ServeHTTP serves the API.
@@ -107,55 +119,4 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-}
-
-type role int
-
-const (
-	roleClient role = iota
-	roleWorker
-)
-
-func (r role) String() string {
-	if r == roleWorker {
-		return "worker"
-	}
-	return "client"
-}
-
-// auth admits requests bearing the token of role. An unknown token is 401;
-// a known token of another role is 403.
-func (s *Server) auth(want role, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		need := s.tokens.Client
-		if want == roleWorker {
-			need = s.tokens.Worker
-		}
-		if need == "" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		h := r.Header.Get("Authorization")
-		token, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || token == "" {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="scimesh"`)
-			writeAPIError(w, http.StatusUnauthorized, codeUnauthenticated,
-				"missing bearer token: send the "+want.String()+" token as 'Authorization: Bearer TOKEN'")
-			return
-		}
-		switch {
-		case equal(token, need):
-			next.ServeHTTP(w, r)
-		case equal(token, s.tokens.Client) || equal(token, s.tokens.Worker):
-			writeAPIError(w, http.StatusForbidden, codePermissionDenied,
-				"this token may not call "+r.Method+" "+r.URL.Path+"; it needs the "+want.String()+" token")
-		default:
-			w.Header().Set("WWW-Authenticate", `Bearer realm="scimesh", error="invalid_token"`)
-			writeAPIError(w, http.StatusUnauthorized, codeUnauthenticated, "unknown token: check the token you were given")
-		}
-	})
-}
-
-func equal(a, b string) bool {
-	return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }

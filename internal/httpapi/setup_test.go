@@ -12,11 +12,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
@@ -53,13 +55,13 @@ type bundle struct {
 	store  store.Store
 	engine *engine.Engine
 	clock  *clock
-	tokens httpapi.Tokens
+	tokens auth.Tokens
 	// dataDir holds the engine's blobs.
 	dataDir string
 }
 
 type options struct {
-	tokens    httpapi.Tokens
+	tokens    auth.Tokens
 	postgres  bool
 	noLoops   bool // do not run the reaper and stitcher in the background
 	frozen    bool // time moves only by Advance
@@ -109,10 +111,11 @@ func setup(t *testing.T, opts options) *bundle {
 		Shard: "s0", Logger: log, Now: c.Now, Blobs: blobs,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
-	api := httpapi.New(eng, opts.tokens, log)
+	gate := auth.NewGate(opts.tokens)
+	api := httpapi.New(eng, gate, log)
 	metrics := telemetry.New(log)
 	metrics.Watch(eng, st)
-	dash, err := ui.New(eng, ui.Config{ClientToken: opts.tokens.Client, Logger: log})
+	dash, err := ui.New(eng, ui.Config{Gate: gate, Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,6 +187,9 @@ func (b *bundle) do(method, path, token string, body any, headers ...string) res
 	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if rd != nil && !strings.HasPrefix(path, "/upload") {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])

@@ -27,7 +27,7 @@ type claimRequest struct {
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	var req claimRequest
-	if err := decode(w, r, smallBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -73,7 +73,7 @@ type leaseRequest struct {
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	var req leaseRequest
-	if err := decode(w, r, smallBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -109,7 +109,7 @@ func (req *resultRequest) params(taskID string) (engine.ResultParams, error) {
 
 func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 	var req resultRequest
-	if err := decode(w, r, largeBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -140,7 +140,7 @@ func (s *Server) batchResults(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		Results []resultRequest `json:"results"`
 	}
-	if err := decode(w, r, largeBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
@@ -187,7 +187,7 @@ type failureRequest struct {
 
 func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 	var req failureRequest
-	if err := decode(w, r, smallBody, &req); err != nil {
+	if err := decode(r, &req); err != nil {
 		s.writeError(w, r, err)
 		return
 	}

@@ -10,48 +10,96 @@ package rpc
 
 import (
 	"context"
-	"crypto/subtle"
 	"errors"
 	"log/slog"
 	"net/http"
-	"strings"
+	"slices"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
-// Tokens are the bearer tokens of each role; an empty token leaves its
-// service open, which the server only allows on loopback.
-type Tokens struct {
-	Client string // Queue
-	Worker string // Worker
-	Peer   string // Internal
-}
+// MaxMessageBytes bounds one request message, after decompression.
+const MaxMessageBytes = 16 << 20
 
-// Mount registers the services, health checking and reflection on mux.
-// known says which shard names exist (the topology and this shard).
-func Mount(mux *http.ServeMux, e *engine.Engine, tokens Tokens, known func(string) bool, log *slog.Logger) {
+// maxRawBody bounds a request body as it arrives: one message in its
+// envelope (the calls take one message each; a compressed one is smaller).
+const maxRawBody = MaxMessageBytes + 1<<10
+
+// Mount registers the services, health checking and reflection on mux,
+// each behind gate: Queue for the client, Worker for the worker, Internal
+// for peers, health and reflection for anyone. known says which shard
+// names exist (the topology and this shard).
+func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(string) bool, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
-	all := []string{tokens.Client, tokens.Worker, tokens.Peer}
-	opts := func(role, token string) connect.HandlerOption {
-		return connect.WithInterceptors(&auth{role: role, token: token, known: all}, errorMapper{log: log})
+	opts := connect.WithHandlerOptions(
+		connect.WithInterceptors(errorMapper{log: log}),
+		connect.WithReadMaxBytes(MaxMessageBytes),
+		connect.WithCompression("gzip", newBoundedGzip(MaxMessageBytes), newGzipCompressor),
+	)
+	handle := func(role auth.Role, stream bool) func(string, http.Handler) {
+		rt := auth.Route{Role: role, MaxBody: maxRawBody, Stream: stream}
+		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, deny, h)) }
 	}
-	mux.Handle(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts("client", tokens.Client)))
-	mux.Handle(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts("worker", tokens.Worker)))
-	mux.Handle(scimeshv1connect.NewInternalHandler(&internal{e: e}, opts("peer", tokens.Peer)))
+	handle(auth.Client, false)(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts))
+	handle(auth.Worker, false)(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts))
+	handle(auth.Peer, false)(scimeshv1connect.NewInternalHandler(&internal{e: e}, opts))
 
 	names := []string{scimeshv1connect.QueueName, scimeshv1connect.WorkerName, scimeshv1connect.InternalName}
-	mux.Handle(grpchealth.NewHandler(&health{e: e, services: names}))
+	handle(auth.Anyone, false)(grpchealth.NewHandler(&health{e: e, services: names}, opts))
 	reflector := grpcreflect.NewStaticReflector(names...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	// Reflection is a bidirectional stream: its messages are bounded one
+	// by one (opts), its body as a whole is not.
+	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1(reflector, opts))
+	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1Alpha(reflector, opts))
+}
+
+// Procedures lists the full names of every procedure of the scimesh.v1
+// services (as "/scimesh.v1.Queue/Submit"), for callers that must cover
+// them all.
+func Procedures() []string {
+	var out []string
+	for _, fd := range []protoreflect.FileDescriptor{v1.File_scimesh_v1_queue_proto, v1.File_scimesh_v1_worker_proto, v1.File_scimesh_v1_internal_proto} {
+		svcs := fd.Services()
+		for i := range svcs.Len() {
+			sd := svcs.Get(i)
+			for j := range sd.Methods().Len() {
+				out = append(out, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(j).Name()))
+			}
+		}
+	}
+	return out
+}
+
+// errorWriter writes the gate's refusals in the caller's protocol.
+var errorWriter = connect.NewErrorWriter()
+
+// deny writes a refusal of the gate as the RPC protocol of r says: gRPC
+// status, gRPC-Web trailers or a Connect error.
+func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+	code := connect.CodeInvalidArgument
+	switch e.Status {
+	case http.StatusUnauthorized:
+		code = connect.CodeUnauthenticated
+	case http.StatusForbidden:
+		code = connect.CodePermissionDenied
+	case http.StatusRequestEntityTooLarge:
+		code = connect.CodeResourceExhausted
+	case http.StatusServiceUnavailable:
+		code = connect.CodeUnavailable
+	}
+	_ = errorWriter.Write(w, r, connect.NewError(code, errors.New(e.Message)))
 }
 
 // health answers for the server (service "") and each scimesh service:
@@ -62,74 +110,13 @@ type health struct {
 }
 
 func (h *health) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
-	if req.Service != "" && !contains(h.services, req.Service) {
+	if req.Service != "" && !slices.Contains(h.services, req.Service) {
 		return nil, connect.NewError(connect.CodeNotFound, errors.New("unknown service "+req.Service))
 	}
 	if err := h.e.Ping(ctx); err != nil {
 		return &grpchealth.CheckResponse{Status: grpchealth.StatusNotServing}, nil
 	}
 	return &grpchealth.CheckResponse{Status: grpchealth.StatusServing}, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
-// auth admits calls bearing the role's token: an unknown token is
-// Unauthenticated, a known token of another role PermissionDenied.
-type auth struct {
-	role, token string
-	known       []string
-}
-
-func (a *auth) check(h http.Header, procedure string) error {
-	if a.token == "" {
-		return nil
-	}
-	tok, ok := strings.CutPrefix(h.Get("Authorization"), "Bearer ")
-	switch {
-	case !ok || tok == "":
-		return connect.NewError(connect.CodeUnauthenticated, errors.New("missing bearer token: send the "+a.role+" token as 'Authorization: Bearer TOKEN'"))
-	case equal(tok, a.token):
-		return nil
-	}
-	for _, k := range a.known {
-		if equal(tok, k) {
-			return connect.NewError(connect.CodePermissionDenied, errors.New("this token may not call "+procedure+"; it needs the "+a.role+" token"))
-		}
-	}
-	return connect.NewError(connect.CodeUnauthenticated, errors.New("unknown token: check the token you were given"))
-}
-
-func equal(a, b string) bool {
-	return b != "" && subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
-}
-
-func (a *auth) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
-	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
-		if err := a.check(req.Header(), req.Spec().Procedure); err != nil {
-			return nil, err
-		}
-		return next(ctx, req)
-	}
-}
-
-func (a *auth) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
-	return next
-}
-
-func (a *auth) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
-	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		if err := a.check(conn.RequestHeader(), conn.Spec().Procedure); err != nil {
-			return err
-		}
-		return next(ctx, conn)
-	}
 }
 
 // errorMapper turns the domain's errors into codes — the one place that
@@ -147,6 +134,7 @@ var codes = []struct {
 	{domain.ErrNotReady, connect.CodeFailedPrecondition},
 	{domain.ErrConflict, connect.CodeAlreadyExists},
 	{domain.ErrTooLarge, connect.CodeResourceExhausted},
+	{domain.ErrBusy, connect.CodeUnavailable},        // too many waiting calls: retry shortly
 	{domain.ErrUnavailable, connect.CodeUnavailable}, // database busy, locked or down: retry
 }
 
@@ -160,7 +148,7 @@ func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) er
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
-			if c.code == connect.CodeUnavailable {
+			if c.err == domain.ErrUnavailable {
 				m.log.WarnContext(ctx, "unavailable", "procedure", procedure, "error", err)
 				return connect.NewError(c.code, errors.New("the database is not answering; retry later"))
 			}

@@ -154,48 +154,29 @@ func stamp(t time.Time) *timestamppb.Timestamp {
 // GetLogs sends the task's log, a message per run of lines of one attempt,
 // and with follow keeps sending new lines until the task is final.
 func (q *queue) GetLogs(ctx context.Context, req *connect.Request[v1.GetLogsRequest], stream *connect.ServerStream[v1.LogChunk]) error {
-	const page = 1000
-	var after int64
-	for {
-		p, err := q.e.Logs(ctx, req.Msg.TaskId, after, page)
-		if err != nil {
-			return err
-		}
+	err := q.e.FollowLogs(ctx, req.Msg.TaskId, req.Msg.Follow, func(lines []domain.LogLine) error {
 		var chunk *v1.LogChunk
-		flush := func() error {
-			if chunk == nil {
-				return nil
-			}
-			err := stream.Send(chunk)
-			chunk = nil
-			return err
-		}
-		for _, l := range p.Lines {
+		for _, l := range lines {
 			if chunk != nil && chunk.Attempt != int32(l.Attempt) {
-				if err := flush(); err != nil {
+				if err := stream.Send(chunk); err != nil {
 					return err
 				}
+				chunk = nil
 			}
 			if chunk == nil {
 				chunk = &v1.LogChunk{TaskId: req.Msg.TaskId, Attempt: int32(l.Attempt)}
 			}
 			chunk.Lines = append(chunk.Lines, l.Line)
-			after = l.ID
 		}
-		if err := flush(); err != nil {
-			return err
-		}
-		if len(p.Lines) == page {
-			continue
-		}
-		if !req.Msg.Follow || p.Final {
+		if chunk == nil {
 			return nil
 		}
-		q.e.WaitLogs(ctx, 500*time.Millisecond)
-		if ctx.Err() != nil {
-			return nil
-		}
+		return stream.Send(chunk)
+	})
+	if ctx.Err() != nil {
+		return nil // the caller went away or the server is stopping
 	}
+	return err
 }
 
 type worker struct {

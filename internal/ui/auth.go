@@ -1,115 +1,59 @@
 package ui
 
 import (
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
-	"errors"
 	"net/http"
-	"strconv"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/auth"
 )
 
-// sessionCookie names the dashboard's session cookie.
-const sessionCookie = "scimesh_session"
+// Dashboard routes, as the gate admits them: pages for a session (or the
+// client token as a bearer token), the login and the static files for
+// anyone; a POST carries a small form.
+var (
+	pageRoute   = auth.Route{Role: auth.Client, Session: true}
+	formRoute   = auth.Route{Role: auth.Client, Session: true, MaxBody: formBody}
+	openRoute   = auth.Route{Role: auth.Anyone}
+	loginRoute  = auth.Route{Role: auth.Anyone, MaxBody: formBody}
+	formBody    = int64(64 << 10)
+	loginNeeded = "log in at /ui/login first"
+)
 
-// sessionTTL is how long a login lasts.
-const sessionTTL = 12 * time.Hour
-
-// auth signs and checks sessions and the tokens that protect POSTs.
-type auth struct {
-	token string // the client token; empty: no login
-	key   []byte // signs sessions and CSRF tokens
+// deny answers a request the gate refused: a page asks for a login, an
+// event stream or a form post gets the reason as text.
+func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+	if e.Status == http.StatusUnauthorized && r.Method == http.MethodGet &&
+		!strings.HasSuffix(r.URL.Path, "/events") && !strings.HasSuffix(r.URL.Path, "/log") {
+		http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+		return
+	}
+	msg := e.Message
+	if e.Status == http.StatusUnauthorized {
+		msg = loginNeeded
+	}
+	http.Error(w, msg, e.Status)
 }
 
-func newAuth(token string) *auth {
-	a := &auth{token: token}
-	if token != "" {
-		k := sha256.Sum256([]byte("scimesh-ui|" + token))
-		a.key = k[:]
-	} else {
-		a.key = make([]byte, 32)
-		_, _ = rand.Read(a.key) // never fails on supported platforms
+// guard runs h for a request the gate admitted; a POST must also carry
+// its session's form token (a bearer token is never sent by a browser on
+// its own, so it needs none). The session is kept in the context for the
+// pages' form tokens.
+func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		session, _ := u.sessions.Session(r) // the gate admitted it
+		if r.Method == http.MethodPost && session != auth.BearerSession && !u.sessions.CheckForm(session, r.PostFormValue("csrf")) {
+			http.Error(w, "this form is stale or did not come from the dashboard; reload the page and try again", http.StatusForbidden)
+			return
+		}
+		h(w, r.WithContext(withSession(r.Context(), session)))
 	}
-	return a
-}
-
-func (a *auth) open() bool { return a.token == "" }
-
-func (a *auth) sign(s string) string {
-	m := hmac.New(sha256.New, a.key)
-	m.Write([]byte(s))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// newSession returns a session cookie's value, valid until exp.
-func (a *auth) newSession(exp time.Time) string {
-	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + a.sign("session|"+e)
-}
-
-// session returns the request's session: its cookie's value, "bearer" for a
-// request with the client token as a bearer token, "" when no login is
-// needed. ok is false when the request has no valid one.
-func (a *auth) session(r *http.Request) (string, bool) {
-	if a.open() {
-		return "", true
-	}
-	if tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return "bearer", subtle.ConstantTimeCompare([]byte(tok), []byte(a.token)) == 1
-	}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
-		return "", false
-	}
-	e, sig, ok := strings.Cut(c.Value, ".")
-	exp, err := strconv.ParseInt(e, 10, 64)
-	if !ok || err != nil || time.Now().Unix() > exp {
-		return "", false
-	}
-	if !hmac.Equal([]byte(sig), []byte(a.sign("session|"+e))) {
-		return "", false
-	}
-	return c.Value, true
-}
-
-// csrf is the token a form of this session must carry to POST.
-func (a *auth) csrf(session string) string { return a.sign("csrf|" + session) }
-
-// checkPost refuses a POST that did not come from this dashboard's pages:
-// from another origin, or without the session's form token.
-func (a *auth) checkPost(r *http.Request, session string) error {
-	if err := sameOrigin(r); err != nil {
-		return err
-	}
-	if session == "bearer" {
-		return nil // a bearer token is never sent by a browser on its own
-	}
-	got := r.PostFormValue("csrf")
-	if !hmac.Equal([]byte(got), []byte(a.csrf(session))) {
-		return errors.New("this form is stale or did not come from the dashboard; reload the page and try again")
-	}
-	return nil
-}
-
-// crossOrigin refuses requests a browser marks as sent by another site
-// (Sec-Fetch-Site, else Origin against Host).
-var crossOrigin = http.NewCrossOriginProtection()
-
-// sameOrigin refuses a request a browser sent from another site.
-func sameOrigin(r *http.Request) error {
-	if err := crossOrigin.Check(r); err != nil {
-		return errors.New("refused: the request came from another site")
-	}
-	return nil
 }
 
 // loginPage shows the login form.
 func (u *UI) loginPage(w http.ResponseWriter, r *http.Request) {
-	if u.auth.open() {
+	if u.sessions.Open() {
 		http.Redirect(w, r, "/ui/jobs", http.StatusSeeOther)
 		return
 	}
@@ -123,24 +67,19 @@ type loginData struct {
 
 // login checks the token and starts a session.
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {
-	if u.auth.open() {
+	if u.sessions.Open() {
 		http.Redirect(w, r, "/ui/jobs", http.StatusSeeOther)
 		return
 	}
-	if err := sameOrigin(r); err != nil {
-		http.Error(w, err.Error(), http.StatusForbidden)
-		return
-	}
 	next := safeNext(r.PostFormValue("next"))
-	tok := r.PostFormValue("token")
-	if subtle.ConstantTimeCompare([]byte(tok), []byte(u.auth.token)) != 1 {
+	if !u.sessions.Login(r.PostFormValue("token")) {
 		u.render(w, r, http.StatusUnauthorized, "login", "Log in", "",
 			loginData{Next: next, Error: "That is not the client token. Use the CLIENT_AUTH_TOKEN this coordinator was started with."})
 		return
 	}
-	exp := time.Now().Add(sessionTTL)
+	exp := time.Now().Add(auth.SessionTTL)
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: u.auth.newSession(exp), Path: "/ui/", Expires: exp,
+		Name: auth.SessionCookie, Value: u.sessions.New(exp), Path: "/ui/", Expires: exp,
 		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
@@ -148,7 +87,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 
 // logout ends the session.
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/ui/", MaxAge: -1,
+	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/ui/", MaxAge: -1,
 		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
 }

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -94,6 +95,12 @@ const (
 // event per change, until the job is final; then a "done" event.
 func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
+	release, err := u.e.HoldStream()
+	if err != nil {
+		busy(w, err)
+		return
+	}
+	defer release()
 	sse, ok := startEvents(w)
 	if !ok {
 		return
@@ -205,38 +212,43 @@ type logLine struct {
 // then new ones as they come ("line" events), until the task is final; then
 // a "done" event.
 func (u *UI) taskLog(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	sse, ok := startEvents(w)
-	if !ok {
-		return
-	}
-	const page = 500
-	var after int64
-	for {
-		p, err := u.e.Logs(r.Context(), id, after, page)
-		if err != nil {
-			u.streamFailed(sse, r, err)
-			return
+	var sse *events
+	err := u.e.FollowLogs(r.Context(), r.PathValue("id"), true, func(lines []domain.LogLine) error {
+		if sse == nil {
+			var ok bool
+			if sse, ok = startEvents(w); !ok {
+				return errGone
+			}
 		}
-		for _, l := range p.Lines {
+		for _, l := range lines {
 			b, _ := json.Marshal(logLine{Attempt: l.Attempt, Line: l.Line})
 			if !sse.send("line", string(b)) {
-				return
+				return errGone
 			}
-			after = l.ID
 		}
-		if len(p.Lines) == page {
-			continue
-		}
-		if p.Final {
-			sse.send("done", "{}")
-			return
-		}
-		u.e.WaitLogs(r.Context(), pollEvery)
-		if r.Context().Err() != nil {
-			return
-		}
+		return nil
+	})
+	switch {
+	case sse == nil && errors.Is(err, domain.ErrBusy):
+		busy(w, err)
+	case sse == nil: // the task could not be read
+		sse, _ = startEvents(w)
+		u.streamFailed(sse, r, err)
+	case err == nil:
+		sse.send("done", "{}")
+	case !errors.Is(err, errGone):
+		u.streamFailed(sse, r, err)
 	}
+}
+
+// errGone ends a stream whose client went away.
+var errGone = errors.New("the client went away")
+
+// busy refuses a live view when the process holds its maximum of open
+// streams; the browser's EventSource tries again after Retry-After.
+func busy(w http.ResponseWriter, err error) {
+	w.Header().Set("Retry-After", "1")
+	http.Error(w, err.Error(), http.StatusServiceUnavailable)
 }
 
 // events writes Server-Sent Events.

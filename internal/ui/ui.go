@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/topology"
@@ -38,9 +39,10 @@ var staticFiles embed.FS
 
 // Config says who may use the dashboard and where the other shards are.
 type Config struct {
-	// ClientToken is the token people log in with; empty leaves the
-	// dashboard open (the server then listens on loopback only).
-	ClientToken string
+	// Gate admits the dashboard's callers: people log in with its client
+	// token; without one the dashboard is open (the server then listens on
+	// loopback only). Nil is a gate without tokens.
+	Gate *auth.Gate
 	// Topology says where the other shards are, for the shards page and
 	// links to their tasks; nil for a single shard.
 	Topology *topology.Topology
@@ -50,13 +52,13 @@ type Config struct {
 
 // UI serves the dashboard.
 type UI struct {
-	e     *engine.Engine
-	cfg   Config
-	auth  *auth
-	log   *slog.Logger
-	pages map[string]*template.Template
-	mux   *http.ServeMux
-	http  *http.Client // for peers' reachability
+	e        *engine.Engine
+	cfg      Config
+	sessions *auth.Sessions
+	log      *slog.Logger
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	http     *http.Client // for peers' reachability
 }
 
 // New returns the dashboard of e, to be mounted at /ui/.
@@ -67,7 +69,10 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	if cfg.Topology == nil {
 		cfg.Topology = &topology.Topology{}
 	}
-	u := &UI{e: e, cfg: cfg, auth: newAuth(cfg.ClientToken), log: cfg.Logger, mux: http.NewServeMux(),
+	if cfg.Gate == nil {
+		cfg.Gate = auth.NewGate(auth.Tokens{})
+	}
+	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
 	if err := u.parse(); err != nil {
 		return nil, err
@@ -76,24 +81,25 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := u.mux
-	m.Handle("GET /ui/static/", http.StripPrefix("/ui/static/", http.FileServerFS(static)))
-	m.HandleFunc("GET /ui/login", u.loginPage)
-	m.HandleFunc("POST /ui/login", u.login)
-	m.HandleFunc("POST /ui/logout", u.guard(u.logout))
-	m.HandleFunc("GET /ui/{$}", func(w http.ResponseWriter, r *http.Request) {
-		http.Redirect(w, r, "/ui/jobs", http.StatusSeeOther)
-	})
-	m.HandleFunc("GET /ui/jobs", u.guard(u.jobs))
-	m.HandleFunc("GET /ui/jobs/{id}", u.guard(u.job))
-	m.HandleFunc("GET /ui/jobs/{id}/events", u.guard(u.jobEvents))
-	m.HandleFunc("GET /ui/jobs/{id}/result", u.guard(u.result))
-	m.HandleFunc("POST /ui/jobs/{id}/cancel", u.guard(u.cancel))
-	m.HandleFunc("GET /ui/tasks/{id}", u.guard(u.task))
-	m.HandleFunc("GET /ui/tasks/{id}/log", u.guard(u.taskLog))
-	m.HandleFunc("GET /ui/workers", u.guard(u.workers))
-	m.HandleFunc("GET /ui/shards", u.guard(u.shards))
-	m.HandleFunc("GET /ui/trees/{id}", u.guard(u.tree))
+	handle := func(pattern string, rt auth.Route, h http.Handler) {
+		u.mux.Handle(pattern, cfg.Gate.Guard(rt, deny, h))
+	}
+	page := func(pattern string, h http.HandlerFunc) { handle(pattern, pageRoute, u.guard(h)) }
+	handle("GET /ui/static/", openRoute, http.StripPrefix("/ui/static/", http.FileServerFS(static)))
+	handle("GET /ui/login", openRoute, http.HandlerFunc(u.loginPage))
+	handle("POST /ui/login", loginRoute, http.HandlerFunc(u.login))
+	handle("POST /ui/logout", formRoute, u.guard(u.logout))
+	handle("GET /ui/{$}", openRoute, http.RedirectHandler("/ui/jobs", http.StatusSeeOther))
+	page("GET /ui/jobs", u.jobs)
+	page("GET /ui/jobs/{id}", u.job)
+	page("GET /ui/jobs/{id}/events", u.jobEvents)
+	page("GET /ui/jobs/{id}/result", u.result)
+	handle("POST /ui/jobs/{id}/cancel", formRoute, u.guard(u.cancel))
+	page("GET /ui/tasks/{id}", u.task)
+	page("GET /ui/tasks/{id}/log", u.taskLog)
+	page("GET /ui/workers", u.workers)
+	page("GET /ui/shards", u.shards)
+	page("GET /ui/trees/{id}", u.tree)
 	return u, nil
 }
 
@@ -105,30 +111,11 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mux.ServeHTTP(w, r)
 }
 
-// guard admits requests with a session (or the client token as a bearer
-// token), and for POSTs only those from the dashboard's own pages.
-func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		session, ok := u.auth.session(r)
-		if !ok {
-			if r.Method == http.MethodGet && !strings.HasSuffix(r.URL.Path, "/events") && !strings.HasSuffix(r.URL.Path, "/log") {
-				http.Redirect(w, r, "/ui/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
-				return
-			}
-			http.Error(w, "log in at /ui/login first", http.StatusUnauthorized)
-			return
-		}
-		if r.Method == http.MethodPost {
-			if err := u.auth.checkPost(r, session); err != nil {
-				http.Error(w, err.Error(), http.StatusForbidden)
-				return
-			}
-		}
-		h(w, r.WithContext(context.WithValue(r.Context(), sessionKey{}, session)))
-	}
-}
-
 type sessionKey struct{}
+
+func withSession(ctx context.Context, session string) context.Context {
+	return context.WithValue(ctx, sessionKey{}, session)
+}
 
 // page is what every template gets.
 type page struct {
@@ -145,7 +132,7 @@ type page struct {
 // render writes a page; status 0 is 200.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
 	session, _ := r.Context().Value(sessionKey{}).(string)
-	p := page{Title: title, Nav: nav, Shard: u.e.Shard(), CSRF: u.auth.csrf(session), Open: u.auth.open(), Data: data}
+	p := page{Title: title, Nav: nav, Shard: u.e.Shard(), CSRF: u.sessions.FormToken(session), Open: u.sessions.Open(), Data: data}
 	t := u.pages[name]
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {
@@ -177,6 +164,8 @@ func (u *UI) explain(r *http.Request, err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, domain.ErrNotReady), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrCancelled):
 		return http.StatusConflict, err.Error()
+	case errors.Is(err, domain.ErrBusy):
+		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, domain.ErrUnavailable):
 		return http.StatusServiceUnavailable, "The database is not answering; try again in a moment."
 	}

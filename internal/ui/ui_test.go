@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
@@ -32,7 +33,7 @@ func setup(t *testing.T) (*httptest.Server, *engine.Engine, string) {
 	t.Cleanup(func() { s.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	e := engine.New(s, engine.Config{Logger: log})
-	u, err := New(e, Config{ClientToken: "ctok", Logger: log})
+	u, err := New(e, Config{Gate: auth.NewGate(auth.Tokens{Client: "ctok"}), Logger: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +94,7 @@ func TestLogin(t *testing.T) {
 		t.Fatalf("login: %d to %q, want the page asked for", resp.StatusCode, resp.Header.Get("Location"))
 	}
 	ck := resp.Cookies()
-	if len(ck) != 1 || ck[0].Name != sessionCookie || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/ui/" {
+	if len(ck) != 1 || ck[0].Name != auth.SessionCookie || !ck[0].HttpOnly || ck[0].SameSite != http.SameSiteStrictMode || ck[0].Path != "/ui/" {
 		t.Fatalf("session cookie %+v, want HttpOnly, SameSite=Strict, Path /ui/", ck)
 	}
 	if ck[0].Secure {
@@ -116,9 +117,9 @@ func TestLogin(t *testing.T) {
 	}
 
 	// A forged or expired session is no session.
-	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10) + "." + newAuth("ctok").sign("session|"+strconv.FormatInt(time.Now().Add(-time.Minute).Unix(), 10))} {
+	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", auth.NewSessions("ctok").New(time.Now().Add(-time.Minute))} {
 		req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
-		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: v})
+		req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: v})
 		resp, err := client(t).Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -129,9 +130,9 @@ func TestLogin(t *testing.T) {
 		}
 	}
 	// A session signed with another token's key is no session either.
-	other := newAuth("other")
+	other := auth.NewSessions("other")
 	req, _ = http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: other.newSession(time.Now().Add(time.Hour))})
+	req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: other.New(time.Now().Add(time.Hour))})
 	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a session of another token admitted: %d", resp.StatusCode)
 	}

@@ -21,6 +21,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/engine"
@@ -62,9 +63,9 @@ func setup(t *testing.T) *bundle {
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
 	mux := http.NewServeMux() // the REST API and the Worker service, as serve mounts them
-	rpc.Mount(mux, eng, rpc.Tokens{Worker: workerToken, Client: clientToken, Peer: "peer-token"},
-		func(shard string) bool { return shard == "s0" }, log)
-	mux.Handle("/", httpapi.New(eng, httpapi.Tokens{Worker: workerToken, Client: clientToken}, log))
+	gate := auth.NewGate(auth.Tokens{Worker: workerToken, Client: clientToken, Peer: "peer-token"})
+	rpc.Mount(mux, eng, gate, func(shard string) bool { return shard == "s0" }, log)
+	mux.Handle("/", httpapi.New(eng, gate, log))
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup

@@ -1,0 +1,167 @@
+package auth
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"os"
+	"time"
+)
+
+// Route is what a route asks of its callers.
+type Route struct {
+	// Role is who may call it.
+	Role Role
+	// Session also admits the dashboard's session cookie, as the client.
+	Session bool
+	// MaxBody bounds the request body in bytes as the route reads it; 0
+	// takes no body. A larger declared body is refused before it is read;
+	// one that is not declared is cut off at the bound.
+	MaxBody int64
+	// JSON asks for a JSON content type whenever there is a body.
+	JSON bool
+	// Stream marks a body that streams for the life of the call (a
+	// bidirectional RPC): it is bounded per message by its handler, never
+	// as a whole, and never cut off for being slow.
+	Stream bool
+}
+
+// DenyFunc writes the Gate's refusal of r in the transport's own form.
+type DenyFunc func(w http.ResponseWriter, r *http.Request, e *Error)
+
+// Gate checks every request of a route before the route's handler runs:
+// see the package comment. One Gate serves all the transports of a server.
+type Gate struct {
+	tokens   Tokens
+	sessions *Sessions
+	cross    *http.CrossOriginProtection
+
+	// BodyGrace and BodyRate cut off a body that trickles in: a body must
+	// have arrived at BodyRate bytes a second on average, after the first
+	// BodyGrace. Defaults: 10 s and 16 KiB/s; change before serving.
+	BodyGrace time.Duration
+	BodyRate  int64
+}
+
+// NewGate returns the gate of a server with tokens.
+func NewGate(tokens Tokens) *Gate {
+	return &Gate{
+		tokens: tokens, sessions: NewSessions(tokens.Client), cross: http.NewCrossOriginProtection(),
+		BodyGrace: 10 * time.Second, BodyRate: 16 << 10,
+	}
+}
+
+// Tokens returns the tokens the gate checks.
+func (g *Gate) Tokens() Tokens { return g.tokens }
+
+// Sessions returns the dashboard's sessions.
+func (g *Gate) Sessions() *Sessions { return g.sessions }
+
+// Guard returns h behind the gate: a request that may not call the route
+// rt is refused with deny, and the body h reads is bounded as rt says.
+func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if e := g.admit(r, rt); e != nil {
+			deny(w, r, e)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody && !rt.Stream {
+			r.Body = g.bound(w, r.Body, rt.MaxBody)
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// admit says whether r may call rt, reading nothing of its body.
+func (g *Gate) admit(r *http.Request, rt Route) *Error {
+	if err := g.cross.Check(r); err != nil {
+		return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+			Message: "refused a cross-site request: a page of another site may not call this coordinator"}
+	}
+	if rt.Session {
+		if _, ok := g.sessions.Session(r); !ok {
+			return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+				Message: "log in to the dashboard first (/ui/login), or send the client token as 'Authorization: Bearer TOKEN'"}
+		}
+	} else if e := g.tokens.check(r.Header, rt.Role); e != nil {
+		return e
+	}
+	if !rt.Stream && r.ContentLength > rt.MaxBody {
+		msg := fmt.Sprintf("the request body is %d bytes; this route takes at most %d", r.ContentLength, rt.MaxBody)
+		if rt.MaxBody == 0 {
+			msg = "this route takes no request body; send none"
+		}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
+	}
+	if rt.JSON && r.ContentLength != 0 {
+		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
+				Message: "send the request body as JSON, with 'Content-Type: application/json'"}
+		}
+	}
+	return nil
+}
+
+// SlowBodyError is the error a handler reads from a body that trickled
+// in and was cut off.
+type SlowBodyError struct {
+	Rate  int64         // bytes a second asked for
+	Grace time.Duration // before the rate counts
+}
+
+// Error implements error.
+func (e *SlowBodyError) Error() string {
+	return fmt.Sprintf("the request body arrived too slowly (under %d KiB/s after the first %v) and was cut off; send it faster",
+		e.Rate>>10, e.Grace)
+}
+
+// bound returns body cut off after limit bytes (with *http.MaxBytesError)
+// and when it arrives too slowly (with *SlowBodyError), by read deadlines
+// on the connection that move on as the body arrives; once the body is
+// read the deadline is lifted, so that a long-poll or a stream can then
+// wait as long as it needs.
+func (g *Gate) bound(w http.ResponseWriter, body io.ReadCloser, limit int64) io.ReadCloser {
+	b := &boundBody{ReadCloser: http.MaxBytesReader(w, body, limit), rc: http.NewResponseController(w),
+		g: g, start: time.Now()}
+	b.deadline = b.start.Add(g.BodyGrace)
+	if b.rc.SetReadDeadline(b.deadline) != nil {
+		b.done = true // the connection has no deadlines: only the bound holds
+	}
+	return b
+}
+
+type boundBody struct {
+	io.ReadCloser
+	rc       *http.ResponseController
+	g        *Gate
+	start    time.Time
+	n        int64
+	deadline time.Time
+	done     bool
+}
+
+func (b *boundBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n += int64(n)
+	if b.done {
+		return n, err
+	}
+	if err != nil {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			err = &SlowBodyError{Rate: b.g.BodyRate, Grace: b.g.BodyGrace}
+		}
+		return n, err
+	}
+	// The deadline moves on by the time the bytes so far earned; it is
+	// set again only when it moved by a second, to spare system calls.
+	d := b.start.Add(b.g.BodyGrace + time.Duration(float64(b.n)/float64(b.g.BodyRate)*float64(time.Second)))
+	if d.Sub(b.deadline) >= time.Second {
+		b.deadline = d
+		_ = b.rc.SetReadDeadline(d)
+	}
+	return n, nil
+}
