@@ -20,12 +20,6 @@ type apiError struct {
 	Message string `json:"message"`
 }
 
-// Error codes beyond the ones named after a status.
-const (
-	codeUnauthenticated  = "unauthenticated"
-	codePermissionDenied = "permission_denied"
-)
-
 // errorMap maps the domain's sentinels to status and code, first match wins.
 var errorMap = []struct {
 	err    error
