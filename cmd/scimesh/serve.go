@@ -43,6 +43,10 @@ type serveConfig struct {
 	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
 	// open streams of the process; 0 means the engine's defaults.
 	MaxWaitingClaims, MaxStreams int
+	// BodyGrace and BodyRate, when set, replace the gate's bounds on a
+	// body that trickles in (auth.Gate); tests shorten them.
+	BodyGrace time.Duration
+	BodyRate  int64
 	// LogLevel is the least important level logged.
 	LogLevel slog.Level
 	// Metrics is the engine's Observer, served at GET /metrics; nil makes
@@ -199,6 +203,9 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
 	}
 	gate := auth.NewGate(cfg.Tokens)
+	if cfg.BodyGrace > 0 {
+		gate.BodyGrace, gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
+	}
 	api := httpapi.New(eng, gate, log)
 	if cfg.MaxUploadBytes > 0 {
 		api.MaxUploadBytes = cfg.MaxUploadBytes

@@ -187,6 +187,10 @@ func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
+	if err := decodeOptional(r, &struct{}{}); err != nil { // no fields: the path says it all
+		s.writeError(w, r, err)
+		return
+	}
 	v, err := s.engine.CancelJob(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)

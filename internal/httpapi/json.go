@@ -31,6 +31,19 @@ func decode(r *http.Request, v any) error {
 	return decodeBytes(data, v)
 }
 
+// decodeOptional is decode for a route whose body may be left out: an
+// empty body leaves v as it is.
+func decodeOptional(r *http.Request, v any) error {
+	data, err := io.ReadAll(r.Body)
+	if err != nil {
+		return bodyError(err)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	return decodeBytes(data, v)
+}
+
 // bodyError words an error reading a request body: over the route's
 // bound, too slow, or cut.
 func bodyError(err error) error {

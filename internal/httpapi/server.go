@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/scimesh/scimesh/internal/auth"
@@ -99,6 +100,10 @@ func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 	}
 	writeAPIError(w, e.Status, e.Code, e.Message)
 }
+
+// Routes lists the patterns of the routes the server serves, in the order
+// they were registered.
+func (s *Server) Routes() []string { return slices.Clone(s.patterns) }
 
 // ServeHTTP serves the API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,608 @@
+package main
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/blob"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/store/sqlite"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+)
+
+// hostileTokens are long enough not to be warned about, and all different.
+var hostileTokens = auth.Tokens{
+	Client: "client-token-0123456789abcdef",
+	Worker: "worker-token-0123456789abcdef",
+	Peer:   "peer-token-0123456789abcdef",
+}
+
+// restRoutes says who may call each REST route and the most its body
+// may hold (SPEC §3, §7). Every route the server serves must be listed:
+// a new route without an entry fails TestHostileCallers.
+var restRoutes = map[string]struct {
+	role auth.Role
+	body int64 // 0: takes no body
+}{
+	"GET /health":                     {auth.Anyone, 0},
+	"GET /ready":                      {auth.Anyone, 0},
+	"GET /openapi.yaml":               {auth.Anyone, 0},
+	"GET /metrics":                    {auth.Anyone, 0},
+	"POST /upload":                    {auth.Client, hostileUploadMax},
+	"POST /jobs":                      {auth.Client, 256 << 20},
+	"GET /jobs":                       {auth.Client, 0},
+	"GET /jobs/{job_id}":              {auth.Client, 0},
+	"GET /jobs/{job_id}/tasks":        {auth.Client, 0},
+	"GET /jobs/{job_id}/result":       {auth.Client, 0},
+	"POST /jobs/{job_id}/cancel":      {auth.Client, 1 << 20},
+	"GET /tasks/{task_id}":            {auth.Client, 0},
+	"GET /tasks/{task_id}/logs":       {auth.Client, 0},
+	"POST /tasks/claim":               {auth.Worker, 1 << 20},
+	"POST /tasks/results":             {auth.Worker, 256 << 20},
+	"POST /tasks/{task_id}/heartbeat": {auth.Worker, 1 << 20},
+	"POST /tasks/{task_id}/result":    {auth.Worker, 256 << 20},
+	"POST /tasks/{task_id}/failure":   {auth.Worker, 1 << 20},
+	"GET /tasks/{task_id}/input":      {auth.Worker, 0},
+	"POST /tasks/{task_id}/logs":      {auth.Worker, 16 << 20},
+}
+
+// hostileUploadMax is the upload bound of the hostile suite's server.
+const hostileUploadMax = 1 << 20
+
+// sendSlack is how much a client may get to send past what the server
+// reads: the two sockets' buffers and the transport's. A server that read
+// on would take the client far past it (the bodies are 256 MiB or more
+// over their bounds).
+const sendSlack = 32 << 20
+
+// rpcRoles says which token each service takes.
+var rpcRoles = map[string]auth.Role{
+	"scimesh.v1.Queue":    auth.Client,
+	"scimesh.v1.Worker":   auth.Worker,
+	"scimesh.v1.Internal": auth.Peer,
+}
+
+// hostile is a coordinator served in this process for the hostile suite.
+type hostile struct {
+	url     string
+	engine  *engine.Engine
+	blobDir string
+	jobID   string // a job made before the attacks: nothing may change it
+	taskID  string // its one chunk task
+}
+
+func startHostile(t *testing.T, cfg serveConfig, ecfg engine.Config) *hostile {
+	t.Helper()
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "scimesh.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	h := &hostile{blobDir: filepath.Join(dir, "blobs")}
+	blobs, err := blob.Open(h.blobDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ecfg.Shard, ecfg.Logger, ecfg.Blobs = "s0", log, blobs
+	h.engine = engine.New(st, ecfg)
+	cfg.Addr, cfg.Tokens = "127.0.0.1:0", hostileTokens
+	ctx, cancel := context.WithCancel(context.Background())
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() { done <- runServer(ctx, h.engine, &cfg, log, func(a string) { addrc <- a }) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("runServer: %v", err)
+		}
+	})
+	select {
+	case a := <-addrc:
+		h.url = "http://" + a
+	case err := <-done:
+		t.Fatalf("runServer: %v", err)
+	}
+	var j jobOut
+	if s := call(t, "POST", h.url+"/jobs", hostileTokens.Client, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+		t.Fatalf("create the job: %d", s)
+	}
+	var tasks struct{ Tasks []taskOut }
+	call(t, "GET", h.url+"/jobs/"+j.JobID+"/tasks", hostileTokens.Client, nil, &tasks)
+	h.jobID, h.taskID = j.JobID, tasks.Tasks[0].TaskID
+	return h
+}
+
+// unchanged checks that the attacks changed nothing: the one job and its
+// task as they were made, no log line, no upload, no worker seen.
+func (h *hostile) unchanged(t *testing.T) {
+	t.Helper()
+	ctx := t.Context()
+	jobs, _, err := h.engine.ListJobs(ctx, engine.ListJobsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 1 || jobs[0].ID != h.jobID || jobs[0].Status != domain.JobPending {
+		t.Errorf("jobs after the attacks: %d, first %+v; want only %s, pending", len(jobs), jobs[0].Job, h.jobID)
+	}
+	task, err := h.engine.GetTask(ctx, h.taskID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if task.State != domain.TaskPending || task.Attempt != 0 {
+		t.Errorf("task after the attacks: %s attempt %d, want pending attempt 0", task.State, task.Attempt)
+	}
+	logs, err := h.engine.Logs(ctx, h.taskID, 0, 10)
+	if err != nil || len(logs.Lines) != 0 {
+		t.Errorf("log after the attacks: %v %v, want none", logs, err)
+	}
+	workers, err := h.engine.Workers(ctx, time.Hour, 10)
+	if err != nil || len(workers) != 0 {
+		t.Errorf("workers after the attacks: %d %v, want none", len(workers), err)
+	}
+	var files []string
+	_ = filepath.WalkDir(h.blobDir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) != 0 {
+		t.Errorf("files under the blob directory after the attacks: %v", files)
+	}
+}
+
+// attempt is one hostile request.
+type attempt struct {
+	method, path, token, ctype string
+	header                     http.Header
+	body                       io.Reader
+	length                     int64 // declared: -1 chunked; 0 with a body: its length
+}
+
+// answer is what came back.
+type answer struct {
+	status int
+	header http.Header
+	code   string // the REST error's code, or the Connect error's
+	body   string
+	took   time.Duration
+}
+
+var hostileClient = &http.Client{Timeout: 60 * time.Second}
+
+func (h *hostile) send(t *testing.T, a attempt) answer {
+	t.Helper()
+	req, err := http.NewRequest(a.method, h.url+a.path, a.body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.length != 0 {
+		req.ContentLength = a.length
+	}
+	if a.token != "" {
+		req.Header.Set("Authorization", "Bearer "+a.token)
+	}
+	if a.ctype != "" {
+		req.Header.Set("Content-Type", a.ctype)
+	}
+	for k, v := range a.header {
+		req.Header[k] = v
+	}
+	start := time.Now()
+	resp, err := hostileClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", a.method, a.path, err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	ans := answer{status: resp.StatusCode, header: resp.Header, body: string(data), took: time.Since(start)}
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "application/connect+") && len(data) >= 5 {
+		data = data[5:] // a Connect stream's end message, after its envelope's prefix
+	}
+	var e struct {
+		Code  string `json:"code"`
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(data, &e) == nil {
+		ans.code = e.Error.Code + e.Code
+	}
+	return ans
+}
+
+// counting is an endless body of one byte repeated that counts what was
+// read of it, stopping after n bytes.
+type counting struct {
+	b    byte
+	n    int64
+	read atomic.Int64
+}
+
+func (c *counting) Read(p []byte) (int, error) {
+	left := c.n - c.read.Load()
+	if left <= 0 {
+		return 0, io.EOF
+	}
+	if int64(len(p)) > left {
+		p = p[:left]
+	}
+	for i := range p {
+		p[i] = c.b
+	}
+	c.read.Add(int64(len(p)))
+	return len(p), nil
+}
+
+// trickle sends a few bytes, then one byte every 100 ms, until closed.
+type trickle struct {
+	sent int
+	stop <-chan struct{}
+}
+
+func (r *trickle) Read(p []byte) (int, error) {
+	if r.sent > 0 {
+		select {
+		case <-r.stop:
+			return 0, io.EOF
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	r.sent++
+	p[0] = ' '
+	return 1, nil
+}
+
+// roleToken is a token of another role than r (for 403s).
+func otherToken(r auth.Role) string {
+	if r == auth.Client {
+		return hostileTokens.Worker
+	}
+	return hostileTokens.Client
+}
+
+func roleToken(r auth.Role) string {
+	switch r {
+	case auth.Client:
+		return hostileTokens.Client
+	case auth.Worker:
+		return hostileTokens.Worker
+	case auth.Peer:
+		return hostileTokens.Peer
+	}
+	return ""
+}
+
+// TestHostileCallers sends, to every REST route and every RPC procedure
+// of a coordinator with tokens, what a hostile or careless caller would:
+// no token, a token of another role, a body over the route's bound
+// (declared and not), a gzip bomb, a body that trickles in, a malformed
+// body, a cross-site request. Each is answered as documented and quickly,
+// and the database is as it was.
+func TestHostileCallers(t *testing.T) {
+	t.Parallel()
+	h := startHostile(t, serveConfig{MaxUploadBytes: hostileUploadMax, BodyGrace: 300 * time.Millisecond, BodyRate: 1 << 10}, engine.Config{})
+	routes := httpapi.New(nil, auth.NewGate(auth.Tokens{}), nil).Routes()
+	for _, pattern := range routes {
+		if pattern == "/ui/" {
+			continue // the dashboard's routes: TestHostileDashboard
+		}
+		want, ok := restRoutes[pattern]
+		if !ok {
+			t.Errorf("route %q is not in restRoutes: say who may call it and how big its body may be", pattern)
+			continue
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		path = strings.NewReplacer("{job_id}", h.jobID, "{task_id}", h.taskID).Replace(path)
+		t.Run(pattern, func(t *testing.T) {
+			h.restRoute(t, method, path, want.role, want.body)
+		})
+	}
+	for _, proc := range rpc.Procedures() {
+		svc := strings.Split(proc, "/")[1]
+		t.Run(proc, func(t *testing.T) { h.rpcProcedure(t, proc, rpcRoles[svc]) })
+	}
+	t.Run("grpc", func(t *testing.T) { h.grpcProtocol(t) })
+	h.unchanged(t)
+}
+
+func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, bound int64) {
+	json := "application/json"
+	if strings.HasSuffix(path, "/upload") {
+		json = "text/csv"
+	}
+	expect := func(what string, a answer, status int, code string) {
+		t.Helper()
+		if a.status != status || code != "" && a.code != code {
+			t.Errorf("%s: %d %s (%s), want %d %s", what, a.status, a.code, strings.TrimSpace(a.body), status, code)
+		}
+	}
+	if role != auth.Anyone {
+		expect("no token", h.send(t, attempt{method: method, path: path}), 401, auth.CodeUnauthenticated)
+		expect("unknown token", h.send(t, attempt{method: method, path: path, token: "not-a-token-of-this-server"}), 401, auth.CodeUnauthenticated)
+		expect("another role's token", h.send(t, attempt{method: method, path: path, token: otherToken(role)}), 403, auth.CodePermissionDenied)
+		expect("the peer token", h.send(t, attempt{method: method, path: path, token: hostileTokens.Peer}), 403, auth.CodePermissionDenied)
+		// Unauthenticated, a declared gigabyte is refused before a byte of it is read.
+		body := &counting{b: '{', n: 1 << 30}
+		a := h.send(t, attempt{method: method, path: path, body: body, length: 1 << 30, ctype: json})
+		expect("no token, 1 GiB body", a, 401, auth.CodeUnauthenticated)
+		if n := body.read.Load(); n > sendSlack {
+			t.Errorf("no token, 1 GiB body: the client got to send %d bytes before the answer", n)
+		}
+	}
+	tok := roleToken(role)
+	if method == "POST" {
+		expect("cross-site", h.send(t, attempt{method: method, path: path, token: tok, ctype: json, body: strings.NewReader("{}"),
+			header: http.Header{"Sec-Fetch-Site": {"cross-site"}}}), 403, auth.CodePermissionDenied)
+	}
+
+	// Over the bound, declared: refused before the body is read.
+	body := &counting{b: ' ', n: bound + 1}
+	a := h.send(t, attempt{method: method, path: path, token: tok, body: body, length: bound + 1, ctype: json})
+	expect("declared body over the bound", a, 413, auth.CodeTooLarge)
+	if n := body.read.Load(); bound > 16<<20 && n > bound/2 {
+		t.Errorf("declared body over the bound: the client got to send %d of %d bytes before the answer", n, bound+1)
+	}
+	if method != "POST" {
+		return
+	}
+	// Over the bound, not declared: cut at the bound.
+	fill := byte(' ')
+	if json == "text/csv" {
+		fill = '\n'
+	}
+	body = &counting{b: fill, n: bound + 256<<20}
+	a = h.send(t, attempt{method: method, path: path, token: tok, body: body, length: -1, ctype: json})
+	expect("chunked body over the bound", a, 413, auth.CodeTooLarge)
+	if n := body.read.Load(); n > bound+sendSlack {
+		t.Errorf("chunked body over the bound: the client got to send %d bytes, more than the bound %d and the buffers", n, bound)
+	}
+	// A body that trickles in is cut off.
+	stop := make(chan struct{})
+	a = h.send(t, attempt{method: method, path: path, token: tok, body: &trickle{stop: stop}, length: -1, ctype: json})
+	close(stop)
+	expect("trickled body", a, 400, auth.CodeInvalidArgument)
+	if !strings.Contains(a.body, "too slowly") || a.took > 10*time.Second {
+		t.Errorf("trickled body: answered after %v with %q, want a cut within seconds, saying it was too slow", a.took, a.body)
+	}
+	if json == "text/csv" {
+		return
+	}
+	expect("malformed JSON", h.send(t, attempt{method: method, path: path, token: tok, ctype: json, body: strings.NewReader(`{"worker_id": `)}), 400, auth.CodeInvalidArgument)
+	expect("not JSON", h.send(t, attempt{method: method, path: path, token: tok, ctype: "text/plain", body: strings.NewReader(`{}`)}), 400, auth.CodeInvalidArgument)
+	expect("form post", h.send(t, attempt{method: method, path: path, token: tok, ctype: "application/x-www-form-urlencoded", body: strings.NewReader(`a=b`)}), 400, auth.CodeInvalidArgument)
+}
+
+// gzipBomb returns n zero bytes, gzipped.
+func gzipBomb(t *testing.T, n int64) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
+	if _, err := io.Copy(zw, &counting{b: ' ', n: n}); err != nil {
+		t.Fatal(err)
+	}
+	zw.Close()
+	return b.Bytes()
+}
+
+func (h *hostile) rpcProcedure(t *testing.T, proc string, role auth.Role) {
+	// The Connect protocol's unary JSON form for unary procedures, its
+	// streaming form for GetLogs (the gate answers before the protocol
+	// matters, but the handler's own checks need the right one).
+	ctype := "application/json"
+	if strings.HasSuffix(proc, "/GetLogs") {
+		ctype = "application/connect+json"
+	}
+	expect := func(what string, a answer, code connect.Code) {
+		t.Helper()
+		if a.code != code.String() {
+			t.Errorf("%s: %d %s (%s), want %s", what, a.status, a.code, strings.TrimSpace(a.body), code)
+		}
+	}
+	expect("no token", h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: strings.NewReader("{}")}), connect.CodeUnauthenticated)
+	expect("another role's token", h.send(t, attempt{method: "POST", path: proc, token: otherToken(role), ctype: ctype, body: strings.NewReader("{}")}), connect.CodePermissionDenied)
+	body := &counting{b: ' ', n: 1 << 30}
+	a := h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: body, length: 1 << 30})
+	expect("no token, 1 GiB body", a, connect.CodeUnauthenticated)
+	if n := body.read.Load(); n > sendSlack {
+		t.Errorf("no token, 1 GiB body: the client got to send %d bytes before the answer", n)
+	}
+	tok := roleToken(role)
+	body = &counting{b: ' ', n: rpc.MaxMessageBytes + 2<<10}
+	expect("declared body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: body.n}), connect.CodeResourceExhausted)
+	if ctype != "application/json" {
+		return
+	}
+	body = &counting{b: ' ', n: rpc.MaxMessageBytes + 256<<20}
+	expect("chunked body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: -1}), connect.CodeResourceExhausted)
+	if n := body.read.Load(); n > rpc.MaxMessageBytes+sendSlack {
+		t.Errorf("chunked body over the bound: the client got to send %d bytes", n)
+	}
+	bomb := gzipBomb(t, 64<<20)
+	a = h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: bytes.NewReader(bomb),
+		header: http.Header{"Content-Encoding": {"gzip"}}})
+	expect("gzip bomb", a, connect.CodeResourceExhausted)
+	expect("malformed JSON", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: strings.NewReader(`{"taskId": `)}), connect.CodeInvalidArgument)
+	stop := make(chan struct{})
+	a = h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: &trickle{stop: stop}, length: -1})
+	close(stop)
+	if a.status == 200 || a.took > 10*time.Second || !strings.Contains(a.body, "too slowly") {
+		t.Errorf("trickled body: %d after %v (%s), want a refusal within seconds, saying it was too slow", a.status, a.took, a.body)
+	}
+}
+
+// grpcProtocol checks the gRPC protocol proper (HTTP/2, binary, status in
+// trailers): no token, another role's, and a message over the bound.
+func (h *hostile) grpcProtocol(t *testing.T) {
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	hc := &http.Client{Transport: &http.Transport{Protocols: &protocols}}
+	call := func(token string, msg *v1.SubmitTaskRequest) error {
+		opts := []connect.ClientOption{connect.WithGRPC()}
+		if token != "" {
+			opts = append(opts, connect.WithInterceptors(rpc.Bearer(token)))
+		}
+		c := scimeshv1connect.NewInternalClient(hc, h.url, opts...)
+		_, err := c.SubmitTask(t.Context(), connect.NewRequest(msg))
+		return err
+	}
+	if err := call("", &v1.SubmitTaskRequest{}); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("gRPC without a token: %v, want unauthenticated", err)
+	}
+	if err := call(hostileTokens.Worker, &v1.SubmitTaskRequest{}); connect.CodeOf(err) != connect.CodePermissionDenied {
+		t.Errorf("gRPC with the worker token: %v, want permission_denied", err)
+	}
+	big := &v1.SubmitTaskRequest{Tasks: []*v1.PlacedTask{{TaskId: strings.Repeat("x", rpc.MaxMessageBytes)}}}
+	var ce *connect.Error
+	if err := call(hostileTokens.Peer, big); !errors.As(err, &ce) || ce.Code() != connect.CodeResourceExhausted {
+		t.Errorf("gRPC message over the bound: %v, want resource_exhausted", err)
+	}
+}
+
+// TestHostileDashboard: the dashboard's routes admit only a session (or
+// the client token), bound their forms and refuse cross-site posts.
+func TestHostileDashboard(t *testing.T) {
+	t.Parallel()
+	h := startHostile(t, serveConfig{}, engine.Config{})
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, c := range []struct {
+		method, path, token string
+		header              http.Header
+		body                string
+		length              int64
+		want                int
+	}{
+		{"GET", "/ui/jobs", "", nil, "", 0, http.StatusSeeOther},
+		{"GET", "/ui/jobs", hostileTokens.Worker, nil, "", 0, http.StatusSeeOther},
+		{"GET", "/ui/jobs", hostileTokens.Client, nil, "", 0, http.StatusOK},
+		{"GET", "/ui/jobs/" + h.jobID + "/events", "", nil, "", 0, http.StatusUnauthorized},
+		{"GET", "/ui/tasks/" + h.taskID + "/log", "", nil, "", 0, http.StatusUnauthorized},
+		{"POST", "/ui/jobs/" + h.jobID + "/cancel", "", nil, "", 0, http.StatusUnauthorized},
+		{"POST", "/ui/jobs/" + h.jobID + "/cancel", hostileTokens.Worker, nil, "", 0, http.StatusUnauthorized},
+		{"POST", "/ui/login", "", http.Header{"Sec-Fetch-Site": {"cross-site"}}, "token=" + hostileTokens.Client, 0, http.StatusForbidden},
+		{"POST", "/ui/login", "", nil, strings.Repeat("a", 64<<10+1), 0, http.StatusRequestEntityTooLarge},
+		{"POST", "/ui/login", "", nil, "", 1 << 30, http.StatusRequestEntityTooLarge},
+		{"GET", "/ui/login", "", nil, "", 0, http.StatusOK},
+	} {
+		var body io.Reader
+		if c.body != "" {
+			body = strings.NewReader(c.body)
+		}
+		if c.length > 0 {
+			body = &counting{b: 'a', n: c.length}
+		}
+		req, _ := http.NewRequest(c.method, h.url+c.path, body)
+		if c.length > 0 {
+			req.ContentLength = c.length
+		}
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		for k, v := range c.header {
+			req.Header[k] = v
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", c.method, c.path, err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s %s (token %q, %d bytes): %d %q, want %d", c.method, c.path, c.token, len(c.body)+int(c.length), resp.StatusCode, data, c.want)
+		}
+	}
+	h.unchanged(t)
+}
+
+// fmtBytes words a byte count for logs.
+func fmtBytes(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+// TestHostileMemory sends a real coordinator process a gigabyte three
+// ways — with no token, with the right token but over the message bound,
+// and as a gzip bomb that inflates to a gigabyte — and checks that each is
+// refused as documented while the process's peak resident memory (VmHWM)
+// stays under a bound far below the gigabyte. It logs the peaks and the
+// time to each answer (docs/PERFORMANCE.md quotes them).
+func TestHostileMemory(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
+	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
+	h := &hostile{url: p.url}
+	peak := func() int64 {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+		if err != nil {
+			t.Skipf("no /proc here: %v", err)
+		}
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+				var kb int64
+				fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+				return kb << 10
+			}
+		}
+		t.Fatal("no VmHWM in /proc/PID/status")
+		return 0
+	}
+	// A caller without a token costs nothing: nothing of the body is read.
+	// A caller with one may make the coordinator read and inflate up to
+	// the 16 MiB bound of a message, which with the buffers' growth and
+	// the garbage before a collection comes to about 130 MiB more. The
+	// race detector multiplies the heap it shadows by about three.
+	unauthBound, bound := int64(8<<20), int64(192<<20)
+	if raceBuild {
+		unauthBound, bound = 24<<20, 576<<20
+	}
+	const gig = 1 << 30
+	bomb := gzipBomb(t, gig)
+	const proc = "/scimesh.v1.Internal/SubmitTask"
+	before := peak()
+	for _, c := range []struct {
+		name string
+		a    attempt
+		want connect.Code
+	}{
+		{"1 GiB without a token", attempt{method: "POST", path: proc, ctype: "application/json", body: &counting{b: ' ', n: gig}, length: -1}, connect.CodeUnauthenticated},
+		{"a gzip bomb of 1 GiB without a token", attempt{method: "POST", path: proc, ctype: "application/json",
+			body: bytes.NewReader(bomb), header: http.Header{"Content-Encoding": {"gzip"}}}, connect.CodeUnauthenticated},
+		{"1 GiB with the peer token", attempt{method: "POST", path: proc, token: hostileTokens.Peer, ctype: "application/json", body: &counting{b: ' ', n: gig}, length: -1}, connect.CodeResourceExhausted},
+		{fmt.Sprintf("a gzip bomb of %s inflating to 1 GiB, with the peer token", fmtBytes(int64(len(bomb)))), attempt{method: "POST", path: proc, token: hostileTokens.Peer, ctype: "application/json",
+			body: bytes.NewReader(bomb), header: http.Header{"Content-Encoding": {"gzip"}}}, connect.CodeResourceExhausted},
+	} {
+		a := h.send(t, c.a)
+		if a.code != c.want.String() {
+			t.Errorf("%s: %d %s, want %s", c.name, a.status, a.body, c.want)
+		}
+		hwm := peak()
+		t.Logf("%s: %s in %v; peak RSS %s (%s before the first)", c.name, c.want, a.took.Round(time.Millisecond), fmtBytes(hwm), fmtBytes(before))
+		switch {
+		case c.want == connect.CodeUnauthenticated && hwm-before > unauthBound:
+			t.Errorf("%s: the coordinator's peak RSS grew by %s, over the bound %s for a caller without a token", c.name, fmtBytes(hwm-before), fmtBytes(unauthBound))
+		case hwm > bound:
+			t.Errorf("%s: the coordinator's peak RSS reached %s, over the bound %s", c.name, fmtBytes(hwm), fmtBytes(bound))
+		}
+	}
+}
