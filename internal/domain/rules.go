@@ -63,6 +63,9 @@ func (s *JobSpec) Validate() error {
 	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
 		return Invalidf("parameters must be a JSON object")
 	}
+	if err := checkParametersSize(p); err != nil {
+		return err
+	}
 	if err := inRange("chunk_rows", s.ChunkRows, MinChunkRows, MaxChunkRows); err != nil {
 		return err
 	}
@@ -111,6 +114,29 @@ func (s *JobSpec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxParametersBytes bounds a job's parameters, measured as compact JSON
+// (without insignificant whitespace), so that the limit does not depend on
+// how the client formatted them.
+const MaxParametersBytes = 64 << 10
+
+// checkParametersSize refuses parameters (valid JSON) larger than
+// MaxParametersBytes once compacted.
+func checkParametersSize(p []byte) error {
+	n := len(p)
+	if n <= MaxParametersBytes {
+		return nil // compacting never makes JSON longer
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, p); err != nil {
+		return Invalidf("parameters must be a JSON object")
+	}
+	if n = c.Len(); n <= MaxParametersBytes {
+		return nil
+	}
+	return Invalidf("parameters are %d bytes as compact JSON; at most %d (64 KiB): "+
+		"put large data in the job's input (an upload or hosted chunks) and pass only settings as parameters", n, MaxParametersBytes)
 }
 
 func inRange(name string, v, lo, hi int) error {
