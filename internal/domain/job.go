@@ -19,6 +19,7 @@ type Job struct {
 	Order          Order
 	MaxAttempts    int
 	LeaseSeconds   int
+	TimeoutSeconds int // how long one attempt of a chunk may run; 0 for no limit
 	Priority       int
 	Status         JobStatus
 	Error          string // names the task that failed the job

@@ -18,7 +18,9 @@ type Task struct {
 	MaxAttempts      int
 	LeaseSeconds     int
 	LeaseOwner       string
-	LeaseExpiresAt   time.Time // zero when not leased
+	LeaseExpiresAt   time.Time // zero when not leased; never after AttemptDeadline
+	TimeoutSeconds   int       // how long one attempt may run; 0 for no limit
+	AttemptDeadline  time.Time // when the last attempt times out: its claim + TimeoutSeconds; zero when none
 	RunAfter         time.Time // not claimable before this instant (retry backoff)
 	Priority         int
 	JobCreatedAt     time.Time // the job's creation time, copied for claim order
