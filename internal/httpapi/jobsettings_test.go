@@ -20,6 +20,9 @@ func TestJobSettingBounds(t *testing.T) {
 		extra map[string]any
 		want  []string // substrings of the message
 	}{
+		{"timeout -1", map[string]any{"timeout_seconds": -1}, []string{"timeout_seconds is -1", "between 0", "604800"}},
+		{"timeout 604801", map[string]any{"timeout_seconds": 604801}, []string{"timeout_seconds is 604801", "between 0", "604800"}},
+		{"timeout not an integer", map[string]any{"timeout_seconds": 1.5}, []string{"timeout_seconds"}},
 		{"parameters of 64 KiB + 1", map[string]any{"parameters": params(domain.MaxParametersBytes + 1)},
 			[]string{"parameters", "65537 bytes", "at most 65536", "input"}},
 	}
@@ -40,8 +43,10 @@ func TestJobSettingBounds(t *testing.T) {
 	if len(list.Jobs) != 0 {
 		t.Fatalf("refused requests created %d jobs", len(list.Jobs))
 	}
-	// At the limit, and larger only by whitespace, is fine.
+	// At the limits, and larger only by whitespace, is fine.
 	b.createJob(1, map[string]any{"parameters": params(domain.MaxParametersBytes)})
+	b.createJob(1, map[string]any{"timeout_seconds": 604800})
+	b.createJob(1, map[string]any{"timeout_seconds": 0})
 	spaced := `{"workload":"tanimoto","input":{"chunks":[{"uri":"https://x.org/c","sha256":"` + strings.Repeat("0", 64) +
 		`"}]},"parameters":{"q":   ` + strings.Repeat(" ", domain.MaxParametersBytes) + `"x"}}`
 	b.mustStatus(b.client("POST", "/jobs", spaced), http.StatusCreated)
