@@ -4,8 +4,9 @@
 //
 // A job is a tree: one stitch task at the root over the job's chunk tasks, the
 // leaves. A chunk task goes pending → leased → completed | failed | cancelled,
-// and back from leased to pending when its lease expires or its worker reports
-// a retryable failure while attempts remain. The stitch task waits until every
+// and back from leased to pending when its lease expires, its attempt runs
+// past the job's timeout, or its worker reports a retryable failure, while
+// attempts remain. The stitch task waits until every
 // chunk completed, then becomes pending and is leased by a coordinator's
 // stitcher, which merges the chunk outputs into the job's final CSV.
 package domain

@@ -19,6 +19,7 @@ type Job struct {
 	Order          Order
 	MaxAttempts    int
 	LeaseSeconds   int
+	TimeoutSeconds int // how long one attempt of a chunk may run; 0 for no limit
 	Priority       int
 	Status         JobStatus
 	Error          string // names the task that failed the job
@@ -49,6 +50,8 @@ const (
 	MinMaxAttempts, MaxMaxAttempts   = 1, 100
 	MinLeaseSeconds, MaxLeaseSeconds = 5, 3600
 	MinPriority, MaxPriority         = -1000, 1000
+	// A timeout of 0 is none; the longest is 7 days.
+	MinTimeoutSeconds, MaxTimeoutSeconds = 0, 604_800
 )
 
 // Upload is a table a client streamed to the coordinator, stored normalized

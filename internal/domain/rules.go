@@ -27,6 +27,9 @@ type JobSpec struct {
 	MaxAttempts  int
 	LeaseSeconds int
 	Priority     int
+	// TimeoutSeconds is left out of the request's hash when 0, so that a
+	// request made before the setting existed replays to the same job.
+	TimeoutSeconds int `json:",omitempty"`
 }
 
 // ChunkRef is one input chunk: where a worker downloads it and its checksum.
@@ -63,6 +66,9 @@ func (s *JobSpec) Validate() error {
 	if len(p) == 0 || p[0] != '{' || !json.Valid(p) {
 		return Invalidf("parameters must be a JSON object")
 	}
+	if err := checkParametersSize(p); err != nil {
+		return err
+	}
 	if err := inRange("chunk_rows", s.ChunkRows, MinChunkRows, MaxChunkRows); err != nil {
 		return err
 	}
@@ -77,6 +83,10 @@ func (s *JobSpec) Validate() error {
 	}
 	if err := inRange("priority", s.Priority, MinPriority, MaxPriority); err != nil {
 		return err
+	}
+	if s.TimeoutSeconds < MinTimeoutSeconds || s.TimeoutSeconds > MaxTimeoutSeconds {
+		return Invalidf("timeout_seconds is %d; it must be between %d (no timeout) and %d (7 days)",
+			s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)
 	}
 	if s.ScoreColumn == "" || len(s.ScoreColumn) > 256 {
 		return Invalidf("score_column must be 1-256 bytes long")
@@ -111,6 +121,29 @@ func (s *JobSpec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxParametersBytes bounds a job's parameters, measured as compact JSON
+// (without insignificant whitespace), so that the limit does not depend on
+// how the client formatted them.
+const MaxParametersBytes = 64 << 10
+
+// checkParametersSize refuses parameters (valid JSON) larger than
+// MaxParametersBytes once compacted.
+func checkParametersSize(p []byte) error {
+	n := len(p)
+	if n <= MaxParametersBytes {
+		return nil // compacting never makes JSON longer
+	}
+	var c bytes.Buffer
+	if err := json.Compact(&c, p); err != nil {
+		return Invalidf("parameters must be a JSON object")
+	}
+	if n = c.Len(); n <= MaxParametersBytes {
+		return nil
+	}
+	return Invalidf("parameters are %d bytes as compact JSON; at most %d (64 KiB): "+
+		"put large data in the job's input (an upload or hosted chunks) and pass only settings as parameters", n, MaxParametersBytes)
 }
 
 func inRange(name string, v, lo, hi int) error {
@@ -165,14 +198,53 @@ func CheckLease(t *Task, worker string, attempt int, now time.Time) error {
 	if t.HoldsLease(worker, attempt, now) {
 		return nil
 	}
+	if t.State == TaskLeased && t.LeaseOwner == worker && t.Attempt == attempt && t.TimedOut(now) {
+		return fmt.Errorf("task %s: attempt %d %s (its deadline was %s); stop working on it: %w",
+			t.ID, attempt, TimeoutError(t.TimeoutSeconds), t.AttemptDeadline.UTC().Format(time.RFC3339), ErrLeaseLost)
+	}
 	return fmt.Errorf("task %s: worker %q attempt %d does not hold the current lease (attempt %d, %s): %w",
 		t.ID, worker, attempt, t.Attempt, t.State, ErrLeaseLost)
 }
 
-// Renew extends t's lease by its lease duration from now.
+// CheckLogWrite returns nil when (worker, attempt) may append to t's log
+// at now: it holds the live lease, or its attempt is the one that just
+// completed or failed t, so that lines sent just after the outcome are
+// kept — but never once that attempt's deadline has passed. Otherwise it
+// returns what CheckLease does.
+func CheckLogWrite(t *Task, worker string, attempt int, now time.Time) error {
+	ownOutcome := (t.State == TaskCompleted || t.State == TaskFailed) &&
+		t.LeaseOwner == worker && t.Attempt == attempt && !t.TimedOut(now)
+	if ownOutcome {
+		return nil
+	}
+	return CheckLease(t, worker, attempt, now)
+}
+
+// Renew extends t's lease by its lease duration from now, but never past
+// its attempt's deadline.
 func Renew(t *Task, now time.Time) {
 	t.LeaseExpiresAt = now.Add(time.Duration(t.LeaseSeconds) * time.Second)
+	if !t.AttemptDeadline.IsZero() && t.AttemptDeadline.Before(t.LeaseExpiresAt) {
+		t.LeaseExpiresAt = t.AttemptDeadline
+	}
 	t.UpdatedAt = now
+}
+
+// TimeoutError is the error of an attempt that ran for its whole timeout.
+func TimeoutError(seconds int) string { return fmt.Sprintf("timed out after %d s", seconds) }
+
+// ExpireLease ends t's lease, which ran out at or before now. An attempt
+// that reached its deadline timed out: a retryable failure like any other,
+// with the error TimeoutError, pending again after backoff while attempts
+// remain. Otherwise its owner stopped renewing it: the error is reason and
+// t is pending again at once while attempts remain. Either way, on its last
+// attempt t fails for good. It reports whether the attempt timed out and
+// whether t failed for good.
+func ExpireLease(t *Task, reason string, backoff time.Duration, now time.Time) (timedOut, final bool) {
+	if t.TimedOut(now) {
+		return true, Retry(t, TimeoutError(t.TimeoutSeconds), true, backoff, now)
+	}
+	return false, Retry(t, reason, true, 0, now)
 }
 
 // CompleteOutcome says what Complete did.

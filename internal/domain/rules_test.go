@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -23,6 +24,11 @@ func validSpec() *JobSpec {
 	}
 }
 
+// paramsOfSize returns a JSON object of exactly n bytes (n >= 8), compact.
+func paramsOfSize(n int) json.RawMessage {
+	return json.RawMessage(`{"q":"` + strings.Repeat("a", n-8) + `"}`)
+}
+
 func TestJobSpecValidate(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -37,6 +43,11 @@ func TestJobSpecValidate(t *testing.T) {
 		{"bad workload", func(s *JobSpec) { s.Workload = "rm -rf /" }, "workload"},
 		{"params array", func(s *JobSpec) { s.Parameters = json.RawMessage(`[1]`) }, "parameters must be a JSON object"},
 		{"params invalid", func(s *JobSpec) { s.Parameters = json.RawMessage(`{`) }, "parameters must be a JSON object"},
+		{"params at the limit", func(s *JobSpec) { s.Parameters = paramsOfSize(MaxParametersBytes) }, ""},
+		{"params over the limit", func(s *JobSpec) { s.Parameters = paramsOfSize(MaxParametersBytes + 1) }, "65537 bytes as compact JSON; at most 65536"},
+		{"params whitespace not counted", func(s *JobSpec) {
+			s.Parameters = append(append([]byte("{ \n"), bytes.Repeat([]byte(" "), MaxParametersBytes)...), paramsOfSize(100)[1:]...)
+		}, ""},
 		{"chunk_rows 0", func(s *JobSpec) { s.ChunkRows = 0 }, "chunk_rows is 0"},
 		{"chunk_rows huge", func(s *JobSpec) { s.ChunkRows = MaxChunkRows + 1 }, "chunk_rows"},
 		{"top_k 0", func(s *JobSpec) { s.TopK = 0 }, "top_k is 0"},
@@ -47,6 +58,9 @@ func TestJobSpecValidate(t *testing.T) {
 		{"lease 3601", func(s *JobSpec) { s.LeaseSeconds = 3601 }, "lease_seconds"},
 		{"priority -1001", func(s *JobSpec) { s.Priority = -1001 }, "priority"},
 		{"priority 1001", func(s *JobSpec) { s.Priority = 1001 }, "priority"},
+		{"timeout bounds", func(s *JobSpec) { s.TimeoutSeconds = MaxTimeoutSeconds }, ""},
+		{"timeout -1", func(s *JobSpec) { s.TimeoutSeconds = -1 }, "timeout_seconds is -1; it must be between 0 (no timeout) and 604800"},
+		{"timeout 604801", func(s *JobSpec) { s.TimeoutSeconds = 604801 }, "timeout_seconds is 604801; it must be between 0"},
 		{"order", func(s *JobSpec) { s.Order = "up" }, "order"},
 		{"score column", func(s *JobSpec) { s.ScoreColumn = "" }, "score_column"},
 		{"no chunks", func(s *JobSpec) { s.Chunks = nil }, "at least one chunk"},

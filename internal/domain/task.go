@@ -18,7 +18,9 @@ type Task struct {
 	MaxAttempts      int
 	LeaseSeconds     int
 	LeaseOwner       string
-	LeaseExpiresAt   time.Time // zero when not leased
+	LeaseExpiresAt   time.Time // zero when not leased; never after AttemptDeadline
+	TimeoutSeconds   int       // how long one attempt may run; 0 for no limit
+	AttemptDeadline  time.Time // when the last attempt times out: its claim + TimeoutSeconds; zero when none
 	RunAfter         time.Time // not claimable before this instant (retry backoff)
 	Priority         int
 	JobCreatedAt     time.Time // the job's creation time, copied for claim order
@@ -38,9 +40,16 @@ type Task struct {
 	Version          int64     // optimistic-concurrency counter, bumped by every write
 }
 
-// LeaseLive reports whether the task is leased and its lease has not expired at now.
+// LeaseLive reports whether the task is leased, its lease has not expired
+// at now and its attempt has not reached its deadline.
 func (t *Task) LeaseLive(now time.Time) bool {
-	return t.State == TaskLeased && now.Before(t.LeaseExpiresAt)
+	return t.State == TaskLeased && now.Before(t.LeaseExpiresAt) && !t.TimedOut(now)
+}
+
+// TimedOut reports whether t's last attempt has a deadline and reached it
+// by now. The deadline stays after the attempt ended, until the next claim.
+func (t *Task) TimedOut(now time.Time) bool {
+	return !t.AttemptDeadline.IsZero() && !now.Before(t.AttemptDeadline)
 }
 
 // HoldsLease reports whether (worker, attempt) is the live lease of t at now.

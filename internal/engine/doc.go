@@ -14,11 +14,15 @@
 //     nothing.
 //   - A lease is fenced by (task, attempt, worker): a claim bumps the attempt,
 //     and every worker write must name the attempt and worker of the live
-//     lease. A lease is live while the task is leased and its expiry is in
-//     the future; once expired it is lost even before the reaper notices.
+//     lease. A lease is live while the task is leased, its expiry is in the
+//     future and its attempt's deadline (the claim plus the job's
+//     timeout_seconds, if any) is too; once expired it is lost even before
+//     the reaper notices. A lease never outlives its deadline: the claim and
+//     every heartbeat cap it there.
 //   - Expired leases are swept by the reaper loop and just before claims.
 //     An expired or retryably failed task returns to pending while attempts
-//     remain (after a backoff with jitter for failures); otherwise it fails.
+//     remain (after a backoff with jitter for failures, timed-out attempts
+//     included); otherwise it fails.
 //   - The first task that fails for good fails its job, fails the stitch
 //     root (the path to the root) and cancels every other task of the job,
 //     in the same transaction.

@@ -27,7 +27,8 @@ type AppendLogsParams struct {
 
 // AppendLogs records log lines of (worker, attempt). The lease must be live,
 // or the task completed or failed by that very attempt (so that lines sent
-// just after the outcome are kept). Lines over MaxLogLineBytes are cut; a
+// just after the outcome are kept), and the attempt's deadline, if any,
+// not passed. Lines over MaxLogLineBytes are cut; a
 // task keeps its first MaxLogLinesPerTask lines and drops the rest.
 func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
@@ -52,12 +53,8 @@ func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 			return notFound(err, "task %q", p.TaskID)
 		}
 		now := e.now()
-		ownOutcome := (t.State == domain.TaskCompleted || t.State == domain.TaskFailed) &&
-			t.LeaseOwner == p.WorkerID && t.Attempt == p.Attempt
-		if !ownOutcome {
-			if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
-				return err
-			}
+		if err := domain.CheckLogWrite(t, p.WorkerID, p.Attempt, now); err != nil {
+			return err
 		}
 		return q.TaskLogAppend(ctx, &store.TaskLogAppendParams{
 			TaskID: t.ID, Attempt: p.Attempt, Lines: lines, Now: now, MaxLines: MaxLogLinesPerTask,

@@ -137,8 +137,10 @@ func (e *Engine) sweepBeforeClaim(ctx context.Context) {
 }
 
 // ExpireLeases ends every lease expired by now: its task goes back to
-// pending while attempts remain, else fails with its job. It returns how
-// many leases it ended.
+// pending while attempts remain, else fails with its job. A lease that ran
+// out because its attempt reached its deadline (the job's timeout_seconds;
+// a lease never outlasts it) is a timed-out attempt: a retryable failure,
+// retried after the usual backoff. It returns how many leases it ended.
 func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
 	n := 0
 	for {
@@ -164,8 +166,9 @@ func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
 func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	var ended *domain.Task
 	var owner string
+	var timedOut bool
 	err := e.tx(ctx, func(q store.Querier) error {
-		ended = nil
+		ended, timedOut = nil, false
 		t, err := q.TaskGet(ctx, id)
 		if err != nil {
 			return err
@@ -180,7 +183,8 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if t.Kind == domain.KindStitch {
 			reason = fmt.Sprintf("stitch lease of attempt %d expired: coordinator %q stopped", t.Attempt, t.LeaseOwner)
 		}
-		final := domain.Retry(t, reason, true, 0, now)
+		var final bool
+		timedOut, final = domain.ExpireLease(t, reason, domain.Backoff(t.Attempt, e.cfg.Jitter()), now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
@@ -198,10 +202,16 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	if ended == nil {
 		return false, nil
 	}
-	e.cfg.Observer.Expired(ended.Kind, ended.State == domain.TaskFailed)
-	e.log.InfoContext(ctx, "lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
-		"attempt", ended.Attempt, "state", ended.State)
-	if ended.State == domain.TaskPending {
+	if timedOut {
+		e.cfg.Observer.Failed(ended.Kind, ended.State == domain.TaskFailed)
+		e.log.InfoContext(ctx, "task attempt timed out", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+			"attempt", ended.Attempt, "state", ended.State, "error", ended.Error)
+	} else {
+		e.cfg.Observer.Expired(ended.Kind, ended.State == domain.TaskFailed)
+		e.log.InfoContext(ctx, "lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+			"attempt", ended.Attempt, "state", ended.State)
+	}
+	if ended.State == domain.TaskPending && !ended.RunAfter.After(e.now()) {
 		if ended.Kind == domain.KindStitch {
 			e.stitch.Notify()
 		} else {

@@ -17,9 +17,11 @@ type Observer interface {
 	// Completed reports n tasks of kind completed; replays are not counted.
 	Completed(kind domain.TaskKind, n int)
 	// Failed reports a failed attempt of a task of kind; final when the task
-	// failed for good. Releases by workers shutting down are not failures.
+	// failed for good. Releases by workers shutting down are not failures;
+	// attempts that reached their deadline (timed out) are.
 	Failed(kind domain.TaskKind, final bool)
-	// Expired reports an expired lease of a task of kind; final when it
+	// Expired reports an expired lease of a task of kind (not one that ran
+	// out at its attempt's deadline: that is a failure); final when it
 	// held the task's last attempt, so that the task failed for good.
 	Expired(kind domain.TaskKind, final bool)
 }

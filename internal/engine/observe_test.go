@@ -91,3 +91,45 @@ func TestObserver(t *testing.T) {
 		t.Errorf("observed\n%q\nwant\n%q", obs.events, want)
 	}
 }
+
+// TestObserverTimeout checks that an attempt that reached its deadline is
+// reported as a failed attempt, not as an expired lease, and that the
+// reaper ends it only once.
+func TestObserverTimeout(t *testing.T) {
+	t.Parallel()
+	obs := &observed{}
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs, Jitter: func() float64 { return 0 }})
+	ctx := t.Context()
+	sp := spec(1)
+	sp.TimeoutSeconds, sp.MaxAttempts = 10, 2
+	if _, _, err := e.CreateJob(ctx, sp, ""); err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 1; attempt <= 2; attempt++ {
+		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w"})
+		if err != nil || len(tasks) != 1 || tasks[0].Attempt != attempt {
+			t.Fatalf("claim of attempt %d: %v, %v", attempt, tasks, err)
+		}
+		if got, want := tasks[0].AttemptDeadline, now.Add(10*time.Second); !got.Equal(want) || !tasks[0].LeaseExpiresAt.Equal(want) {
+			t.Fatalf("attempt %d: deadline %v, lease %v; want both %v", attempt, got, tasks[0].LeaseExpiresAt, want)
+		}
+		now = now.Add(9 * time.Second)
+		if n, err := e.ExpireLeases(ctx); err != nil || n != 0 {
+			t.Fatalf("ExpireLeases before the deadline = %d, %v; want 0", n, err)
+		}
+		now = now.Add(time.Second)
+		for want := 1; want >= 0; want-- { // the second pass finds nothing
+			if n, err := e.ExpireLeases(ctx); err != nil || n != want {
+				t.Fatalf("ExpireLeases at the deadline = %d, %v; want %d", n, err, want)
+			}
+		}
+		now = now.Add(time.Second) // the backoff at jitter 0: 0.5 s
+	}
+	want := []string{"claimed chunk 1", "failed chunk final=false", "claimed chunk 1", "failed chunk final=true"}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if !slices.Equal(obs.events, want) {
+		t.Errorf("observed\n%q\nwant\n%q", obs.events, want)
+	}
+}

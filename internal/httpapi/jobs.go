@@ -12,18 +12,19 @@ import (
 // createJobRequest is the body of POST /jobs; pointers tell absent fields,
 // which take their defaults, from given ones.
 type createJobRequest struct {
-	Name         *string         `json:"name"`
-	Workload     string          `json:"workload"`
-	Parameters   json.RawMessage `json:"parameters"`
-	Input        *inputRequest   `json:"input"`
-	ChunkRows    *int            `json:"chunk_rows"`
-	HasHeader    *bool           `json:"has_header"`
-	TopK         *int            `json:"top_k"`
-	ScoreColumn  *string         `json:"score_column"`
-	Order        *string         `json:"order"`
-	MaxAttempts  *int            `json:"max_attempts"`
-	LeaseSeconds *int            `json:"lease_seconds"`
-	Priority     *int            `json:"priority"`
+	Name           *string         `json:"name"`
+	Workload       string          `json:"workload"`
+	Parameters     json.RawMessage `json:"parameters"`
+	Input          *inputRequest   `json:"input"`
+	ChunkRows      *int            `json:"chunk_rows"`
+	HasHeader      *bool           `json:"has_header"`
+	TopK           *int            `json:"top_k"`
+	ScoreColumn    *string         `json:"score_column"`
+	Order          *string         `json:"order"`
+	MaxAttempts    *int            `json:"max_attempts"`
+	LeaseSeconds   *int            `json:"lease_seconds"`
+	Priority       *int            `json:"priority"`
+	TimeoutSeconds *int            `json:"timeout_seconds"`
 }
 
 type inputRequest struct {
@@ -40,17 +41,18 @@ type chunkRequest struct {
 // spec applies the defaults of the contract.
 func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 	s := &domain.JobSpec{
-		Workload:     r.Workload,
-		Parameters:   r.Parameters,
-		ChunkRows:    orDefault(r.ChunkRows, domain.DefaultChunkRows),
-		HasHeader:    r.HasHeader == nil || *r.HasHeader,
-		TopK:         orDefault(r.TopK, domain.DefaultTopK),
-		ScoreColumn:  orDefault(r.ScoreColumn, domain.DefaultScoreColumn),
-		Order:        domain.Order(orDefault(r.Order, string(domain.Desc))),
-		MaxAttempts:  orDefault(r.MaxAttempts, domain.DefaultMaxAttempts),
-		LeaseSeconds: orDefault(r.LeaseSeconds, domain.DefaultLeaseSeconds),
-		Priority:     orDefault(r.Priority, 0),
-		Name:         orDefault(r.Name, ""),
+		Workload:       r.Workload,
+		Parameters:     r.Parameters,
+		ChunkRows:      orDefault(r.ChunkRows, domain.DefaultChunkRows),
+		HasHeader:      r.HasHeader == nil || *r.HasHeader,
+		TopK:           orDefault(r.TopK, domain.DefaultTopK),
+		ScoreColumn:    orDefault(r.ScoreColumn, domain.DefaultScoreColumn),
+		Order:          domain.Order(orDefault(r.Order, string(domain.Desc))),
+		MaxAttempts:    orDefault(r.MaxAttempts, domain.DefaultMaxAttempts),
+		LeaseSeconds:   orDefault(r.LeaseSeconds, domain.DefaultLeaseSeconds),
+		Priority:       orDefault(r.Priority, 0),
+		Name:           orDefault(r.Name, ""),
+		TimeoutSeconds: orDefault(r.TimeoutSeconds, 0), // no timeout
 	}
 	if len(s.Parameters) == 0 || string(s.Parameters) == "null" {
 		s.Parameters = json.RawMessage("{}")

@@ -298,6 +298,7 @@ func TestOpenAPIConformance(t *testing.T) {
 		"name": "conformance", "workload": "tanimoto", "parameters": map[string]any{"query": "ff"},
 		"input": map[string]any{"upload_id": up.UploadID}, "chunk_rows": 1, "has_header": true, "top_k": 2,
 		"score_column": "score", "order": "desc", "max_attempts": 2, "lease_seconds": 60, "priority": 5,
+		"timeout_seconds": 600,
 	}
 	key := map[string]string{"Idempotency-Key": "conformance-1"}
 	var j job
@@ -313,6 +314,8 @@ func TestOpenAPIConformance(t *testing.T) {
 		jobBody(1, map[string]any{"max_attempts": 101}),
 		jobBody(1, map[string]any{"lease_seconds": 4}),
 		jobBody(1, map[string]any{"priority": -1001}),
+		jobBody(1, map[string]any{"timeout_seconds": -1}),
+		jobBody(1, map[string]any{"timeout_seconds": 604801}),
 		jobBody(1, map[string]any{"order": "up"}),
 		jobBody(1, map[string]any{"input": map[string]any{"upload_id": up.UploadID, "chunks": chunks(1)}}),
 		{"workload": "tanimoto"},

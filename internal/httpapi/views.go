@@ -11,26 +11,27 @@ import (
 
 // jobJSON is a job as clients see it.
 type jobJSON struct {
-	JobID        string            `json:"job_id"`
-	Name         string            `json:"name"`
-	Workload     string            `json:"workload"`
-	Status       domain.JobStatus  `json:"status"`
-	Priority     int               `json:"priority"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
-	FinishedAt   *time.Time        `json:"finished_at"`
-	Error        *string           `json:"error"`
-	Progress     float64           `json:"progress"`
-	Tasks        domain.TaskCounts `json:"tasks"`
-	Parameters   json.RawMessage   `json:"parameters"`
-	ChunkRows    int               `json:"chunk_rows"`
-	HasHeader    bool              `json:"has_header"`
-	TopK         int               `json:"top_k"`
-	ScoreColumn  string            `json:"score_column"`
-	Order        domain.Order      `json:"order"`
-	MaxAttempts  int               `json:"max_attempts"`
-	LeaseSeconds int               `json:"lease_seconds"`
-	ResultSHA256 *string           `json:"result_sha256"`
+	JobID          string            `json:"job_id"`
+	Name           string            `json:"name"`
+	Workload       string            `json:"workload"`
+	Status         domain.JobStatus  `json:"status"`
+	Priority       int               `json:"priority"`
+	CreatedAt      time.Time         `json:"created_at"`
+	UpdatedAt      time.Time         `json:"updated_at"`
+	FinishedAt     *time.Time        `json:"finished_at"`
+	Error          *string           `json:"error"`
+	Progress       float64           `json:"progress"`
+	Tasks          domain.TaskCounts `json:"tasks"`
+	Parameters     json.RawMessage   `json:"parameters"`
+	ChunkRows      int               `json:"chunk_rows"`
+	HasHeader      bool              `json:"has_header"`
+	TopK           int               `json:"top_k"`
+	ScoreColumn    string            `json:"score_column"`
+	Order          domain.Order      `json:"order"`
+	MaxAttempts    int               `json:"max_attempts"`
+	LeaseSeconds   int               `json:"lease_seconds"`
+	TimeoutSeconds int               `json:"timeout_seconds"`
+	ResultSHA256   *string           `json:"result_sha256"`
 }
 
 func jobView(v *engine.JobView) *jobJSON {
@@ -41,7 +42,7 @@ func jobView(v *engine.JobView) *jobJSON {
 		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks,
 		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
-		LeaseSeconds: j.LeaseSeconds, ResultSHA256: strPtr(j.ResultSHA256),
+		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),
 	}
 }
 
@@ -66,6 +67,7 @@ type taskJSON struct {
 	ScoreColumn    string           `json:"score_column"`
 	Order          domain.Order     `json:"order"`
 	HasHeader      bool             `json:"has_header"`
+	TimeoutSeconds int              `json:"timeout_seconds"` // the worker kills its command after it; 0 for no limit
 	Input          inputJSON        `json:"input"`
 	State          domain.TaskState `json:"state"`
 	LeaseOwner     *string          `json:"lease_owner"`
@@ -80,7 +82,7 @@ func taskView(v *engine.TaskView, base string) *taskJSON {
 	t := v.Task
 	out := &taskJSON{
 		TaskID: t.ID, JobID: t.JobID, ChunkIndex: t.ChunkIndex, Attempt: t.Attempt,
-		MaxAttempts: t.MaxAttempts, Workload: t.Workload,
+		MaxAttempts: t.MaxAttempts, Workload: t.Workload, TimeoutSeconds: t.TimeoutSeconds,
 		Input: inputJSON{URL: t.InputURI, SHA256: t.InputSHA256, Bytes: t.InputBytes},
 		State: t.State, LeaseOwner: strPtr(t.LeaseOwner), Error: strPtr(t.Error),
 		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt, Parameters: json.RawMessage("{}"),

@@ -81,15 +81,18 @@ type Querier interface {
 	// TaskUpdate writes t's mutable fields (State, Attempt, LeaseOwner,
 	// LeaseExpiresAt, RunAfter, Result, Metrics, Error, PendingUpstreams,
 	// UpdatedAt, FinishedAt) where the stored version equals t.Version;
-	// otherwise ErrStale (ErrNotFound when the task is gone).
+	// otherwise ErrStale (ErrNotFound when the task is gone). The
+	// AttemptDeadline is TaskClaim's alone to set.
 	TaskUpdate(ctx context.Context, t *domain.Task) error
 	// TaskClaim leases up to p.Max claimable tasks in one statement and
 	// returns them leased, in any order. Claimable: state pending, RunAfter
 	// <= p.Now, kind in p.Kinds, workload in p.Workloads (any when empty).
 	// Chosen by priority descending, then JobCreatedAt, then JobID, then
 	// ChunkIndex ascending. Each claimed task gets State leased, LeaseOwner
-	// p.Owner, Attempt+1, LeaseExpiresAt p.Now + its LeaseSeconds, UpdatedAt
-	// p.Now. Concurrent claims never return the same task.
+	// p.Owner, Attempt+1, UpdatedAt p.Now and, with a TimeoutSeconds above
+	// 0, AttemptDeadline p.Now + its TimeoutSeconds (else zero);
+	// LeaseExpiresAt is p.Now + its LeaseSeconds, or the AttemptDeadline
+	// when that is earlier. Concurrent claims never return the same task.
 	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
 	// TaskListExpired returns the leased tasks whose lease expired at or
 	// before now, oldest expiry first, at most limit of them (all when

@@ -31,10 +31,13 @@ LIMIT $2`
 )
 
 // claimSQL is the claim with kinds as the predicate on the task's kind.
+// It sets the attempt's deadline from the task's timeout (none when 0) and
+// caps the lease at it (LEAST passes over the NULL of no timeout).
 func claimSQL(kinds string) string {
 	return `UPDATE tasks
 SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
-	lease_expires_at = $2::timestamptz + lease_seconds * interval '1 second',
+	lease_expires_at = $2::timestamptz + LEAST(lease_seconds, NULLIF(timeout_seconds, 0)) * interval '1 second',
+	attempt_deadline = $2::timestamptz + NULLIF(timeout_seconds, 0) * interval '1 second',
 	updated_at = $2::timestamptz, version = version + 1
 FROM (
 	SELECT id AS claim_id FROM tasks

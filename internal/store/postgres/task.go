@@ -19,7 +19,8 @@ import (
 const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts,
 	lease_seconds, lease_owner, lease_expires_at, run_after, priority, job_created_at,
 	input_uri, input_sha256, input_bytes, result, metrics, error, downstream_id,
-	pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length`
+	pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
+	timeout_seconds, attempt_deadline`
 
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
@@ -77,6 +78,7 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.CreatedAt)
 		normTime(&t.UpdatedAt)
 		normTime(&t.FinishedAt)
+		normTime(&t.AttemptDeadline)
 	}
 	if err := q.atomically(ctx, "insert tasks", func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
 		return err
@@ -106,7 +108,7 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 		row[14], row[15], row[16], row[17], row[18] = t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), bytesArg(t.Metrics)
 		row[19], row[20], row[21] = t.Error, t.DownstreamID, t.PendingUpstreams
 		row[22], row[23], row[24], row[25] = timeArg(t.CreatedAt), timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version+1
-		row[26], row[27] = t.InputOffset, t.InputLength
+		row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
 		return row, nil
 	})
 	if _, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src); err != nil {
@@ -245,12 +247,14 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 		kind, state                        string
 		leaseExpires, runAfter, jobCreated pgtype.Timestamptz
 		created, updated, finished         pgtype.Timestamptz
+		deadline                           pgtype.Timestamptz
 		metrics                            []byte
 	)
 	err := row.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &leaseExpires, &runAfter, &t.Priority, &jobCreated,
 		&t.InputURI, &t.InputSHA256, &t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID,
-		&t.PendingUpstreams, &created, &updated, &finished, &t.Version, &t.InputOffset, &t.InputLength)
+		&t.PendingUpstreams, &created, &updated, &finished, &t.Version, &t.InputOffset, &t.InputLength,
+		&t.TimeoutSeconds, &deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -261,5 +265,6 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 	}
 	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(leaseExpires), timeOf(runAfter), timeOf(jobCreated)
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
+	t.AttemptDeadline = timeOf(deadline)
 	return &t, nil
 }

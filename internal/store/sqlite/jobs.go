@@ -15,10 +15,11 @@ import (
 
 const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
-	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header`
+	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
+	timeout_seconds`
 
 var (
-	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(26) + `)`
+	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(27) + `)`
 	jobGetSQL    = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
 	jobByKeySQL  = `SELECT ` + jobCols + ` FROM jobs WHERE idempotency_key = ?`
 	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
@@ -70,7 +71,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
 		nullString(j.IdempotencyKey), j.RequestHash, blobArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, blobArg(j.InputHeader))
+		j.UploadID, blobArg(j.InputHeader), j.TimeoutSeconds)
 	if err != nil {
 		return fmt.Errorf("sqlite: insert job %s: %w", j.ID, err)
 	}
@@ -208,7 +209,7 @@ func scanJob(r scanner) (*domain.Job, error) {
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
 		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
-		&j.UploadID, &j.InputHeader)
+		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

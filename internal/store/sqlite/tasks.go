@@ -17,8 +17,9 @@ import (
 const (
 	taskCols = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
-	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length`
-	taskNumCols = 28
+	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
+	timeout_seconds, attempt_deadline`
+	taskNumCols = 30
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then single rows, so
@@ -60,9 +61,13 @@ var (
 	taskClaimStitchSQL = claimSQL("tasks_claim_stitch", "kind = 'stitch' AND ?3 IS NOT NULL")
 )
 
+// A claim sets the attempt's deadline from the task's timeout (none when
+// 0) and caps the lease at it.
 func claimSQL(index, kinds string) string {
 	return `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
-	lease_expires_at = ?2 + lease_seconds * 1000000, updated_at = ?2, version = version + 1
+	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
+	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
+	updated_at = ?2, version = version + 1
 	WHERE rowid IN (
 		SELECT rowid FROM tasks INDEXED BY ` + index + `
 		WHERE state = 'pending' AND (run_after IS NULL OR run_after <= ?2)
@@ -149,7 +154,7 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 			t.MaxAttempts, t.LeaseSeconds, t.LeaseOwner, timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), t.Priority,
 			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, blobArg(t.Result), textArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
-			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength)
+			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline))
 	}
 	_, err := q.exec(ctx, taskInsertSQLs[len(tasks)], args...)
 	return err
@@ -331,11 +336,12 @@ func scanTask(r scanner) (*domain.Task, error) {
 		metrics                       []byte
 		expires, runAfter, jobCreated sql.NullInt64
 		created, updated, finished    sql.NullInt64
+		deadline                      sql.NullInt64
 	)
 	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
 		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
-		&finished, &t.Version, &t.InputOffset, &t.InputLength)
+		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
@@ -345,6 +351,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	t.Kind, t.State, t.Metrics = domain.TaskKind(kind), domain.TaskState(state), metrics
 	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeCol(expires), timeCol(runAfter), timeCol(jobCreated)
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
+	t.AttemptDeadline = timeCol(deadline)
 	return &t, nil
 }
 

@@ -170,6 +170,38 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		}
 	})
 
+	t.Run("AttemptDeadline", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id string, lease, timeout int) *domain.Task {
+			tk := claimable(id, "j", 0, Epoch(), len(id))
+			tk.LeaseSeconds, tk.TimeoutSeconds = lease, timeout
+			return tk
+		}
+		// A timeout shorter than the lease caps the lease at the deadline;
+		// a longer one leaves the lease as it is. Without a timeout there
+		// is no deadline, and a claim clears the one of an earlier attempt.
+		short, long, none := mk("short", 60, 20), mk("long", 30, 3600), mk("none", 45, 0)
+		none.Attempt, none.AttemptDeadline = 1, Epoch().Add(-time.Minute)
+		insertTasks(t, s, short, long, none)
+		now := Epoch().Add(7 * time.Microsecond)
+		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 5, Now: now})
+		checkIDs(t, "claim", sortedIDs(got), []string{"long", "none", "short"})
+		want := map[string][2]time.Time{ // lease expiry, deadline
+			"short": {now.Add(20 * time.Second), now.Add(20 * time.Second)},
+			"long":  {now.Add(30 * time.Second), now.Add(time.Hour)},
+			"none":  {now.Add(45 * time.Second), {}},
+		}
+		for _, tk := range append(got, getTask(t, s, "short"), getTask(t, s, "long"), getTask(t, s, "none")) {
+			w := want[tk.ID]
+			if !tk.LeaseExpiresAt.Equal(w[0]) || !tk.AttemptDeadline.Equal(w[1]) {
+				t.Errorf("claimed %s (lease %d s, timeout %d s): lease expires %s, deadline %s; want %s, %s",
+					tk.ID, tk.LeaseSeconds, tk.TimeoutSeconds, fmtTime(tk.LeaseExpiresAt), fmtTime(tk.AttemptDeadline),
+					fmtTime(w[0]), fmtTime(w[1]))
+			}
+		}
+	})
+
 	t.Run("OnlyPendingTasks", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -27,6 +27,7 @@ func fullJob(id string) *domain.Job {
 		Order:          domain.Asc,
 		MaxAttempts:    5,
 		LeaseSeconds:   90,
+		TimeoutSeconds: 7200,
 		Priority:       -7,
 		Status:         domain.JobRunning,
 		Error:          "task 0:x.000003 failed: boom",

@@ -78,7 +78,8 @@ func NewJob(id string, createdAt time.Time) *domain.Job {
 
 // NewTasks returns the task tree of j with n chunks: element 0 is the stitch
 // task (waiting on n upstreams) and elements 1..n are the chunk tasks, pending
-// and runnable from j.CreatedAt, in ChunkIndex order. It does not change j.
+// and runnable from j.CreatedAt, in ChunkIndex order, with j's timeout (the
+// stitch task has none). It does not change j.
 func NewTasks(j *domain.Job, n int) []*domain.Task {
 	out := make([]*domain.Task, 0, n+1)
 	out = append(out, &domain.Task{
@@ -99,23 +100,24 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 	})
 	for i := range n {
 		out = append(out, &domain.Task{
-			ID:           ChunkTaskID(j.ID, i),
-			JobID:        j.ID,
-			Kind:         domain.KindChunk,
-			Workload:     j.Workload,
-			ChunkIndex:   i,
-			State:        domain.TaskPending,
-			MaxAttempts:  j.MaxAttempts,
-			LeaseSeconds: j.LeaseSeconds,
-			RunAfter:     j.CreatedAt,
-			Priority:     j.Priority,
-			JobCreatedAt: j.CreatedAt,
-			InputURI:     fmt.Sprintf("blob:chunks/%s/%d.csv", j.ID, i),
-			InputSHA256:  strings.Repeat("a1", 32),
-			InputBytes:   int64(1000 + i),
-			DownstreamID: StitchTaskID(j.ID),
-			CreatedAt:    j.CreatedAt,
-			UpdatedAt:    j.CreatedAt,
+			ID:             ChunkTaskID(j.ID, i),
+			JobID:          j.ID,
+			Kind:           domain.KindChunk,
+			Workload:       j.Workload,
+			ChunkIndex:     i,
+			State:          domain.TaskPending,
+			MaxAttempts:    j.MaxAttempts,
+			LeaseSeconds:   j.LeaseSeconds,
+			TimeoutSeconds: j.TimeoutSeconds,
+			RunAfter:       j.CreatedAt,
+			Priority:       j.Priority,
+			JobCreatedAt:   j.CreatedAt,
+			InputURI:       fmt.Sprintf("blob:chunks/%s/%d.csv", j.ID, i),
+			InputSHA256:    strings.Repeat("a1", 32),
+			InputBytes:     int64(1000 + i),
+			DownstreamID:   StitchTaskID(j.ID),
+			CreatedAt:      j.CreatedAt,
+			UpdatedAt:      j.CreatedAt,
 		})
 	}
 	return out
