@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,11 +70,10 @@ var restRoutes = map[string]struct {
 // hostileUploadMax is the upload bound of the hostile suite's server.
 const hostileUploadMax = 1 << 20
 
-// sendSlack is how much a client may get to send past what the server
-// reads: the two sockets' buffers and the transport's. A server that read
-// on would take the client far past it (the bodies are 256 MiB or more
-// over their bounds).
-const sendSlack = 32 << 20
+// sendSlack is how much of a gigabyte past a route's bound the client
+// sends before it waits for the answer: a server that read on would never
+// answer, and the test would time out.
+const sendSlack = 4 << 20
 
 // rpcRoles says which token each service takes.
 var rpcRoles = map[string]auth.Role{
@@ -211,6 +211,9 @@ func (h *hostile) send(t *testing.T, a attempt) answer {
 		req.Header[k] = v
 	}
 	start := time.Now()
+	if c, ok := a.body.(*counting); ok && c.hold > 0 {
+		defer c.release()
+	}
 	resp, err := hostileClient.Do(req)
 	if err != nil {
 		t.Fatalf("%s %s: %v", a.method, a.path, err)
@@ -233,12 +236,18 @@ func (h *hostile) send(t *testing.T, a attempt) answer {
 	return ans
 }
 
-// counting is an endless body of one byte repeated that counts what was
-// read of it, stopping after n bytes.
+// counting is a body of n bytes of one byte repeated that counts what was
+// read of it. Past hold bytes (when set) it waits until released: the
+// server must answer without the rest, and the client's transport, which
+// reads the answer while it sends, returns it however the server closes.
 type counting struct {
 	b    byte
 	n    int64
+	hold int64
 	read atomic.Int64
+
+	once     sync.Once
+	released chan struct{}
 }
 
 func (c *counting) Read(p []byte) (int, error) {
@@ -246,14 +255,42 @@ func (c *counting) Read(p []byte) (int, error) {
 	if left <= 0 {
 		return 0, io.EOF
 	}
+	if c.hold > 0 && c.read.Load() >= c.hold {
+		<-c.releasedChan()
+		return 0, errors.New("released: the server answered")
+	}
 	if int64(len(p)) > left {
 		p = p[:left]
+	}
+	if c.hold > 0 && int64(len(p)) > c.hold-c.read.Load() {
+		p = p[:c.hold-c.read.Load()]
 	}
 	for i := range p {
 		p[i] = c.b
 	}
 	c.read.Add(int64(len(p)))
 	return len(p), nil
+}
+
+func (c *counting) releasedChan() chan struct{} {
+	c.once.Do(func() { c.released = make(chan struct{}) })
+	return c.released
+}
+
+// release lets a held body end.
+func (c *counting) release() {
+	ch := c.releasedChan()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// huge is a gigabyte of b that the server must answer before the client
+// sends more than the bound and sendSlack.
+func huge(b byte, bound int64) *counting {
+	return &counting{b: b, n: 1 << 30, hold: bound + sendSlack}
 }
 
 // trickle sends a few bytes, then one byte every 100 ms, until closed.
@@ -345,12 +382,7 @@ func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, b
 		expect("another role's token", h.send(t, attempt{method: method, path: path, token: otherToken(role)}), 403, auth.CodePermissionDenied)
 		expect("the peer token", h.send(t, attempt{method: method, path: path, token: hostileTokens.Peer}), 403, auth.CodePermissionDenied)
 		// Unauthenticated, a declared gigabyte is refused before a byte of it is read.
-		body := &counting{b: '{', n: 1 << 30}
-		a := h.send(t, attempt{method: method, path: path, body: body, length: 1 << 30, ctype: json})
-		expect("no token, 1 GiB body", a, 401, auth.CodeUnauthenticated)
-		if n := body.read.Load(); n > sendSlack {
-			t.Errorf("no token, 1 GiB body: the client got to send %d bytes before the answer", n)
-		}
+		expect("no token, 1 GiB body", h.send(t, attempt{method: method, path: path, body: huge('{', 0), length: 1 << 30, ctype: json}), 401, auth.CodeUnauthenticated)
 	}
 	tok := roleToken(role)
 	if method == "POST" {
@@ -359,25 +391,20 @@ func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, b
 	}
 
 	// Over the bound, declared: refused before the body is read.
-	body := &counting{b: ' ', n: bound + 1}
-	a := h.send(t, attempt{method: method, path: path, token: tok, body: body, length: bound + 1, ctype: json})
-	expect("declared body over the bound", a, 413, auth.CodeTooLarge)
-	if n := body.read.Load(); bound > 16<<20 && n > bound/2 {
-		t.Errorf("declared body over the bound: the client got to send %d of %d bytes before the answer", n, bound+1)
-	}
+	body := &counting{b: ' ', n: bound + 1, hold: sendSlack}
+	expect("declared body over the bound", h.send(t, attempt{method: method, path: path, token: tok, body: body, length: bound + 1, ctype: json}), 413, auth.CodeTooLarge)
+	var a answer
 	if method != "POST" {
 		return
 	}
-	// Over the bound, not declared: cut at the bound.
+	// Over the bound, not declared: cut at the bound. (The 256 MiB bounds
+	// are checked declared only: reading them to the bound takes long.)
 	fill := byte(' ')
 	if json == "text/csv" {
 		fill = '\n'
 	}
-	body = &counting{b: fill, n: bound + 256<<20}
-	a = h.send(t, attempt{method: method, path: path, token: tok, body: body, length: -1, ctype: json})
-	expect("chunked body over the bound", a, 413, auth.CodeTooLarge)
-	if n := body.read.Load(); n > bound+sendSlack {
-		t.Errorf("chunked body over the bound: the client got to send %d bytes, more than the bound %d and the buffers", n, bound)
+	if bound <= 16<<20 {
+		expect("chunked gigabyte", h.send(t, attempt{method: method, path: path, token: tok, body: huge(fill, bound), length: -1, ctype: json}), 413, auth.CodeTooLarge)
 	}
 	// A body that trickles in is cut off.
 	stop := make(chan struct{})
@@ -395,16 +422,28 @@ func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, b
 	expect("form post", h.send(t, attempt{method: method, path: path, token: tok, ctype: "application/x-www-form-urlencoded", body: strings.NewReader(`a=b`)}), 400, auth.CodeInvalidArgument)
 }
 
-// gzipBomb returns n zero bytes, gzipped.
+// smallBomb is a gzip bomb of 32 MiB, made once.
+var smallBomb = func() func(t *testing.T) []byte {
+	var once sync.Once
+	var b []byte
+	return func(t *testing.T) []byte {
+		once.Do(func() { b = gzipBomb(t, 32<<20) })
+		return b
+	}
+}()
+
+// gzipBomb returns n spaces (a multiple of 1 MiB), gzipped: one gzip
+// member of 1 MiB, repeated, as gzip readers read members one after the
+// other.
 func gzipBomb(t *testing.T, n int64) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	zw, _ := gzip.NewWriterLevel(&b, gzip.BestCompression)
-	if _, err := io.Copy(zw, &counting{b: ' ', n: n}); err != nil {
+	var one bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&one, gzip.BestCompression)
+	if _, err := io.Copy(zw, &counting{b: ' ', n: 1 << 20}); err != nil {
 		t.Fatal(err)
 	}
 	zw.Close()
-	return b.Bytes()
+	return bytes.Repeat(one.Bytes(), int(n>>20))
 }
 
 func (h *hostile) rpcProcedure(t *testing.T, proc string, role auth.Role) {
@@ -423,25 +462,15 @@ func (h *hostile) rpcProcedure(t *testing.T, proc string, role auth.Role) {
 	}
 	expect("no token", h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: strings.NewReader("{}")}), connect.CodeUnauthenticated)
 	expect("another role's token", h.send(t, attempt{method: "POST", path: proc, token: otherToken(role), ctype: ctype, body: strings.NewReader("{}")}), connect.CodePermissionDenied)
-	body := &counting{b: ' ', n: 1 << 30}
-	a := h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: body, length: 1 << 30})
-	expect("no token, 1 GiB body", a, connect.CodeUnauthenticated)
-	if n := body.read.Load(); n > sendSlack {
-		t.Errorf("no token, 1 GiB body: the client got to send %d bytes before the answer", n)
-	}
+	expect("no token, 1 GiB body", h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: huge(' ', 0), length: 1 << 30}), connect.CodeUnauthenticated)
 	tok := roleToken(role)
-	body = &counting{b: ' ', n: rpc.MaxMessageBytes + 2<<10}
+	body := &counting{b: ' ', n: rpc.MaxMessageBytes + 2<<10, hold: sendSlack}
 	expect("declared body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: body.n}), connect.CodeResourceExhausted)
 	if ctype != "application/json" {
 		return
 	}
-	body = &counting{b: ' ', n: rpc.MaxMessageBytes + 256<<20}
-	expect("chunked body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: -1}), connect.CodeResourceExhausted)
-	if n := body.read.Load(); n > rpc.MaxMessageBytes+sendSlack {
-		t.Errorf("chunked body over the bound: the client got to send %d bytes", n)
-	}
-	bomb := gzipBomb(t, 64<<20)
-	a = h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: bytes.NewReader(bomb),
+	expect("chunked gigabyte", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: huge(' ', rpc.MaxMessageBytes), length: -1}), connect.CodeResourceExhausted)
+	a := h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: bytes.NewReader(smallBomb(t)),
 		header: http.Header{"Content-Encoding": {"gzip"}}})
 	expect("gzip bomb", a, connect.CodeResourceExhausted)
 	expect("malformed JSON", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: strings.NewReader(`{"taskId": `)}), connect.CodeInvalidArgument)
@@ -585,10 +614,10 @@ func TestHostileMemory(t *testing.T) {
 		a    attempt
 		want connect.Code
 	}{
-		{"1 GiB without a token", attempt{method: "POST", path: proc, ctype: "application/json", body: &counting{b: ' ', n: gig}, length: -1}, connect.CodeUnauthenticated},
+		{"1 GiB without a token", attempt{method: "POST", path: proc, ctype: "application/json", body: huge(' ', 0), length: -1}, connect.CodeUnauthenticated},
 		{"a gzip bomb of 1 GiB without a token", attempt{method: "POST", path: proc, ctype: "application/json",
 			body: bytes.NewReader(bomb), header: http.Header{"Content-Encoding": {"gzip"}}}, connect.CodeUnauthenticated},
-		{"1 GiB with the peer token", attempt{method: "POST", path: proc, token: hostileTokens.Peer, ctype: "application/json", body: &counting{b: ' ', n: gig}, length: -1}, connect.CodeResourceExhausted},
+		{"1 GiB with the peer token", attempt{method: "POST", path: proc, token: hostileTokens.Peer, ctype: "application/json", body: huge(' ', rpc.MaxMessageBytes), length: -1}, connect.CodeResourceExhausted},
 		{fmt.Sprintf("a gzip bomb of %s inflating to 1 GiB, with the peer token", fmtBytes(int64(len(bomb)))), attempt{method: "POST", path: proc, token: hostileTokens.Peer, ctype: "application/json",
 			body: bytes.NewReader(bomb), header: http.Header{"Content-Encoding": {"gzip"}}}, connect.CodeResourceExhausted},
 	} {
@@ -605,4 +634,112 @@ func TestHostileMemory(t *testing.T) {
 			t.Errorf("%s: the coordinator's peak RSS reached %s, over the bound %s", c.name, fmtBytes(hwm), fmtBytes(bound))
 		}
 	}
+}
+
+// TestHostileCaps opens more long-polling claims and more log follows than
+// the process's caps: the extra ones get 503 with Retry-After, over REST,
+// RPC and the dashboard alike, and the others still work — new work wakes
+// one waiting claim, a log line reaches every follower.
+func TestHostileCaps(t *testing.T) {
+	t.Parallel()
+	h := startHostile(t, serveConfig{}, engine.Config{MaxWaitingClaims: 3, MaxStreams: 2})
+	busy := func(what string, a answer) {
+		t.Helper()
+		if a.status != http.StatusServiceUnavailable || a.code != "unavailable" || a.header.Get("Retry-After") == "" {
+			t.Errorf("%s over the cap: %d %s (Retry-After %q), want 503 unavailable with Retry-After", what, a.status, a.body, a.header.Get("Retry-After"))
+		}
+	}
+	claim := func(wait float64) answer {
+		return h.send(t, attempt{method: "POST", path: "/tasks/claim", token: hostileTokens.Worker, ctype: "application/json",
+			body: strings.NewReader(fmt.Sprintf(`{"worker_id": "w", "workloads": ["later"], "wait_seconds": %v}`, wait))})
+	}
+
+	// Three claims wait for work of a workload that has none yet.
+	answers := make(chan answer, 3)
+	for range 3 {
+		go func() { answers <- claim(4) }()
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if n, _ := h.engine.Waiting(); n == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the three claims are not waiting after 10 s")
+		}
+	}
+	busy("a fourth waiting claim", claim(1))
+	if s := claim(0); s.status != http.StatusNoContent {
+		t.Errorf("a claim that does not wait, beside the full waiting room: %d %s, want 204", s.status, s.body)
+	}
+	busy("Worker.Poll", h.send(t, attempt{method: "POST", path: "/scimesh.v1.Worker/Poll", token: hostileTokens.Worker, ctype: "application/json",
+		body: strings.NewReader(`{"workerId": "w", "waitSeconds": 1}`)}))
+	// One task of that workload: one waiting claim gets it at once, the
+	// others wait on.
+	created := time.Now()
+	var j jobOut
+	if s := call(t, "POST", h.url+"/jobs", hostileTokens.Client, map[string]any{"workload": "later", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+		t.Fatalf("create a job: %d", s)
+	}
+	got := map[int]int{}
+	for range 3 {
+		a := <-answers
+		got[a.status]++
+		if a.status == http.StatusOK && time.Since(created) > 2*time.Second {
+			t.Errorf("the woken claim answered %v after the job was made", time.Since(created))
+		}
+	}
+	if got[http.StatusOK] != 1 || got[http.StatusNoContent] != 2 {
+		t.Errorf("three waiting claims, one new task: answers %v, want one 200 and two 204", got)
+	}
+
+	// Two follows of a leased task's log fill the streams.
+	var tk taskOut
+	if s := call(t, "POST", h.url+"/tasks/claim", hostileTokens.Worker, map[string]any{"worker_id": "w1", "workloads": []string{"w"}}, &tk); s != 200 {
+		t.Fatalf("claim the first job's task: %d", s)
+	}
+	lines := make(chan string, 2)
+	for range 2 {
+		req, _ := http.NewRequest("GET", h.url+"/tasks/"+tk.TaskID+"/logs?follow=1", nil)
+		req.Header.Set("Authorization", "Bearer "+hostileTokens.Client)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("follow: %v %v", resp, err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		go func() {
+			b := make([]byte, 256)
+			n, _ := resp.Body.Read(b)
+			lines <- string(b[:n])
+		}()
+	}
+	busy("a third follow", h.send(t, attempt{method: "GET", path: "/tasks/" + tk.TaskID + "/logs?follow=1", token: hostileTokens.Client}))
+	// A Connect stream's error comes in its last message, after a 200.
+	if a := h.send(t, attempt{method: "POST", path: "/scimesh.v1.Queue/GetLogs", token: hostileTokens.Client, ctype: "application/connect+json",
+		body: bytes.NewReader(connectEnvelope(`{"taskId": "` + tk.TaskID + `", "follow": true}`))}); a.code != "unavailable" {
+		t.Errorf("GetLogs with follow over the cap: %d %s, want unavailable", a.status, a.body)
+	}
+	if a := h.send(t, attempt{method: "GET", path: "/ui/jobs/" + h.jobID + "/events", token: hostileTokens.Client}); a.status != http.StatusServiceUnavailable || a.header.Get("Retry-After") == "" {
+		t.Errorf("the dashboard's live view over the cap: %d %s, want 503 with Retry-After", a.status, a.body)
+	}
+	if s := call(t, "POST", h.url+"/tasks/"+tk.TaskID+"/logs", hostileTokens.Worker, map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "lines": []string{"hello followers"}}, nil); s != 204 {
+		t.Fatalf("append a log line: %d", s)
+	}
+	for range 2 {
+		select {
+		case l := <-lines:
+			if !strings.Contains(l, "hello followers") {
+				t.Errorf("a follower read %q, want the new line", l)
+			}
+		case <-time.After(5 * time.Second):
+			t.Error("a follower did not get the new line within 5 s")
+		}
+	}
+}
+
+// connectEnvelope frames one message of the Connect streaming protocol.
+func connectEnvelope(msg string) []byte {
+	b := []byte{0, 0, 0, 0, 0}
+	n := len(msg)
+	b[1], b[2], b[3], b[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
+	return append(b, msg...)
 }

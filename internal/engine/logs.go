@@ -153,6 +153,17 @@ func (e *Engine) FollowLogs(ctx context.Context, taskID string, follow bool, emi
 // another process.
 const logPoll = 500 * time.Millisecond
 
+// Waiting returns how many claims of this process wait for work and how
+// many streams are open.
+func (e *Engine) Waiting() (claims, streams int) {
+	e.claimers.mu.Lock()
+	claims = len(e.claimers.waiting)
+	e.claimers.mu.Unlock()
+	e.streams.mu.Lock()
+	defer e.streams.mu.Unlock()
+	return claims, e.streams.open
+}
+
 // HoldStream takes one of the process's stream slots for a stream other
 // than a log follow (the dashboard's live views), until release is
 // called; without a free one it fails with domain.ErrBusy.

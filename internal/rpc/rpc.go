@@ -148,9 +148,12 @@ func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) er
 	}
 	for _, c := range codes {
 		if errors.Is(err, c.err) {
-			if c.err == domain.ErrUnavailable {
+			switch c.err {
+			case domain.ErrUnavailable:
 				m.log.WarnContext(ctx, "unavailable", "procedure", procedure, "error", err)
-				return connect.NewError(c.code, errors.New("the database is not answering; retry later"))
+				return retryAfter(connect.NewError(c.code, errors.New("the database is not answering; retry later")))
+			case domain.ErrBusy:
+				return retryAfter(connect.NewError(c.code, err))
 			}
 			return connect.NewError(c.code, err)
 		}
@@ -160,6 +163,14 @@ func (m errorMapper) mapErr(ctx context.Context, procedure string, err error) er
 	}
 	m.log.ErrorContext(ctx, "internal error", "procedure", procedure, "error", err)
 	return connect.NewError(connect.CodeInternal, errors.New("internal error; the server logged the details"))
+}
+
+// retryAfter tells the caller of an unavailable service when to try
+// again, as the REST API does (a header of the Connect protocol's answer,
+// trailing metadata of gRPC's).
+func retryAfter(e *connect.Error) *connect.Error {
+	e.Meta().Set("Retry-After", "1")
+	return e
 }
 
 func (m errorMapper) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
