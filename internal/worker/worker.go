@@ -47,6 +47,9 @@ type Config struct {
 	// KeepWorkDirs keeps each attempt's directory when it ends, for
 	// debugging; by default it is removed.
 	KeepWorkDirs bool
+	// PassEnv names variables of the worker's environment that commands
+	// see besides PATH, HOME, LANG, LC_*, TZ and TMPDIR.
+	PassEnv []string
 	// Grace is how long running tasks may go on once Run's context is done,
 	// before they are killed and reported as retryable failures. Zero kills
 	// them at once; the scimesh command defaults it to DefaultGrace.
@@ -145,6 +148,11 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.cfg.WorkDir = abs
 	}
+	for _, name := range cfg.PassEnv {
+		if err := checkEnvName(name); err != nil {
+			return nil, err
+		}
+	}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -178,7 +186,8 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // still running and reports them as retryable failures, so that the
 // coordinator leases them again at once. It returns nil after such a
 // shutdown, and an error when the coordinator refuses the worker's claims
-// for good (an unknown token, say), after the same shutdown. Run may be
+// for good (an unknown token, say), after the same shutdown, or when the
+// work directory is unusable, before it claims anything. Run may be
 // called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
@@ -189,6 +198,13 @@ func (w *Worker) Run(ctx context.Context) error {
 	runCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
 	defer kill()
 
+	if len(w.treeNames) > 0 { // workloads with a command, which need it
+		release, err := w.openWorkDir()
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	w.log.Info("worker started", "coordinator", w.client.BaseURL(), "workloads", w.names, "concurrency", w.cfg.Concurrency)
 	var slots sync.WaitGroup
 	for range w.cfg.Concurrency {
