@@ -37,6 +37,7 @@ func TestWorkerProcess(t *testing.T) {
 	pids := t.TempDir()
 	w := start(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"},
 		"worker", "--id", "w1", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work"),
+		"--allow-input-host", "127.0.0.1/32", // the data server's address: loopback is refused by default
 		"--workload", "copy=sed s/value/score/",
 		"--workload", "sleep=echo $$ > "+pids+"/sh; sleep 60 & echo $! > "+pids+"/child; wait")
 
@@ -121,7 +122,7 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 	}
 	command := fmt.Sprintf("sleep %s & setsid sleep %s & (setsid sleep %s &); wait", marks[0], marks[1], marks[2])
 	work := filepath.Join(dir, "work")
-	args := []string{"worker", "--id", "w1", "--work-dir", work, "--workload", "hold=" + command}
+	args := []string{"worker", "--id", "w1", "--work-dir", work, "--allow-input-host", "127.0.0.1/32", "--workload", "hold=" + command}
 	w := start(t, dir, workerEnv(p.url), args...)
 	var j jobOut
 	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "hold", "input": input}, &j); s != 201 {

@@ -1,10 +1,16 @@
 package worker_test
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,8 +18,137 @@ import (
 	"github.com/scimesh/scimesh/internal/worker"
 )
 
-// What a worker's operator controls: what commands see of the worker's
+// What a worker's operator controls: where hosted inputs come from, how
+// big an input of unknown size may be, what commands see of the worker's
 // environment, and the work directory's leftovers.
+
+// ref is a chunk reference to data at uri.
+func ref(uri string, data []byte) client.ChunkRef {
+	sum := sha256.Sum256(data)
+	return client.ChunkRef{URI: uri, SHA256: hex.EncodeToString(sum[:]), Bytes: int64(len(data))}
+}
+
+// countingServer serves data at every path on a listener of its own and
+// counts the requests it gets.
+type countingServer struct {
+	*httptest.Server
+	hits atomic.Int64
+}
+
+func newCountingServer(l net.Listener, data []byte) *countingServer {
+	s := &countingServer{}
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.hits.Add(1)
+		_, _ = w.Write(data)
+	}))
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	return s
+}
+
+// TestHostedInputHosts checks --allow-input-host: loopback refused by
+// default, for good and with a message that names the address and the
+// flag; allowed by a CIDR; a redirect checked like the first URL.
+func TestHostedInputHosts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	chunk := []byte("id,value\na,1\nb,2\n")
+	score := func(name string) []worker.Workload { return []worker.Workload{mustWorkload(t, name+"="+scoreCommand)} }
+	b.startWorker(worker.Config{AllowInputHosts: []string{}, Workloads: score("default")}) // no pattern: the default
+	b.startWorker(worker.Config{AllowInputHosts: []string{"127.0.0.1/32"}, Workloads: score("cidr")})
+	b.startWorker(worker.Config{AllowInputHosts: []string{"localhost"}, Workloads: score("name")})
+	b.startWorker(worker.Config{AllowInputHosts: []string{"localhost", "127.0.0.2/32"}, Workloads: score("both")})
+
+	failsForGood := func(t *testing.T, workload string, c client.ChunkRef, want ...string) {
+		t.Helper()
+		j := b.createJob(client.JobRequest{Workload: workload, MaxAttempts: 3, TopK: 1, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+		b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
+		tk := b.tasks(j.JobID)[0]
+		if tk.Attempt != 1 {
+			t.Errorf("task failed after %d attempts, want 1: a refused host is no reason to try again", tk.Attempt)
+		}
+		for _, w := range want {
+			if !strings.Contains(tk.Error, w) {
+				t.Errorf("task error %q does not say %q", tk.Error, w)
+			}
+		}
+	}
+	completes := func(t *testing.T, workload string, c client.ChunkRef) {
+		t.Helper()
+		j := b.createJob(client.JobRequest{Workload: workload, TopK: 1, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+		b.waitJob(j.JobID, client.JobCompleted, 20*time.Second)
+		if got := b.result(j.JobID); got != "id,score,chunk\nb,2,0\n" {
+			t.Errorf("result %q", got)
+		}
+	}
+
+	t.Run("loopback refused by default", func(t *testing.T) {
+		c := b.data.host("/hosts/default", chunk, nil)
+		failsForGood(t, "default", c, "127.0.0.1", "loopback", "--allow-input-host 127.0.0.1/32")
+	})
+	t.Run("allowed by a CIDR", func(t *testing.T) {
+		completes(t, "cidr", b.data.host("/hosts/cidr", chunk, nil))
+	})
+	t.Run("allowed by name", func(t *testing.T) {
+		c := b.data.host("/hosts/name", chunk, nil)
+		c.URI = strings.Replace(c.URI, "127.0.0.1", "localhost", 1)
+		completes(t, "name", c)
+	})
+
+	// A redirect from localhost (allowed by name) to 127.0.0.2, a
+	// loopback address that only one worker allows.
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	if err != nil {
+		t.Skipf("no listener on 127.0.0.2 for the redirect cases: %v", err)
+	}
+	target := newCountingServer(l, chunk)
+	t.Cleanup(target.Close)
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target.URL+r.URL.Path, http.StatusFound)
+	}))
+	t.Cleanup(redirector.Close)
+	via := ref(strings.Replace(redirector.URL, "127.0.0.1", "localhost", 1)+"/c.csv", chunk)
+
+	t.Run("redirect to a refused host", func(t *testing.T) {
+		failsForGood(t, "name", via, "the input host 127.0.0.2 is not allowed", "matches none of this worker's --allow-input-host patterns (localhost)", "--allow-input-host 127.0.0.2/32")
+		if n := target.hits.Load(); n != 0 {
+			t.Errorf("the refused host got %d requests; the worker must not connect", n)
+		}
+	})
+	t.Run("redirect to an allowed host", func(t *testing.T) {
+		completes(t, "both", via)
+		if target.hits.Load() == 0 {
+			t.Error("the chunk did not come from the redirect's target")
+		}
+	})
+	if auth := b.data.authHeaders(); strings.Join(auth, "") != "" {
+		t.Errorf("hosted inputs were fetched with Authorization headers %q", auth)
+	}
+}
+
+// TestMaxInputBytes checks that a chunk of unknown size is cut off at
+// MaxInputBytes, failing its task for good with a message that names the
+// flag, and that one below the bound runs.
+func TestMaxInputBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.startWorker(worker.Config{MaxInputBytes: 64, Workloads: []worker.Workload{mustWorkload(t, "score="+scoreCommand)}})
+	big := []byte("id,value\n" + strings.Repeat("row,1\n", 40)) // 249 bytes
+	c := b.data.host("/max/big", big, nil)
+	c.Bytes = 0
+	j := b.createJob(client.JobRequest{Workload: "score", MaxAttempts: 3, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+	b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
+	tk := b.tasks(j.JobID)[0]
+	if tk.Attempt != 1 || !strings.Contains(tk.Error, "larger than 64 bytes") || !strings.Contains(tk.Error, "--max-input-bytes") {
+		t.Fatalf("task over the bound: attempt %d, error %q; want a failure for good at attempt 1 naming the bound and --max-input-bytes", tk.Attempt, tk.Error)
+	}
+
+	small := b.data.host("/max/small", []byte("id,value\na,1\n"), nil)
+	small.Bytes = 0
+	j = b.createJob(client.JobRequest{Workload: "score", Input: client.JobInput{Chunks: []client.ChunkRef{small}}})
+	b.waitJob(j.JobID, client.JobCompleted, 20*time.Second)
+}
 
 // TestEnvironmentAllowlist checks that a command sees only the allowed
 // variables of the worker's environment, those PassEnv names, and the

@@ -160,12 +160,12 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 
 	dlCtx, dlCancel := context.WithCancelCause(ctx)
 	defer dlCancel(nil)
-	body, err := w.client.Input(dlCtx, t.Input.URL)
+	body, err := w.openInput(dlCtx, t)
 	if err != nil {
 		return nil, fmt.Errorf("download the input: %w", err)
 	}
 	defer body.Close()
-	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout)
+	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout, w.cfg.MaxInputBytes)
 	defer in.stop()
 
 	// The workload writes into a pipe that the selector reads as it comes;
