@@ -1,14 +1,21 @@
 package worker_test
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,7 +27,7 @@ import (
 
 // What a worker's operator controls: where hosted inputs come from, how
 // big an input of unknown size may be, what commands see of the worker's
-// environment, and the work directory's leftovers.
+// environment, the work directory's leftovers, and the job's timeout.
 
 // ref is a chunk reference to data at uri.
 func ref(uri string, data []byte) client.ChunkRef {
@@ -254,4 +261,103 @@ func TestLeftoverWorkDirs(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "s0:01bb-0", "1")); err != nil {
 		t.Errorf("a worker removed a task directory while another worker shares the work directory: %v", err)
 	}
+}
+
+// timeoutProxy is a proxy in front of the bundle's coordinator that adds
+// "timeout_seconds": seconds to every claimed task. It stands in for the
+// coordinator's side of the job's timeout_seconds, which is built
+// separately: once jobs carry the field, such tests create the job with it
+// instead.
+func timeoutProxy(t *testing.T, b *bundle, seconds int) string {
+	t.Helper()
+	target, err := url.Parse(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.Transport = tr
+	proxy.ErrorLog = log.New(io.Discard, "", 0) // a claim cut short when the worker stops
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		if resp.Request.URL.Path != "/tasks/claim" || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		var task map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&task); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		task["timeout_seconds"] = seconds
+		body, err := json.Marshal(task)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(func() {
+		srv.Close()
+		tr.CloseIdleConnections()
+	})
+	return srv.URL
+}
+
+// TestTimeout checks the job's timeout_seconds on the worker's side: an
+// attempt that runs longer is killed — a command with every process it
+// started, a built-in through its context — and reported as a retryable
+// failure whose error starts "timed out after N s".
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pids := t.TempDir()
+	// A chunk that never ends: the built-in waits for its rows.
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "id,fingerprint\n")
+		for i := 0; i < 600; i++ {
+			_, _ = fmt.Fprintf(w, "m%d,ff00\n", i)
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(drip.Close) // after the parallel subtests
+	b.startWorkerAt(timeoutProxy(t, b, 1), worker.Config{Concurrency: 2, Workloads: []worker.Workload{
+		mustWorkload(t, "sleep="+sleeper(pids)),
+		mustWorkload(t, "tanimoto"),
+	}})
+
+	check := func(t *testing.T, j *client.Job) {
+		t.Helper()
+		began := time.Now()
+		b.waitJob(j.JobID, client.JobFailed, 30*time.Second)
+		tk := b.tasks(j.JobID)[0]
+		if tk.Attempt != 2 || !strings.HasPrefix(tk.Error, "timed out after 1 s") {
+			t.Errorf("task: attempt %d, error %q; want failed after 2 attempts (retryable), error starting %q", tk.Attempt, tk.Error, "timed out after 1 s")
+		}
+		if took := time.Since(began); took > 20*time.Second {
+			t.Errorf("two attempts of a 1 s timeout took %v", took)
+		}
+	}
+	t.Run("command", func(t *testing.T) {
+		t.Parallel()
+		j := b.job(client.JobRequest{Workload: "sleep", MaxAttempts: 2}, "id,value\na,1\n")
+		sh := readPID(t, filepath.Join(pids, "0.sh"), 10*time.Second)
+		child := readPID(t, filepath.Join(pids, "0.child"), 10*time.Second)
+		check(t, j)
+		waitGone(t, 5*time.Second, sh, child)
+	})
+	t.Run("built-in", func(t *testing.T) {
+		t.Parallel()
+		c := ref(drip.URL+"/endless.csv", nil)
+		c.Bytes = 0
+		j := b.createJob(client.JobRequest{Workload: "tanimoto", MaxAttempts: 2, Parameters: json.RawMessage(`{"query":"ff00"}`),
+			Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+		check(t, j)
+	})
 }
