@@ -30,6 +30,9 @@ func newWorkerCmd() *cobra.Command {
 		grace       time.Duration
 		keepDirs    bool
 		treeSlots   int
+		allowHosts  []string
+		maxInput    int64
+		passEnv     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "worker --workload NAME=COMMAND… [flags]",
@@ -40,6 +43,15 @@ downloads each chunk, runs the workload's command with the chunk on stdin
 SCIMESH_JOB_ID, SCIMESH_CHUNK_INDEX, SCIMESH_ATTEMPT and SCIMESH_PARAMETERS
 in its environment), keeps the best top_k rows of the CSV it prints, and
 reports them. --workload NAME (no command) turns on a built-in: tanimoto.
+
+Commands see only PATH, HOME, LANG, LC_*, TZ and TMPDIR of the worker's
+environment, the task's SCIMESH_ variables and what --pass-env names. On
+Linux each runs under a small supervisor (this binary again) that kills the
+command and every process it started when the worker dies, even by
+SIGKILL. Hosted chunks (a job's input.chunks URIs) are fetched without the
+token and never from loopback or link-local addresses unless
+--allow-input-host allows them; with --allow-input-host, only from the
+hosts it names.
 
 On SIGTERM or SIGINT it stops claiming, lets running tasks finish within
 --grace, kills the rest and reports them as failures so that they are leased
@@ -74,7 +86,7 @@ again at once, and exits 0.`,
 			cfg := worker.Config{
 				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
 				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(slog.LevelInfo),
-				TreeSlots: treeSlots,
+				TreeSlots: treeSlots, AllowInputHosts: allowHosts, MaxInputBytes: maxInput, PassEnv: passEnv,
 			}
 			if treeSlots > 0 {
 				cfg.Trees = scimeshv1connect.NewWorkerClient(&http.Client{}, coordinator, connect.WithInterceptors(rpc.Bearer(token)))
@@ -97,7 +109,10 @@ again at once, and exits 0.`,
 	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/ (env SCIMESH_WORK_DIR)")
 	f.DurationVar(&grace, "grace", worker.DefaultGrace, "on SIGTERM or SIGINT, how long running tasks may finish before they are killed")
 	f.IntVar(&treeSlots, "tree-concurrency", 0, "how many tree tasks (scimesh.v1 Worker.Poll) run at once beside the chunk tasks; 0 runs none")
-	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory when it ends, for debugging")
+	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory when it ends, for debugging (leftovers are then not removed at start)")
+	f.StringArrayVar(&allowHosts, "allow-input-host", nil, "where hosted chunks may be fetched from: a host name, *.domain or a CIDR such as 10.0.0.0/8 (repeat the flag); default any host but loopback and link-local addresses")
+	f.Int64Var(&maxInput, "max-input-bytes", worker.DefaultMaxInputBytes, "the most a chunk of unknown size may be, in bytes")
+	f.StringArrayVar(&passEnv, "pass-env", nil, "a variable of the worker's environment that commands see too (repeat the flag); they always see PATH, HOME, LANG, LC_*, TZ and TMPDIR")
 	return cmd
 }
 

@@ -37,6 +37,7 @@ func TestWorkerProcess(t *testing.T) {
 	pids := t.TempDir()
 	w := start(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"},
 		"worker", "--id", "w1", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work"),
+		"--allow-input-host", "127.0.0.1/32", // the data server's address: loopback is refused by default
 		"--workload", "copy=sed s/value/score/",
 		"--workload", "sleep=echo $$ > "+pids+"/sh; sleep 60 & echo $! > "+pids+"/child; wait")
 
@@ -95,6 +96,88 @@ func TestWorkerProcess(t *testing.T) {
 	if out := w.stderr.String(); !strings.Contains(out, "grace period over") || !strings.Contains(out, "worker stopped") {
 		t.Errorf("worker log lacks the shutdown:\n%s", out)
 	}
+}
+
+// TestWorkerKilledLeavesNoProcess runs a real `scimesh worker` whose
+// command leaves processes behind in every way a shell can — in its
+// process group, in a session of its own (setsid), and orphaned after a
+// double fork — then kills the worker with SIGKILL: within seconds none of
+// them runs. The worker, restarted, removes the task's leftover directory.
+func TestWorkerKilledLeavesNoProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "data", "scimesh.db"))
+	chunk := "id,value\na,1\n"
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte(chunk))
+	}))
+	defer data.Close()
+	sum := sha256.Sum256([]byte(chunk))
+	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
+
+	// Sleeps of about 1000 s whose arguments name this test's processes.
+	var marks []string
+	for i := range 3 {
+		marks = append(marks, fmt.Sprintf("1000.%d%d%d", os.Getpid(), time.Now().UnixNano()%1e6, i))
+	}
+	command := fmt.Sprintf("sleep %s & setsid sleep %s & (setsid sleep %s &); wait", marks[0], marks[1], marks[2])
+	work := filepath.Join(dir, "work")
+	args := []string{"worker", "--id", "w1", "--work-dir", work, "--allow-input-host", "127.0.0.1/32", "--workload", "hold=" + command}
+	w := start(t, dir, workerEnv(p.url), args...)
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "hold", "input": input}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	workerWaitFor(t, 20*time.Second, "the command's three sleeps to start", func() bool {
+		return len(workerProcsWith(marks...)) == 3
+	})
+	leftover, _ := filepath.Glob(filepath.Join(work, "s0:*"))
+	if len(leftover) != 1 {
+		t.Fatalf("task directories while the task runs: %q, want one", leftover)
+	}
+
+	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-w.done
+	w.done <- nil // for the cleanup
+	killed := time.Now()
+	workerWaitFor(t, 5*time.Second, "every process of the killed worker's command to end", func() bool {
+		return len(workerProcsWith(marks...)) == 0
+	})
+	t.Logf("all gone %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
+
+	again := start(t, dir, workerEnv(p.url), "worker", "--id", "w2", "--work-dir", work, "--workload", "other=cat")
+	workerWaitFor(t, 20*time.Second, "the restarted worker to remove the leftover directory", func() bool {
+		_, err := os.Stat(leftover[0])
+		return errors.Is(err, os.ErrNotExist)
+	})
+	if !strings.Contains(again.stderr.String(), "removed a leftover task directory") {
+		t.Errorf("the restarted worker's log does not say it removed the leftover:\n%s", again.stderr.String())
+	}
+}
+
+// workerProcsWith lists the live processes that have one of args as an
+// argument.
+func workerProcsWith(args ...string) []int {
+	var pids []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !workerAlive(pid) {
+			continue
+		}
+		for _, a := range args {
+			if strings.Contains(string(cmdline)+"\x00", "\x00"+a+"\x00") {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 func workerWaitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {

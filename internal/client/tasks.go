@@ -75,18 +75,9 @@ func (t *Task) setDeadline(h http.Header, received time.Time) {
 // coordinator's own scheme and host: input hosted elsewhere is fetched
 // without it, and so is any redirect away from the coordinator.
 func (c *Client) Input(ctx context.Context, rawURL string) (io.ReadCloser, error) {
-	if c.baseErr != nil {
-		return nil, c.baseErr
-	}
-	ref, err := url.Parse(rawURL)
+	u, err := c.inputURL(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("input URL %q: %w", rawURL, err)
-	}
-	u := c.base.ResolveReference(ref)
-	if ref.Scheme == "" && ref.Host == "" && len(rawURL) > 0 && rawURL[0] == '/' {
-		// A path on the coordinator keeps the base's path prefix.
-		u = c.base.JoinPath(ref.Path)
-		u.RawQuery = ref.RawQuery
+		return nil, err
 	}
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("input URL %q: only http and https inputs can be downloaded", rawURL)
@@ -106,6 +97,34 @@ func (c *Client) Input(ctx context.Context, rawURL string) (io.ReadCloser, error
 		return nil, readError(resp, op)
 	}
 	return resp.Body, nil
+}
+
+// inputURL resolves a task's input URL as Input does: a relative URL
+// against the coordinator's.
+func (c *Client) inputURL(rawURL string) (*url.URL, error) {
+	if c.baseErr != nil {
+		return nil, c.baseErr
+	}
+	ref, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("input URL %q: %w", rawURL, err)
+	}
+	u := c.base.ResolveReference(ref)
+	if ref.Scheme == "" && ref.Host == "" && len(rawURL) > 0 && rawURL[0] == '/' {
+		// A path on the coordinator keeps the base's path prefix.
+		u = c.base.JoinPath(ref.Path)
+		u.RawQuery = ref.RawQuery
+	}
+	return u, nil
+}
+
+// OnCoordinator reports whether a task's input URL (resolved as Input
+// resolves it) is on the coordinator's own scheme and host, where Input
+// sends the token. Input hosted anywhere else is the job's, not the
+// coordinator's: a worker may want to check where it leads first.
+func (c *Client) OnCoordinator(rawURL string) bool {
+	u, err := c.inputURL(rawURL)
+	return err == nil && c.sameOrigin(u)
 }
 
 // redactURL shows u without its query and user info, which may hold

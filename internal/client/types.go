@@ -146,6 +146,10 @@ type Task struct {
 	Order          string          `json:"order"`
 	HasHeader      bool            `json:"has_header"`
 	Input          TaskInput       `json:"input"`
+	// TimeoutSeconds bounds how long an attempt may run, from its claim;
+	// 0 means no bound. An attempt that runs longer is killed and reported
+	// as a retryable failure.
+	TimeoutSeconds int `json:"timeout_seconds"`
 
 	State      string    `json:"state"`       // TaskPending, TaskLeased, …
 	LeaseOwner string    `json:"lease_owner"` // the worker holding the lease, if any

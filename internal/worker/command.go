@@ -20,10 +20,10 @@ import (
 // directory and process group, the chunk streamed from in to its stdin,
 // its stdout to out, its stderr lines to the task's log. Cancelling ctx
 // kills the command and everything it started; so does kill, which the
-// stdin feeder calls when the download breaks. Every process left in the
-// command's group when it exits is killed too.
+// stdin feeder calls when the download breaks. Every process the command
+// started that is left when it exits is killed too.
 func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, wl Workload, t *client.Task, in *verifier, out io.Writer, log *slog.Logger) error {
-	env, err := taskEnv(t, w.cfg.ID)
+	env, err := w.taskEnv(t)
 	if err != nil {
 		return err
 	}
@@ -42,19 +42,17 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 	}()
 	stderr := &lineWriter{emit: ship.add}
 
-	stdin, feed, err := pipe()
+	stdin, feed, err := os.Pipe()
 	if err != nil {
 		return fmt.Errorf("make the command's stdin: %w", err)
 	}
-	cmd := shellCommand(ctx, wl.Command, dir, env)
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, out, stderr
-	if err := cmd.Start(); err != nil {
-		stdin.Close()
+	sh, err := startShell(ctx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: stdin, stdout: out, stderr: stderr})
+	stdin.Close()
+	if err != nil {
 		feed.Close()
 		return fmt.Errorf("start the command: %w", err)
 	}
-	stdin.Close()
-	log.Debug("command started", "pid", cmd.Process.Pid, "dir", dir)
+	log.Debug("command started", "pid", sh.pid(), "dir", dir)
 
 	var feeding sync.WaitGroup
 	feeding.Go(func() {
@@ -66,8 +64,7 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 			kill(err)
 		}
 	})
-	waitErr := cmd.Wait()
-	_ = killGroup(cmd) // whatever it left running
+	waitErr := sh.wait() // which kills whatever it left running
 	if waitErr != nil || ctx.Err() != nil {
 		in.abort()
 	}
@@ -79,7 +76,7 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 		return context.Cause(ctx)
 	}
 	if waitErr != nil {
-		return fmt.Errorf("%w%s", exitError(waitErr), tailText(stderr.lastLines()))
+		return fmt.Errorf("%w%s", waitErr, tailText(stderr.lastLines()))
 	}
 	return nil
 }
@@ -101,14 +98,9 @@ func tailText(lines []string) string {
 // 128 KiB, name and "=" included).
 const maxEnvValue = 128<<10 - 1
 
-// hiddenEnv are variables of the worker's environment that commands do
-// not see: the tokens and the database's address. Every SCIMESH_ variable
-// is replaced by the task's.
-var hiddenEnv = []string{"WORKER_AUTH_TOKEN", "CLIENT_AUTH_TOKEN", "PEER_AUTH_TOKEN", "DATABASE_URL", "ENV_FILE"}
-
-// taskEnv is the environment of a command run for t: the worker's own,
-// without its secrets, plus the task's variables.
-func taskEnv(t *client.Task, workerID string) ([]string, error) {
+// taskEnv is the environment of a command run for t: what commandEnv
+// passes on of the worker's own, plus the task's variables.
+func (w *Worker) taskEnv(t *client.Task) ([]string, error) {
 	params := []byte("{}")
 	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
 		var buf bytes.Buffer
@@ -120,47 +112,23 @@ func taskEnv(t *client.Task, workerID string) ([]string, error) {
 	if len("SCIMESH_PARAMETERS=")+len(params) > maxEnvValue {
 		return nil, Permanent(fmt.Errorf("the job's parameters are %d bytes of JSON, more than the 128 KiB an environment variable can hold; put large data in the input instead", len(params)))
 	}
-	env := baseEnv()
 	hasHeader := "false"
 	if t.HasHeader {
 		hasHeader = "true"
 	}
-	return append(env,
+	return w.commandEnv(
 		"SCIMESH_TASK_ID="+t.TaskID,
 		"SCIMESH_JOB_ID="+t.JobID,
 		"SCIMESH_CHUNK_INDEX="+strconv.Itoa(t.ChunkIndex),
 		"SCIMESH_ATTEMPT="+strconv.Itoa(t.Attempt),
 		"SCIMESH_PARAMETERS="+string(params),
 		"SCIMESH_WORKLOAD="+t.Workload,
-		"SCIMESH_WORKER_ID="+workerID,
+		"SCIMESH_WORKER_ID="+w.cfg.ID,
 		"SCIMESH_HAS_HEADER="+hasHeader,
 		"SCIMESH_TOP_K="+strconv.Itoa(t.TopK),
 		"SCIMESH_SCORE_COLUMN="+t.ScoreColumn,
 		"SCIMESH_ORDER="+t.Order,
 	), nil
-}
-
-// baseEnv is the worker's own environment without its secrets and without
-// any SCIMESH_ variable, onto which a command's task variables go.
-func baseEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "SCIMESH_") || isHidden(k) {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
-}
-
-func isHidden(k string) bool {
-	for _, h := range hiddenEnv {
-		if k == h {
-			return true
-		}
-	}
-	return false
 }
 
 // safeName makes a task ID one safe path element. IDs are SHARD:LOCAL of

@@ -18,27 +18,35 @@
 //     cancelled (or 404), or no heartbeat getting through before the lease
 //     ends, abandons the attempt: the workload is killed and nothing is
 //     reported, since the task is someone else's or its job is over.
-//  3. Download input.url — with the worker token only when the URL is on
-//     the coordinator's own scheme and host — and stream it to the
-//     workload as it arrives, hashing it on the way. A download that
-//     stalls for InputIdleTimeout is abandoned. Before a result (or a
-//     permanent failure) is reported the whole input has been read and its
-//     size and sha256 checked; a mismatch is a retryable failure.
+//  3. Download input.url and stream it to the workload as it arrives,
+//     hashing it on the way. On the coordinator's own scheme and host it
+//     is fetched with the worker token, always allowed. Anywhere else (a
+//     job's input.chunks URIs) it is a hosted input: fetched without the
+//     token, without an HTTP proxy, and only from where AllowInputHosts
+//     (--allow-input-host) allows, checked on the address each connection
+//     dials, redirects included (see hostPolicy); by default anywhere but
+//     loopback and link-local addresses. An input whose size the task does
+//     not give may be MaxInputBytes long. A download that stalls for
+//     InputIdleTimeout is abandoned. Before a result (or a permanent
+//     failure) is reported the whole input has been read and its size and
+//     sha256 checked; a mismatch is a retryable failure.
 //  4. Run the workload. A command workload is the operator's string, run
-//     as `/bin/sh -c COMMAND` in its own process group, in the fresh
+//     as `/bin/sh -c COMMAND` under a supervisor (below), in the fresh
 //     directory WORK_DIR/TASK_ID/ATTEMPT/ (removed afterwards unless
 //     KeepWorkDirs), with the chunk on stdin and the task in its
 //     environment: SCIMESH_TASK_ID, SCIMESH_JOB_ID, SCIMESH_CHUNK_INDEX,
 //     SCIMESH_ATTEMPT, SCIMESH_PARAMETERS (the job's parameters as compact
 //     JSON), and for convenience SCIMESH_WORKLOAD, SCIMESH_WORKER_ID,
 //     SCIMESH_HAS_HEADER (true or false), SCIMESH_TOP_K,
-//     SCIMESH_SCORE_COLUMN and SCIMESH_ORDER. The worker's own environment
-//     is passed on without its SCIMESH_ variables, the three tokens,
-//     DATABASE_URL and ENV_FILE. Its stderr lines go to the task's log in
+//     SCIMESH_SCORE_COLUMN and SCIMESH_ORDER. Of the worker's own
+//     environment it sees PATH, HOME, LANG, LC_*, TZ and TMPDIR, and the
+//     variables PassEnv (--pass-env) names; nothing else — no token, no
+//     credential. Its stderr lines go to the task's log in
 //     batches (every LogInterval or LogBatch lines; dropped quietly when
 //     the coordinator has no log endpoint). When it exits, whatever it
-//     left running in its group is killed. A built-in workload (a name
-//     without a command, such as tanimoto) runs in the worker's process.
+//     left running is killed. A built-in workload (a name without a
+//     command, such as tanimoto) runs in the worker's process. A task whose
+//     timeout_seconds is set is stopped that long after its claim.
 //  5. Keep the best top_k rows of the output (CSV with a header on stdout)
 //     by the job's score column and order, ties to the earlier row, in a
 //     bounded heap as the output streams in, and report them in that
@@ -49,8 +57,10 @@
 // # Failures
 //
 // Retryable, so the task runs again while attempts remain: a non-zero exit
-// or death by a signal (the error quotes the last stderr lines), input that
-// does not download or does not match its sha256 or size, and an output
+// or death by a signal (the error quotes the last stderr lines), an
+// attempt that ran past its timeout_seconds (the error starts "timed out
+// after N s"), input that does not download or does not match its sha256
+// or size, and an output
 // the worker cannot use — empty, no header naming the score column once,
 // malformed CSV, or a score that is not a finite number. Output faults are
 // retryable because they are the command's, which is the operator's
@@ -58,8 +68,10 @@
 // and max_attempts bounds the waste. Not retryable, failing the task and
 // its job for good: an error of a built-in that wraps ErrPermanent (for
 // tanimoto, a fingerprint of the wrong length or not in hex, naming the
-// line), and parameters that cannot be passed to a command (not JSON, or
-// over the 128 KiB a Linux environment variable holds).
+// line), parameters that cannot be passed to a command (not JSON, or
+// over the 128 KiB a Linux environment variable holds), a hosted input on
+// a host the operator does not allow, and an input of unknown size over
+// MaxInputBytes. Each of those errors names the flag that changes it.
 //
 // A task is never run for a job's choice of command: the coordinator's
 // task names a workload, and a worker runs only the command its operator
@@ -78,12 +90,34 @@
 // shutdown are reported as retryable failures: the Worker service has no
 // release.)
 //
+// # Processes
+//
+// On Linux a command's supervisor is the worker's own binary started again
+// with a hidden first argument, which this package's init recognizes in
+// any binary that links it (see supervise_linux.go). It is a child
+// subreaper, so every process the command starts stays its descendant,
+// and it kills all of them when the command exits, when the worker asks
+// (cancel, lost lease, timeout, end of the grace period), or when the
+// worker dies — even by SIGKILL: it learns that from the end of a pipe
+// whose write end only the worker holds. Processes started for the
+// command by something else (systemd-run, at, a container engine, ssh)
+// are not its descendants and escape. On other Unix systems the command
+// runs in a process group of its own, killed on cancel and at its end, but
+// not when the worker dies, and processes that leave the group escape.
+//
 // # Directories
 //
 // Task IDs are SHARD:LOCAL of [A-Za-z0-9._:-]; the ':' is kept in directory
 // names, which Linux and macOS allow. Any other byte becomes '_', and an ID
 // of "." or ".." gets a leading '_', so that no ID can name a directory
 // outside WORK_DIR.
+//
+// On start, a worker alone in its work directory removes the task
+// directories that killed workers left there (see workdir.go): every
+// worker holds WORK_DIR/.scimesh-worker.lock shared while it runs, and
+// sweeps only when it can take it exclusively. It removes real
+// directories named as a task ID holding only numbered attempt
+// directories, and nothing else; with KeepWorkDirs, nothing.
 //
 // Every goroutine the worker starts belongs to a slot or to Run and ends
 // before Run returns.

@@ -6,40 +6,35 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"time"
 )
 
-// waitDelay is how long Wait waits for the command's output to close after
-// the command exited.
-const waitDelay = 5 * time.Second
+// shell is a command started by startShell. Without Unix process groups
+// only the shell itself is killed on cancel; SciMesh workers are meant to
+// run on Unix.
+type shell struct{ cmd *exec.Cmd }
 
-// shellCommand prepares the operator's command string. Without Unix process
-// groups only the shell itself is killed on cancel; SciMesh workers are
-// meant to run on Unix.
-func shellCommand(ctx context.Context, command, dir string, env []string) *exec.Cmd {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", command)
-	cmd.Dir = dir
-	cmd.Env = env
+func startShell(ctx context.Context, s shellSpec) (*shell, error) {
+	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", s.command)
+	cmd.Dir, cmd.Env = s.dir, s.env
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = s.stdin, s.stdout, s.stderr
 	cmd.WaitDelay = waitDelay
-	return cmd
-}
-
-func killGroup(cmd *exec.Cmd) error {
-	if cmd.Process == nil {
-		return nil
+	if err := cmd.Start(); err != nil {
+		return nil, err
 	}
-	_ = cmd.Process.Kill()
-	return nil
+	return &shell{cmd: cmd}, nil
 }
 
-func exitError(err error) error {
+func (sh *shell) pid() int { return sh.cmd.Process.Pid }
+
+func (sh *shell) wait() error {
+	err := sh.cmd.Wait()
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &ee):
 		return fmt.Errorf("the command exited with status %d", ee.ExitCode())
 	}
 	return fmt.Errorf("run the command: %w", err)
 }
-
-func pipe() (r, w *os.File, err error) { return os.Pipe() }

@@ -29,6 +29,7 @@ type verifier struct {
 	ctx    context.Context         // the download's
 	cancel context.CancelCauseFunc // cancels the download
 	idle   time.Duration
+	max    int64 // bounds an input of unknown size (want.Bytes 0)
 	timer  *time.Timer
 
 	h       hash.Hash
@@ -39,9 +40,9 @@ type verifier struct {
 }
 
 // newVerifier reads r, the body of a download made with ctx, which cancel
-// cancels.
-func newVerifier(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, want client.TaskInput, idle time.Duration) *verifier {
-	v := &verifier{r: r, want: want, ctx: ctx, cancel: cancel, idle: idle, h: sha256.New()}
+// cancels. An input whose size want does not give may be max bytes long.
+func newVerifier(ctx context.Context, cancel context.CancelCauseFunc, r io.Reader, want client.TaskInput, idle time.Duration, max int64) *verifier {
+	v := &verifier{r: r, want: want, ctx: ctx, cancel: cancel, idle: idle, max: max, h: sha256.New()}
 	v.timer = time.AfterFunc(time.Hour, func() {
 		cancel(fmt.Errorf("%w: no data for %v", errStalled, idle))
 	})
@@ -62,16 +63,20 @@ func (v *verifier) Read(p []byte) (int, error) {
 	v.h.Write(p[:n])
 	v.n += int64(n)
 	switch {
+	case v.want.Bytes > 0 && v.n > v.want.Bytes:
+		v.err = fmt.Errorf("the input is at least %d bytes; the task names %d: the chunk changed at its source, or the download is corrupt", v.n, v.want.Bytes)
+		err = v.err
+		v.cancel(v.err)
+	case v.want.Bytes == 0 && v.n > v.max:
+		v.err = Permanent(fmt.Errorf("the input is larger than %d bytes, the most this worker downloads for a chunk of unknown size: give the chunk's bytes in the job, or raise the worker's --max-input-bytes", v.max))
+		err = v.err
+		v.cancel(v.err)
 	case err == io.EOF:
 		v.eof = true
 	case err != nil && v.ctx.Err() != nil:
 		v.err = fmt.Errorf("download the input: %w", context.Cause(v.ctx))
 	case err != nil:
 		v.err = fmt.Errorf("download the input: %w", err)
-	case v.want.Bytes > 0 && v.n > v.want.Bytes:
-		v.err = fmt.Errorf("the input is longer than the %d bytes the task names: the chunk changed at its source, or the download is corrupt", v.want.Bytes)
-		err = v.err
-		v.cancel(v.err)
 	}
 	return n, err
 }

@@ -205,6 +205,13 @@ type running struct {
 // of the test.
 func (b *bundle) startWorker(cfg worker.Config) *running {
 	b.t.Helper()
+	return b.startWorkerAt(b.url, cfg)
+}
+
+// startWorkerAt is startWorker with the coordinator at url, such as a
+// proxy in front of the bundle's.
+func (b *bundle) startWorkerAt(url string, cfg worker.Config) *running {
+	b.t.Helper()
 	if cfg.ID == "" {
 		cfg.ID = "w-" + strconv.FormatInt(time.Now().UnixNano()%1e6, 10)
 	}
@@ -220,12 +227,17 @@ func (b *bundle) startWorker(cfg worker.Config) *running {
 	if cfg.MinBackoff == 0 {
 		cfg.MinBackoff, cfg.MaxBackoff = 50*time.Millisecond, 500*time.Millisecond
 	}
+	if cfg.AllowInputHosts == nil {
+		// The data server listens on loopback, which a worker refuses
+		// by default; a test of that default gives an empty, non-nil list.
+		cfg.AllowInputHosts = []string{"127.0.0.0/8"}
+	}
 	if cfg.LogInterval == 0 {
 		cfg.LogInterval = 50 * time.Millisecond
 	}
 	logs := &logBuffer{}
 	cfg.Logger = slogTo(logs)
-	c := client.New(b.url, workerToken)
+	c := client.New(url, workerToken)
 	cfg.Client = c
 	w, err := worker.New(cfg)
 	if err != nil {

@@ -68,6 +68,11 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	lease := &leaseClock{deadline: t.LeaseDeadline}
 	ctx, abandon := context.WithCancelCause(runCtx)
 	defer abandon(nil)
+	if t.TimeoutSeconds > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadlineCause(ctx, began.Add(time.Duration(t.TimeoutSeconds)*time.Second), &timeoutError{t.TimeoutSeconds})
+		defer cancel()
+	}
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { heartbeat(ctx, abandon, w.restRenew(t), lease, stopBeats, log) })
@@ -75,17 +80,31 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	close(stopBeats)
 	beats.Wait()
 
+	var timedOut *timeoutError
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errAbandoned):
 		log.Warn("task stopped without a report: its lease is gone", "reason", cause)
 	case err == nil:
 		w.complete(runCtx, t, lease, out, time.Since(began), log)
 	case runCtx.Err() != nil:
-		w.fail(runCtx, t, lease, fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace), release, log)
+		w.fail(runCtx, t, lease, w.says(fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace)), release, log)
+	case errors.As(cause, &timedOut):
+		// The contract's wording comes first, so that the error reads
+		// the same whether the worker or the coordinator stopped it.
+		w.fail(runCtx, t, lease, fmt.Sprintf("%v: worker %s killed the attempt and every process it started", timedOut, w.cfg.ID), retry, log)
 	default:
-		w.fail(runCtx, t, lease, err.Error(), retryIf(!errors.Is(err, ErrPermanent)), log)
+		w.fail(runCtx, t, lease, w.says(err.Error()), retryIf(!errors.Is(err, ErrPermanent)), log)
 	}
 }
+
+// timeoutError is the cause of an attempt stopped because it ran longer
+// than its job's timeout_seconds.
+type timeoutError struct{ seconds int }
+
+func (e *timeoutError) Error() string { return fmt.Sprintf("timed out after %d s", e.seconds) }
+
+// says attributes a failure's message to this worker.
+func (w *Worker) says(msg string) string { return "worker " + w.cfg.ID + ": " + msg }
 
 // renewFunc renews an attempt's lease and returns when it now ends. An
 // error wrapping errAbandoned means the lease is over for good.
@@ -160,12 +179,12 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 
 	dlCtx, dlCancel := context.WithCancelCause(ctx)
 	defer dlCancel(nil)
-	body, err := w.client.Input(dlCtx, t.Input.URL)
+	body, err := w.openInput(dlCtx, t)
 	if err != nil {
 		return nil, fmt.Errorf("download the input: %w", err)
 	}
 	defer body.Close()
-	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout)
+	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout, w.cfg.MaxInputBytes)
 	defer in.stop()
 
 	// The workload writes into a pipe that the selector reads as it comes;
@@ -253,7 +272,7 @@ func (w *Worker) complete(runCtx context.Context, t *client.Task, lease *leaseCl
 	case errors.As(err, &refused) && (refused.Status == 400 || refused.Status == 413):
 		// The coordinator refuses the output; another worker's command may
 		// do better, so the failure is retryable.
-		w.fail(runCtx, t, lease, "the coordinator refused the output: "+refused.Message, retry, log)
+		w.fail(runCtx, t, lease, w.says("the coordinator refused the output: "+refused.Message), retry, log)
 	default:
 		log.Error("result not recorded; the task runs again once its lease runs out", "error", err)
 	}
@@ -275,10 +294,9 @@ func retryIf(ok bool) failKind {
 	return permanent
 }
 
-// fail reports a failed attempt.
+// fail reports a failed attempt with the error msg.
 func (w *Worker) fail(runCtx context.Context, t *client.Task, lease *leaseClock, msg string, kind failKind, log *slog.Logger) {
 	retryable := kind != permanent
-	msg = "worker " + w.cfg.ID + ": " + msg
 	var state string
 	err := w.report(runCtx, lease, func(ctx context.Context) error {
 		tk, err := w.client.Fail(ctx, t.TaskID, client.Failure{WorkerID: w.cfg.ID, Attempt: t.Attempt, Error: msg, Retryable: retryable, Release: kind == release})

@@ -143,7 +143,7 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 		return nil, err
 	}
 	defer w.removeAttemptDir(dir, log)
-	env := append(baseEnv(), "SCIMESH_TASK_ID="+t.TaskId, "SCIMESH_ATTEMPT="+strconv.Itoa(int(t.Attempt)),
+	env := w.commandEnv("SCIMESH_TASK_ID="+t.TaskId, "SCIMESH_ATTEMPT="+strconv.Itoa(int(t.Attempt)),
 		"SCIMESH_WORKLOAD="+t.Workload, "SCIMESH_WORKER_ID="+w.cfg.ID)
 	// stderr lines go to the task's log as they come, like a chunk
 	// command's.
@@ -152,16 +152,13 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
 	stderr := &lineWriter{emit: ship.add}
 	var stdout bytes.Buffer
-	cmd := shellCommand(ctx, wl.Command, dir, env)
-	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.Stdout = &limitedBuffer{buf: &stdout, max: maxTreeResult}
-	cmd.Stderr = stderr
-	runErr := cmd.Run()
+	runErr := runShell(ctx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: bytes.NewReader(stdin),
+		stdout: &limitedBuffer{buf: &stdout, max: maxTreeResult}, stderr: stderr})
 	stderr.flush()
 	ship.close()
 	shipping.Wait()
 	if runErr != nil {
-		return nil, fmt.Errorf("%w%s", exitError(runErr), tailText(stderr.lastLines()))
+		return nil, fmt.Errorf("%w%s", runErr, tailText(stderr.lastLines()))
 	}
 	v := &structpb.Value{}
 	if err := protojson.Unmarshal(bytes.TrimSpace(stdout.Bytes()), v); err != nil {
@@ -198,4 +195,13 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 		l.buf.Write(p[:min(len(p), room)])
 	}
 	return len(p), nil
+}
+
+// runShell runs a command to its end; see shellSpec.
+func runShell(ctx context.Context, s shellSpec) error {
+	sh, err := startShell(ctx, s)
+	if err != nil {
+		return fmt.Errorf("start the command: %w", err)
+	}
+	return sh.wait()
 }

@@ -47,6 +47,20 @@ type Config struct {
 	// KeepWorkDirs keeps each attempt's directory when it ends, for
 	// debugging; by default it is removed.
 	KeepWorkDirs bool
+	// AllowInputHosts are the operator's --allow-input-host patterns:
+	// where hosted inputs (a job's input.chunks URIs) may be downloaded
+	// from. A pattern is a host name (exact), "*.domain" (any subdomain)
+	// or a CIDR ("10.0.0.0/8"; a bare address is one). Without patterns,
+	// any host but loopback, link-local and unspecified addresses. Input
+	// on the coordinator's own scheme and host is always allowed. See
+	// hostPolicy for the rules.
+	AllowInputHosts []string
+	// MaxInputBytes bounds the download of an input whose size the task
+	// does not give (input.bytes 0); DefaultMaxInputBytes when 0.
+	MaxInputBytes int64
+	// PassEnv names variables of the worker's environment that commands
+	// see besides PATH, HOME, LANG, LC_*, TZ and TMPDIR.
+	PassEnv []string
 	// Grace is how long running tasks may go on once Run's context is done,
 	// before they are killed and reported as retryable failures. Zero kills
 	// them at once; the scimesh command defaults it to DefaultGrace.
@@ -87,6 +101,7 @@ type Worker struct {
 	workloads map[string]Workload
 	names     []string
 	treeNames []string     // workloads with a command, for tree tasks
+	fetch     *fetcher     // of hosted inputs
 	running   atomic.Int64 // tasks being handled
 	started   atomic.Bool
 }
@@ -145,6 +160,22 @@ func New(cfg Config) (*Worker, error) {
 		}
 		w.cfg.WorkDir = abs
 	}
+	policy, err := parseHostPolicy(cfg.AllowInputHosts)
+	if err != nil {
+		return nil, err
+	}
+	w.fetch = newFetcher(policy, "scimesh-worker/"+cfg.ID)
+	switch {
+	case cfg.MaxInputBytes < 0:
+		return nil, fmt.Errorf("max input bytes is %d; give a positive number of bytes (--max-input-bytes)", cfg.MaxInputBytes)
+	case cfg.MaxInputBytes == 0:
+		w.cfg.MaxInputBytes = DefaultMaxInputBytes
+	}
+	for _, name := range cfg.PassEnv {
+		if err := checkEnvName(name); err != nil {
+			return nil, err
+		}
+	}
 	if w.log == nil {
 		w.log = slog.Default()
 	}
@@ -178,7 +209,8 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // still running and reports them as retryable failures, so that the
 // coordinator leases them again at once. It returns nil after such a
 // shutdown, and an error when the coordinator refuses the worker's claims
-// for good (an unknown token, say), after the same shutdown. Run may be
+// for good (an unknown token, say), after the same shutdown, or when the
+// work directory is unusable, before it claims anything. Run may be
 // called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
@@ -189,6 +221,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	runCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
 	defer kill()
 
+	defer w.fetch.close()
+	if len(w.treeNames) > 0 { // workloads with a command, which need it
+		release, err := w.openWorkDir()
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	w.log.Info("worker started", "coordinator", w.client.BaseURL(), "workloads", w.names, "concurrency", w.cfg.Concurrency)
 	var slots sync.WaitGroup
 	for range w.cfg.Concurrency {

@@ -1,0 +1,100 @@
+package worker
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// lockName is the file in the work directory that workers sharing the
+// directory lock (see openWorkDir).
+const lockName = ".scimesh-worker.lock"
+
+// Leftovers: a worker that was killed leaves its attempts' directories
+// behind. On start, a worker removes them — but only when no other live
+// worker uses the same work directory, since the directories of that
+// worker's running tasks look the same. Every worker holds a shared lock
+// (flock) on WORK_DIR/.scimesh-worker.lock while it runs; one that gets
+// the lock exclusively at start is alone, sweeps, then holds it shared.
+// A lock held by a dead process is released by the kernel, so a killed
+// worker never blocks the sweep. On a file system without working locks
+// the sweep is skipped with a warning (see lockWorkDir).
+//
+// What the sweep removes is narrow: only entries directly under the work
+// directory that are directories (not symbolic links, which are never
+// followed), whose name is one that safeName gives a task ID (and holds
+// the ':' of SHARD:LOCAL), and whose entries are all attempt directories
+// (named by a number). Anything else is left alone and logged.
+
+// openWorkDir makes the work directory, sweeps leftovers when this worker
+// is alone in it (and does not keep work directories), and returns what
+// releases its lock when the worker stops.
+func (w *Worker) openWorkDir() (release func(), err error) {
+	dir := w.cfg.WorkDir
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, workDirError(dir, err)
+	}
+	return lockWorkDir(dir, w.sweep, w.log)
+}
+
+// sweep removes what killed workers left in the work directory; see above.
+func (w *Worker) sweep() {
+	if w.cfg.KeepWorkDirs {
+		w.log.Info("work directories are kept (--keep-work-dirs): leftovers of earlier runs are not removed", "dir", w.cfg.WorkDir)
+		return
+	}
+	entries, err := os.ReadDir(w.cfg.WorkDir)
+	if err != nil {
+		w.log.Warn("could not list the work directory to remove leftovers", "dir", w.cfg.WorkDir, "error", err)
+		return
+	}
+	for _, e := range entries {
+		if e.Name() == lockName {
+			continue
+		}
+		path := filepath.Join(w.cfg.WorkDir, e.Name())
+		if !isTaskDir(path, e) {
+			w.log.Warn("left alone in the work directory: not a task's directory", "path", path)
+			continue
+		}
+		if err := os.RemoveAll(path); err != nil {
+			w.log.Warn("could not remove a leftover task directory", "path", path, "error", err)
+			continue
+		}
+		w.log.Info("removed a leftover task directory of an earlier run", "path", path)
+	}
+}
+
+// isTaskDir reports whether the entry e at path is a task's directory as
+// attemptDir makes them: WORK_DIR/TASK_ID with numbered attempts in it.
+func isTaskDir(path string, e os.DirEntry) bool {
+	name := e.Name()
+	if !e.IsDir() || e.Type()&os.ModeSymlink != 0 || safeName(name) != name || !strings.Contains(name, ":") {
+		return false
+	}
+	attempts, err := os.ReadDir(path)
+	if err != nil {
+		return false
+	}
+	for _, a := range attempts {
+		if !a.IsDir() || !isNumber(a.Name()) {
+			return false
+		}
+	}
+	return true
+}
+
+func isNumber(s string) bool {
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// workDirError words a work directory that cannot be used.
+func workDirError(dir string, err error) error {
+	return fmt.Errorf("the work directory %s cannot be used (check --work-dir): %w", dir, err)
+}
