@@ -73,16 +73,10 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 	case engine.MsgSubmitTask:
 		req := &v1.SubmitTaskRequest{}
 		for _, t := range m.Tasks {
-			pt := &v1.PlacedTask{
-				TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload,
-				MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
-				TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
-			}
-			args, err := protoArgs(t.Args)
+			pt, err := placedTaskProto(t)
 			if err != nil {
-				return fmt.Errorf("%w: task %s: %w", engine.ErrRefused, t.ID, err)
+				return fmt.Errorf("%w: %w", engine.ErrRefused, err)
 			}
-			pt.Args = args
 			req.Tasks = append(req.Tasks, pt)
 		}
 		_, err = c.SubmitTask(ctx, connect.NewRequest(req))
@@ -111,6 +105,19 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 		return fmt.Errorf("%w: %w", engine.ErrNoTask, err)
 	}
 	return err
+}
+
+// placedTaskProto is a task to create on another shard as its message.
+func placedTaskProto(t engine.PlacedTask) (*v1.PlacedTask, error) {
+	args, err := protoArgs(t.Args)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	return &v1.PlacedTask{
+		TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload, Args: args,
+		MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
+		TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
+	}, nil
 }
 
 // Bearer is a client interceptor that sends a bearer token with every
