@@ -38,6 +38,13 @@ type serveConfig struct {
 	Topology *topology.Topology // nil: a single shard
 	Tokens   auth.Tokens
 	Migrate  bool
+	// PeerGiveUp is how long a message may wait for a shard that does not
+	// answer before its tree is failed (engine.Config.PeerGiveUp); 0 waits
+	// for as long as it takes.
+	PeerGiveUp time.Duration
+	// InsecurePeers allows the peer token over plain HTTP to hosts that
+	// are not loopback.
+	InsecurePeers bool
 	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
 	MaxUploadBytes int64
 	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
@@ -77,6 +84,10 @@ func newServeCmd() *cobra.Command {
 	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
+	f.String("peer-give-up", "", "give up on a shard that does not answer for this long, failing the trees waiting for it; 0 never "+
+		"(default "+defaultPatternGiveUp.String()+" with a pattern: topology, 0 with a static: one) (env SCIMESH_PEER_GIVE_UP)")
+	f.Bool("insecure-peers", false, "allow sending PEER_AUTH_TOKEN to other shards over plain http:// beyond loopback, "+
+		"on a network you trust (env SCIMESH_INSECURE_PEERS)")
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
@@ -134,6 +145,9 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		return nil, fmt.Errorf("%w; set --topology or SCIMESH_TOPOLOGY", err)
 	}
 	cfg.Topology = topo
+	if err := resolvePeerSettings(cmd, e, cfg); err != nil {
+		return nil, err
+	}
 	if !isLoopback(cfg.Addr) && (cfg.Tokens.Worker == "" || cfg.Tokens.Client == "") {
 		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
 			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
@@ -143,6 +157,49 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			"could create and fail tasks of trees. Set the same PEER_AUTH_TOKEN on every shard", cfg.Addr)
 	}
 	return cfg, nil
+}
+
+// defaultPatternGiveUp is how long a shard of a pattern: topology may
+// leave a message unanswered: long enough to ride out a restart, a
+// rescheduled pod or a database failover, short enough that a tree naming
+// a shard that does not exist fails within the hour. The shards of a
+// static: topology are the operator's list, down only for maintenance, so
+// they are waited for without a bound unless --peer-give-up sets one.
+const defaultPatternGiveUp = time.Hour
+
+// resolvePeerSettings sets cfg's --peer-give-up and --insecure-peers, and
+// refuses a static topology that would send the peer token over plain
+// HTTP beyond loopback (a pattern's shards are checked at each delivery,
+// by rpc.Peers, since their hosts depend on their names).
+func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *serveConfig) error {
+	if cfg.Topology.Open() {
+		cfg.PeerGiveUp = defaultPatternGiveUp
+	}
+	if v := e.setting(cmd, "peer-give-up", "SCIMESH_PEER_GIVE_UP", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("peer give-up %q must be a duration such as 10m or 2h, or 0 to wait for ever (--peer-give-up or SCIMESH_PEER_GIVE_UP)", v)
+		}
+		cfg.PeerGiveUp = d
+	}
+	if v := e.setting(cmd, "insecure-peers", "SCIMESH_INSECURE_PEERS", "false"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("insecure peers %q must be true or false (--insecure-peers or SCIMESH_INSECURE_PEERS)", v)
+		}
+		cfg.InsecurePeers = b
+	}
+	if cfg.InsecurePeers || cfg.Tokens.Peer == "" {
+		return nil
+	}
+	for _, s := range cfg.Topology.Shards() {
+		if u, _ := cfg.Topology.URL(s); s != cfg.Shard && topology.PlainRemote(u) {
+			return fmt.Errorf("refusing to send PEER_AUTH_TOKEN to shard %s over plain HTTP (%s): anyone on the network path could read it "+
+				"and create, fail or cancel tasks on every shard. Give the shards https:// URLs in --topology (behind a TLS proxy, say), "+
+				"or pass --insecure-peers (SCIMESH_INSECURE_PEERS=true) on a network you trust", s, u)
+		}
+	}
+	return nil
 }
 
 // newLogger is the coordinator's logger: text lines to stderr, with the
@@ -170,7 +227,13 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
 		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams}
 	if cfg.Topology.String() != "" { // other shards exist: trees may span them
-		ecfg.Peers = rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})
+		peers := rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})
+		peers.Insecure = cfg.InsecurePeers
+		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
+		if u, _ := cfg.Topology.URL(cfg.Shard); cfg.Topology.Open() && cfg.Tokens.Peer != "" && !cfg.InsecurePeers && topology.PlainRemote(u) {
+			log.Warn("the topology's pattern is plain http://: messages to shards that are not on loopback will be refused, failing their trees; "+
+				"use an https:// pattern, or --insecure-peers on a network you trust", "topology", cfg.Topology.String())
+		}
 	}
 	eng := engine.New(st, ecfg)
 	metrics.Watch(eng, st)

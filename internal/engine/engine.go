@@ -49,6 +49,14 @@ type Config struct {
 	// OutboxInterval is how often the outbox loop looks for messages due
 	// besides being woken by commits that record some; default 1s.
 	OutboxInterval time.Duration
+	// PeerGiveUp bounds how long a message may wait for a shard that does
+	// not answer (ErrUnreachable): past it the outbox gives up on the
+	// message and fails its tree, naming the shard. The wait counts from
+	// when the message was written, or from when this engine started if
+	// that is later, so a coordinator that was down itself does not give
+	// up the moment it is back. Zero or less retries until the shard
+	// answers.
+	PeerGiveUp time.Duration
 	// Observer is told of claims, completions, failures and expiries, for
 	// metrics; nil tells no one.
 	Observer Observer
@@ -82,6 +90,9 @@ type Engine struct {
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
 
 	seenLog seenLog
+
+	// started is when the engine was made, on its clock (see PeerGiveUp).
+	started time.Time
 }
 
 // New returns an Engine on s.
@@ -122,7 +133,7 @@ func New(s store.Store, cfg Config) *Engine {
 	if cfg.MaxStreams <= 0 {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
-	return &Engine{
+	e := &Engine{
 		store:     s,
 		cfg:       cfg,
 		log:       cfg.Logger,
@@ -135,6 +146,8 @@ func New(s store.Store, cfg Config) *Engine {
 		jobs:      map[string]*domain.Job{},
 		seenLog:   seenLog{last: map[string]seenAt{}},
 	}
+	e.started = e.now()
+	return e
 }
 
 // Shard returns the shard name this engine creates IDs on.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -65,10 +67,12 @@ type Peers interface {
 
 var (
 	// ErrRefused marks a message its receiver will never accept; the
-	// outbox gives up on it and keeps it, for people to look at.
+	// outbox gives up on it, ends its tree, and keeps it, for people to
+	// look at.
 	ErrRefused = errors.New("refused by the receiving shard")
 	// ErrUnreachable marks a delivery that did not get an answer from the
-	// receiving shard; the shard's other messages wait for the retry too.
+	// receiving shard; the shard's other messages wait for the retry too,
+	// until Config.PeerGiveUp (when set) runs out.
 	ErrUnreachable = errors.New("the receiving shard does not answer")
 	// ErrNoTask marks a message about a task the receiving shard does not
 	// have: not yet (its creation is on its way), or never (its creation
@@ -163,8 +167,10 @@ func (e *Engine) DeliverOutbox(ctx context.Context) (int, error) {
 
 // deliver delivers claimed messages, each shard's in ID order and the
 // shards at once, and returns how many it delivered. When a shard does not
-// answer, its remaining messages wait for the next attempt; any other
-// failure (a task not created there yet, say) delays only its own message.
+// answer, its remaining messages are not tried: those it has left
+// unanswered past Config.PeerGiveUp are given up on with it, the others
+// wait for the next attempt. Any other failure (a task not created there
+// yet, say) delays only its own message.
 func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 	byShard := map[string][]*store.OutboxMessage{}
 	for _, m := range msgs {
@@ -186,9 +192,16 @@ func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 				if !errors.Is(err, ErrUnreachable) {
 					continue
 				}
-				// Keep the rest of this shard's messages for the same retry.
+				retry := m.NextAttemptAt
+				if retry.IsZero() { // given up on: the younger ones wait a while
+					retry = e.now().Add(outboxMaxBackoff)
+				}
 				for _, rest := range list[i+1:] {
-					rest.NextAttemptAt = m.NextAttemptAt
+					if e.pastPeerGiveUp(rest) {
+						e.giveUp(ctx, rest, decodeMessage(rest), e.unansweredCause(rest, err), true)
+						continue
+					}
+					rest.NextAttemptAt = retry
 					e.outboxUpdate(ctx, rest)
 				}
 				return
@@ -199,8 +212,21 @@ func (e *Engine) deliver(ctx context.Context, msgs []*store.OutboxMessage) int {
 	return n
 }
 
+// decodeMessage returns the message m holds; one that does not decode
+// has only its kind.
+func decodeMessage(m *store.OutboxMessage) *Message {
+	msg := &Message{}
+	if json.Unmarshal(m.Payload, msg) != nil {
+		msg = &Message{}
+	}
+	msg.Kind = MessageKind(m.Kind)
+	return msg
+}
+
 // deliverOne delivers m and records the outcome: deleted when delivered,
-// given up on when refused, else retried after a backoff.
+// given up on when refused, when its task never appeared, or when its
+// shard left it unanswered past Config.PeerGiveUp; else retried after a
+// backoff.
 func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 	msg := &Message{Kind: MessageKind(m.Kind)}
 	err := json.Unmarshal(m.Payload, msg)
@@ -219,32 +245,82 @@ func (e *Engine) deliverOne(ctx context.Context, m *store.OutboxMessage) error {
 		}
 		return nil
 	case errors.Is(err, ErrRefused):
-		e.log.Error("outbox message refused for good; giving up on it", "shard", m.Shard, "kind", m.Kind,
-			"task_id", msg.TaskID, "error", err)
-		m.NextAttemptAt = time.Time{}
-		if msg.Kind == MsgSubmitTask {
-			if aerr := e.abandonTasks(context.WithoutCancel(ctx), msg.Tasks, err); aerr != nil {
-				// Try again later: the receiver refuses again, and what was
-				// applied already changes nothing the second time.
-				e.log.Error("failing a tree whose tasks could not be created failed; will retry", "error", aerr)
-				m.NextAttemptAt = e.now().Add(outboxMaxBackoff)
-				err = errors.Join(err, aerr)
-			}
-		}
+		e.giveUp(ctx, m, msg, err, false)
+		return err
+	case errors.Is(err, ErrUnreachable) && e.pastPeerGiveUp(m):
+		e.giveUp(ctx, m, msg, e.unansweredCause(m, err), true)
+		return err
 	case errors.Is(err, ErrNoTask) && e.now().Sub(m.CreatedAt) > noTaskPatience:
-		e.log.Error("outbox message's task never appeared; giving up on it", "shard", m.Shard, "kind", m.Kind,
-			"task_id", msg.TaskID, "waited", e.now().Sub(m.CreatedAt).Round(time.Second), "error", err)
-		m.NextAttemptAt = time.Time{}
-	default:
-		e.log.Warn("outbox delivery failed; will retry", "shard", m.Shard, "kind", m.Kind,
-			"task_id", msg.TaskID, "attempts", m.Attempts, "error", err)
-		wait := outboxMinBackoff << min(m.Attempts-1, 10)
-		wait = time.Duration(float64(min(wait, outboxMaxBackoff)) * (0.5 + e.cfg.Jitter()/2))
-		m.NextAttemptAt = e.now().Add(wait)
+		e.giveUp(ctx, m, msg, fmt.Errorf("task %s never appeared on shard %s in %s: %w", msg.TaskID, m.Shard, noTaskPatience, err), false)
+		return err
 	}
+	e.log.Warn("outbox delivery failed; will retry", "shard", m.Shard, "kind", m.Kind,
+		"task_id", msg.TaskID, "attempts", m.Attempts, "error", err)
+	wait := outboxMinBackoff << min(m.Attempts-1, 10)
+	wait = time.Duration(float64(min(wait, outboxMaxBackoff)) * (0.5 + e.cfg.Jitter()/2))
+	m.NextAttemptAt = e.now().Add(wait)
 	m.LastError = err.Error()
 	e.outboxUpdate(ctx, m)
 	return err
+}
+
+// pastPeerGiveUp reports whether m's shard has left it unanswered for
+// longer than Config.PeerGiveUp allows.
+func (e *Engine) pastPeerGiveUp(m *store.OutboxMessage) bool {
+	return e.cfg.PeerGiveUp > 0 && e.unanswered(m) >= e.cfg.PeerGiveUp
+}
+
+// unanswered is how long m has waited for its shard: since it was
+// written, or since this engine started if later — a coordinator that
+// was down did not try its messages meanwhile.
+func (e *Engine) unanswered(m *store.OutboxMessage) time.Duration {
+	since := m.CreatedAt
+	if e.started.After(since) {
+		since = e.started
+	}
+	return e.now().Sub(since)
+}
+
+// unansweredCause is why the outbox gives up on m, whose shard did not
+// answer its last attempt (err).
+func (e *Engine) unansweredCause(m *store.OutboxMessage, err error) error {
+	last := strings.TrimPrefix(err.Error(), ErrUnreachable.Error()+": ")
+	return fmt.Errorf("shard %q did not answer for %s (%s): gave up on the tree; check that the shard exists and runs, "+
+		"or give it longer with --peer-give-up", m.Shard, e.unanswered(m).Round(time.Second), last)
+}
+
+// giveUp stops delivering m (msg decoded), for cause, and ends what it
+// leaves unfinished: a tree whose tasks could not be created fails
+// (abandonTasks); a tree whose result or failure could not be handed on
+// can never complete, so it fails too (abandonTree). unanswered says that
+// the receiver did not answer, so may still apply a last message should it
+// come back. When ending the tree fails, m is tried again later, the
+// receiver's answer deciding once more.
+func (e *Engine) giveUp(ctx context.Context, m *store.OutboxMessage, msg *Message, cause error, unanswered bool) {
+	ctx = context.WithoutCancel(ctx)
+	e.log.Error("giving up on an outbox message", "shard", m.Shard, "kind", m.Kind, "task_id", msg.TaskID,
+		"upstream_id", msg.UpstreamID, "attempts", m.Attempts, "error", cause)
+	m.NextAttemptAt = time.Time{}
+	var err error
+	switch msg.Kind {
+	case MsgSubmitTask:
+		err = e.abandonTasks(ctx, msg.Tasks, cause)
+	case MsgReportSuccess:
+		why := fmt.Sprintf("task %s could not hand its result to task %s: %v", msg.UpstreamID, msg.TaskID, cause)
+		err = e.abandonTree(ctx, m.Shard, msg, why, unanswered)
+	case MsgSetFailed:
+		why := fmt.Sprintf("%s (the failure could not reach task %s: %v)", msg.Error, msg.TaskID, cause)
+		err = e.abandonTree(ctx, m.Shard, msg, why, false)
+	}
+	// MsgSetCancel: the tree is failing already (a cancellation follows a
+	// failure); the task left is the silent shard's to cancel.
+	if err != nil {
+		e.log.Error("ending the tree of a message given up on failed; will retry", "shard", m.Shard, "kind", m.Kind, "error", err)
+		m.NextAttemptAt = e.now().Add(outboxMaxBackoff)
+		cause = errors.Join(cause, err)
+	}
+	m.LastError = cause.Error()
+	e.outboxUpdate(ctx, m)
 }
 
 // abandonTasks fails the tree of tasks that their shard refused to create
@@ -281,6 +357,49 @@ func (e *Engine) abandonTasks(ctx context.Context, tasks []PlacedTask, cause err
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// abandonTree ends the tree of msg, an upstream's result or failure that
+// could not be handed to task msg.TaskID on shard: the tree can never
+// complete. Its root fails with why — here when it is on this shard, else
+// by a set_failed message, unless the root is on shard too — and the
+// tree's tasks on this shard that are not final are cancelled, with their
+// upstreams elsewhere that still owe a result. With lastWord, a set_failed
+// message goes to msg.TaskID too, for shard to end its side of the tree
+// should it answer again.
+func (e *Engine) abandonTree(ctx context.Context, shard string, msg *Message, why string, lastWord bool) error {
+	up, err := e.store.TaskGet(ctx, msg.UpstreamID)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil // deleted since: nothing left here to end
+	}
+	if err != nil {
+		return mapStoreErr(fmt.Errorf("task %s: %w", msg.UpstreamID, err))
+	}
+	tree := up.JobID
+	var msgs []*Message
+	if lastWord {
+		msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: msg.TaskID, UpstreamID: msg.UpstreamID, Error: why})
+	}
+	if e.local(tree) {
+		// The root fails here, and cancels the rest of the tree.
+		if err := e.upstreamFailed(ctx, tree, msg.TaskID, why, nil); err != nil {
+			return err
+		}
+	} else if domain.ShardOf(tree) != shard {
+		msgs = append(msgs, &Message{Kind: MsgSetFailed, TaskID: tree, UpstreamID: msg.TaskID, Error: why})
+	}
+	reason := "the tree was given up on: " + why
+	return e.tx(ctx, func(q store.Querier) error {
+		out := msgs
+		if !e.local(tree) {
+			more, err := e.cancelTreeHere(ctx, q, tree, "", msg.TaskID, nil, reason, e.now())
+			if err != nil {
+				return err
+			}
+			out = append(slices.Clip(msgs), more...)
+		}
+		return e.send(ctx, q, out...)
+	})
 }
 
 // outboxUpdate records a message's delivery state; a message gone was

@@ -108,21 +108,17 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 	}
 	reason := "task " + t.ID + " of the tree failed"
 	if cur.DownstreamID == "" { // the root failed here: the whole tree is over
-		if t.Kind == domain.KindTree {
-			open, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: t.JobID, Open: true})
-			if err != nil {
+		if t.Kind != domain.KindTree {
+			if _, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now); err != nil {
 				return err
 			}
-			for _, a := range open {
-				if !e.local(a.UpstreamID) && a.UpstreamID != from && !gone[a.UpstreamID] {
-					msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
-				}
-			}
+			return e.send(ctx, q, msgs...)
 		}
-		if _, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now); err != nil {
+		more, err := e.cancelTreeHere(ctx, q, t.JobID, t.ID, from, gone, reason, now)
+		if err != nil {
 			return err
 		}
-		return e.send(ctx, q, msgs...)
+		return e.send(ctx, q, append(msgs, more...)...)
 	}
 	for _, l := range path {
 		more, err := e.cancelUpstreams(ctx, q, l.task, l.from, gone, reason, now)
@@ -132,6 +128,26 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 		msgs = append(msgs, more...)
 	}
 	return e.send(ctx, q, msgs...)
+}
+
+// cancelTreeHere cancels every task of tree on this shard that is not
+// final, but except, and returns the messages cancelling their upstreams
+// on other shards that still owe a result, but skip and the gone ones.
+func (e *Engine) cancelTreeHere(ctx context.Context, q store.Querier, tree, except, skip string, gone map[string]bool, reason string, now time.Time) ([]*Message, error) {
+	open, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: tree, Open: true})
+	if err != nil {
+		return nil, err
+	}
+	var msgs []*Message
+	for _, a := range open {
+		if !e.local(a.UpstreamID) && a.UpstreamID != skip && !gone[a.UpstreamID] {
+			msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
+		}
+	}
+	if _, err := q.TaskCancelJob(ctx, tree, except, now); err != nil {
+		return nil, err
+	}
+	return msgs, nil
 }
 
 // cancelUpstreams cancels the upstreams of t still waiting for a result,

@@ -92,10 +92,17 @@ func (c *clock) Advance(d time.Duration) {
 // newMesh returns one engine per shard, each on its own SQLite file, wired
 // by a router, on a shared clock.
 func newMesh(t *testing.T, shards ...string) (map[string]*engine.Engine, *router, *clock) {
+	return newMeshGivingUp(t, 0, shards...)
+}
+
+// newMeshGivingUp is newMesh with engines that give up on a shard that
+// leaves a message unanswered for giveUp (Config.PeerGiveUp).
+func newMeshGivingUp(t *testing.T, giveUp time.Duration, shards ...string) (map[string]*engine.Engine, *router, *clock) {
 	r := &router{shards: map[string]*engine.Engine{}, down: map[string]bool{}, applied: map[engine.MessageKind]int{}}
 	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	for _, s := range shards {
-		r.shards[s] = newEngine(openStore(t), engine.Config{Shard: s, Peers: r, Now: c.Now, Jitter: func() float64 { return 0 }})
+		r.shards[s] = newEngine(openStore(t), engine.Config{Shard: s, Peers: r, Now: c.Now, Jitter: func() float64 { return 0 },
+			PeerGiveUp: giveUp})
 	}
 	return r.shards, r, c
 }

@@ -10,13 +10,21 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/topology"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // Peers delivers the engine's outbox messages to the Internal service of
-// other shards, over the Connect protocol, with the peer token.
+// other shards, over the Connect protocol, with the peer token. It never
+// sends the token over plain HTTP to a host that is not loopback unless
+// Insecure is set: such a delivery is refused (engine.ErrRefused).
 type Peers struct {
+	// Insecure allows sending the peer token over plain http:// to any
+	// host (--insecure-peers), for networks the operator trusts. Set it
+	// before the first delivery.
+	Insecure bool
+
 	url   func(shard string) (string, bool)
 	token string
 	http  *http.Client
@@ -31,19 +39,25 @@ func NewPeers(url func(shard string) (string, bool), token string, client *http.
 	return &Peers{url: url, token: token, http: client, clients: map[string]scimeshv1connect.InternalClient{}}
 }
 
-func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, error) {
+// client returns the client of shard's coordinator and its base URL.
+func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, string, error) {
+	base, ok := p.url(shard)
+	if !ok {
+		return nil, "", fmt.Errorf("%w: shard %s is not in this coordinator's topology; add it to --topology", engine.ErrUnreachable, shard)
+	}
+	if p.token != "" && !p.Insecure && topology.PlainRemote(base) {
+		return nil, base, fmt.Errorf("%w: not sending PEER_AUTH_TOKEN to shard %s over plain HTTP (%s), where anyone on the way could read it: "+
+			"give the shard an https:// URL in --topology, or pass --insecure-peers (SCIMESH_INSECURE_PEERS) on a network you trust",
+			engine.ErrRefused, shard, base)
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.clients[shard]; ok {
-		return c, nil
-	}
-	base, ok := p.url(shard)
-	if !ok {
-		return nil, fmt.Errorf("%w: shard %s is not in this coordinator's topology; add it to --topology", engine.ErrUnreachable, shard)
+		return c, base, nil
 	}
 	c := scimeshv1connect.NewInternalClient(p.http, base, connect.WithInterceptors(Bearer(p.token)))
 	p.clients[shard] = c
-	return c, nil
+	return c, base, nil
 }
 
 // Deliver makes the Internal call that applies m on shard. A call the
@@ -51,7 +65,7 @@ func (p *Peers) client(shard string) (scimeshv1connect.InternalClient, error) {
 // what the receiver has — wraps engine.ErrRefused; one that got no answer
 // (the shard is down, slow or cut off) wraps engine.ErrUnreachable.
 func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) error {
-	c, err := p.client(shard)
+	c, base, err := p.client(shard)
 	if err != nil {
 		return err
 	}
@@ -59,16 +73,10 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 	case engine.MsgSubmitTask:
 		req := &v1.SubmitTaskRequest{}
 		for _, t := range m.Tasks {
-			pt := &v1.PlacedTask{
-				TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload,
-				MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
-				TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
-			}
-			args, err := protoArgs(t.Args)
+			pt, err := placedTaskProto(t)
 			if err != nil {
-				return fmt.Errorf("%w: task %s: %w", engine.ErrRefused, t.ID, err)
+				return fmt.Errorf("%w: %w", engine.ErrRefused, err)
 			}
-			pt.Args = args
 			req.Tasks = append(req.Tasks, pt)
 		}
 		_, err = c.SubmitTask(ctx, connect.NewRequest(req))
@@ -92,11 +100,24 @@ func (p *Peers) Deliver(ctx context.Context, shard string, m *engine.Message) er
 	case connect.CodeInvalidArgument, connect.CodeAlreadyExists:
 		return fmt.Errorf("%w: %w", engine.ErrRefused, err)
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled, connect.CodeUnknown:
-		return fmt.Errorf("%w: %w", engine.ErrUnreachable, err)
+		return fmt.Errorf("%w: %s: %w", engine.ErrUnreachable, base, err)
 	case connect.CodeNotFound:
 		return fmt.Errorf("%w: %w", engine.ErrNoTask, err)
 	}
 	return err
+}
+
+// placedTaskProto is a task to create on another shard as its message.
+func placedTaskProto(t engine.PlacedTask) (*v1.PlacedTask, error) {
+	args, err := protoArgs(t.Args)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	return &v1.PlacedTask{
+		TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload, Args: args,
+		MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
+		TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
+	}, nil
 }
 
 // Bearer is a client interceptor that sends a bearer token with every

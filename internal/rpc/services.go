@@ -29,8 +29,22 @@ type queue struct {
 
 // Submit creates one connected tree, its tasks on their shards.
 func (q *queue) Submit(ctx context.Context, req *connect.Request[v1.SubmitRequest]) (*connect.Response[v1.SubmitResponse], error) {
-	spec := &domain.TreeSpec{Tasks: make([]domain.TreeTaskSpec, len(req.Msg.Tasks))}
-	for i, t := range req.Msg.Tasks {
+	spec, err := treeSpec(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	ids, root, err := q.e.SubmitTree(ctx, spec, q.known)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SubmitResponse{Ids: ids, RootId: root}), nil
+}
+
+// treeSpec is a Submit request as the domain has it, for the domain to
+// validate.
+func treeSpec(m *v1.SubmitRequest) (*domain.TreeSpec, error) {
+	spec := &domain.TreeSpec{Tasks: make([]domain.TreeTaskSpec, len(m.Tasks))}
+	for i, t := range m.Tasks {
 		args, err := treeArgs(t.Id, t.Args)
 		if err != nil {
 			return nil, err
@@ -38,11 +52,7 @@ func (q *queue) Submit(ctx context.Context, req *connect.Request[v1.SubmitReques
 		spec.Tasks[i] = domain.TreeTaskSpec{ID: t.Id, Workload: t.Workload, Args: args, MaxAttempts: int(t.MaxAttempts),
 			LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority)}
 	}
-	ids, root, err := q.e.SubmitTree(ctx, spec, q.known)
-	if err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&v1.SubmitResponse{Ids: ids, RootId: root}), nil
+	return spec, nil
 }
 
 // treeArgs are a task's args as the domain has them: a value as compact
@@ -95,6 +105,17 @@ func valueJSON(v *structpb.Value) ([]byte, error) {
 		return nil, err
 	}
 	return out.Bytes(), nil
+}
+
+// resultJSON is a result sent as a Value (by a worker, or by another
+// shard for an upstream) as compact JSON; a Value that is no JSON value
+// is ErrInvalidArgument.
+func resultJSON(v *structpb.Value) ([]byte, error) {
+	b, err := valueJSON(v)
+	if err != nil {
+		return nil, domain.Invalidf("result: %v", err)
+	}
+	return b, nil
 }
 
 // jsonValue is JSON as a protobuf Value.
@@ -213,8 +234,8 @@ func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTran
 	var err error
 	if m.Success {
 		var result []byte
-		if result, err = valueJSON(m.Result); err != nil {
-			return nil, domain.Invalidf("result: %v", err)
+		if result, err = resultJSON(m.Result); err != nil {
+			return nil, err
 		}
 		err = w.e.CompleteTree(ctx, m.TaskId, m.WorkerId, int(m.Attempt), result)
 	} else {
@@ -254,8 +275,21 @@ type internal struct {
 
 // SubmitTask creates a tree's tasks on this shard.
 func (in *internal) SubmitTask(ctx context.Context, req *connect.Request[v1.SubmitTaskRequest]) (*connect.Response[v1.SubmitTaskResponse], error) {
-	placed := make([]engine.PlacedTask, len(req.Msg.Tasks))
-	for i, t := range req.Msg.Tasks {
+	placed, err := placedTasks(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := in.e.AcceptTasks(ctx, placed); err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(&v1.SubmitTaskResponse{}), nil
+}
+
+// placedTasks is a SubmitTask request as the engine has it, for the
+// engine to validate: the inverse of placedTaskProto.
+func placedTasks(m *v1.SubmitTaskRequest) ([]engine.PlacedTask, error) {
+	placed := make([]engine.PlacedTask, len(m.Tasks))
+	for i, t := range m.Tasks {
 		args, err := treeArgs(t.TaskId, t.Args)
 		if err != nil {
 			return nil, err
@@ -266,18 +300,15 @@ func (in *internal) SubmitTask(ctx context.Context, req *connect.Request[v1.Subm
 			TreeCreatedAt: t.TreeCreatedAt.AsTime(), Position: int(t.Position),
 		}
 	}
-	if err := in.e.AcceptTasks(ctx, placed); err != nil {
-		return nil, err
-	}
-	return connect.NewResponse(&v1.SubmitTaskResponse{}), nil
+	return placed, nil
 }
 
 // ReportSuccess hands an upstream's result to its downstream on this shard.
 func (in *internal) ReportSuccess(ctx context.Context, req *connect.Request[v1.ReportSuccessRequest]) (*connect.Response[v1.ReportSuccessResponse], error) {
 	m := req.Msg
-	result, err := valueJSON(m.Result)
+	result, err := resultJSON(m.Result)
 	if err != nil {
-		return nil, domain.Invalidf("result: %v", err)
+		return nil, err
 	}
 	if err := in.e.ReportSuccess(ctx, m.TaskId, m.UpstreamId, result); err != nil {
 		return nil, err

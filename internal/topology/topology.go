@@ -15,6 +15,7 @@ package topology
 
 import (
 	"fmt"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -159,4 +160,26 @@ func (t *Topology) String() string {
 		b.WriteString(s + "=" + t.urls[s])
 	}
 	return b.String()
+}
+
+// PlainRemote reports whether base is a plain http:// URL to a host that is
+// not loopback (localhost, 127.0.0.0/8, ::1): whatever is sent there, a
+// token included, crosses the network in the clear. Loopback never leaves
+// the machine, so tests and single-machine meshes may use plain HTTP.
+func PlainRemote(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil || u.Scheme != "http" {
+		return err != nil // an unreadable URL is no promise of anything
+	}
+	return !Loopback(u.Hostname())
+}
+
+// Loopback reports whether host, a name or an IP address, is this machine:
+// "localhost", or an address of 127.0.0.0/8 or ::1.
+func Loopback(host string) bool {
+	if strings.EqualFold(strings.TrimSuffix(host, "."), "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

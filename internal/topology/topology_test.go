@@ -152,3 +152,24 @@ func TestTopologyParseErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestPlainRemote(t *testing.T) {
+	t.Parallel()
+	for base, want := range map[string]bool{
+		"http://scimesh-s7:8080":   true,
+		"http://10.0.0.7:8080":     true,
+		"http://[2001:db8::1]:80":  true,
+		"http://localhost.evil.io": true,
+		"https://scimesh-s7:8443":  false,
+		"http://localhost:8080":    false,
+		"http://LOCALHOST.:8080":   false,
+		"http://127.0.0.1:8080":    false,
+		"http://127.9.9.9:1/s0":    false,
+		"http://[::1]:8080":        false,
+		"http://%zz":               true, // unreadable: no promise
+	} {
+		if got := PlainRemote(base); got != want {
+			t.Errorf("PlainRemote(%q) = %v, want %v", base, got, want)
+		}
+	}
+}
