@@ -354,6 +354,12 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(out, "without PEER_AUTH_TOKEN") {
 		t.Fatalf("serve on 0.0.0.0 with a topology and no peer token: err %v, output:\n%s", err, out)
 	}
+	// Two roles with one token: either could act as the other.
+	out, err = run(t, dir, []string{"WORKER_AUTH_TOKEN=same-token-0123456789", "CLIENT_AUTH_TOKEN=same-token-0123456789"},
+		"serve", "--db", "sqlite:"+filepath.Join(dir, "same.db"))
+	if err == nil || !strings.Contains(out, "CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN are the same token") {
+		t.Fatalf("serve with equal tokens: err %v, output:\n%s", err, out)
+	}
 	// Without a topology it starts, and its peers' service admits no one;
 	// on loopback too, once it checks other tokens.
 	for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
@@ -366,6 +372,10 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 			}
 		}
 		_ = p.cmd.Process.Kill()
+		// Short tokens are warned about, in one line naming them.
+		if n := strings.Count(p.stderr.String(), "weak tokens"); n != 1 || !strings.Contains(p.stderr.String(), "tokens=CLIENT_AUTH_TOKEN,WORKER_AUTH_TOKEN") {
+			t.Errorf("serve with 4-byte tokens logged %d weak-token lines:\n%s", n, p.stderr.String())
+		}
 	}
 }
 

@@ -74,6 +74,23 @@ func TestAuth(t *testing.T) {
 func TestOpenWithoutTokens(t *testing.T) {
 	t.Parallel()
 	b := setup(t, options{})
+	// Without tokens, a page of another site still cannot drive the API
+	// from a browser on this machine: what the browser marks as cross-site
+	// is refused, before anything is read or changed.
+	for _, h := range [][]string{{"Sec-Fetch-Site", "cross-site"}, {"Origin", "http://evil.example"}} {
+		r := b.do("POST", "/jobs", "", jobBody(1, nil), h...)
+		if r.status != http.StatusForbidden || r.errCode() != "permission_denied" {
+			t.Errorf("cross-site job creation (%s: %s) on an open server: %s, want 403 permission_denied", h[0], h[1], r)
+		}
+		if r := b.do("POST", "/tasks/claim", "", map[string]any{"worker_id": "w"}, h...); r.status != http.StatusForbidden {
+			t.Errorf("cross-site claim (%s: %s) on an open server: %s, want 403", h[0], h[1], r)
+		}
+	}
+	if r := b.client("GET", "/jobs", nil); !strings.Contains(string(r.body), `"jobs":[]`) {
+		t.Errorf("jobs after the refused cross-site requests: %s, want none", r)
+	}
+	// Its own origin, and callers that are not browsers, are served.
+	b.mustStatus(b.do("POST", "/jobs", "", jobBody(1, nil), "Sec-Fetch-Site", "same-origin"), http.StatusCreated)
 	b.mustStatus(b.do("POST", "/jobs", "", jobBody(1, nil)), http.StatusCreated)
 	if _, ok := b.claim("w", nil); !ok {
 		t.Fatal("no task claimed without tokens configured")
