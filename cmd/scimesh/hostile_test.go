@@ -483,7 +483,8 @@ func (h *hostile) rpcProcedure(t *testing.T, proc string, role auth.Role) {
 }
 
 // grpcProtocol checks the gRPC protocol proper (HTTP/2, binary, status in
-// trailers): no token, another role's, and a message over the bound.
+// trailers): no token, another role's, and a message over the bound; and
+// gRPC-Web's refusals.
 func (h *hostile) grpcProtocol(t *testing.T) {
 	var protocols http.Protocols
 	protocols.SetUnencryptedHTTP2(true)
@@ -502,6 +503,17 @@ func (h *hostile) grpcProtocol(t *testing.T) {
 	}
 	if err := call(hostileTokens.Worker, &v1.SubmitTaskRequest{}); connect.CodeOf(err) != connect.CodePermissionDenied {
 		t.Errorf("gRPC with the worker token: %v, want permission_denied", err)
+	}
+	// gRPC-Web: the status in the answer's headers.
+	for _, c := range []struct {
+		token string
+		want  string
+	}{{"", "16"}, {hostileTokens.Client, "7"}} {
+		a := h.send(t, attempt{method: "POST", path: "/scimesh.v1.Internal/SetCancel", token: c.token, ctype: "application/grpc-web+proto",
+			body: bytes.NewReader([]byte{0, 0, 0, 0, 0})})
+		if got := a.header.Get("Grpc-Status"); got != c.want {
+			t.Errorf("gRPC-Web with token %q: grpc-status %q (%d %q), want %s", c.token, got, a.status, a.body, c.want)
+		}
 	}
 	big := &v1.SubmitTaskRequest{Tasks: []*v1.PlacedTask{{TaskId: strings.Repeat("x", rpc.MaxMessageBytes)}}}
 	var ce *connect.Error
