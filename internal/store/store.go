@@ -54,6 +54,8 @@ type Store interface {
 // time.Time is stored as NULL and read back as zero. Every write sets the
 // row's version to version+1 and reflects it in the struct passed in.
 type Querier interface {
+	RetentionQuerier
+
 	// JobInsert inserts j. A taken ID or idempotency key is ErrDuplicate.
 	JobInsert(ctx context.Context, j *domain.Job) error
 	// JobGet returns the job with id, or ErrNotFound.

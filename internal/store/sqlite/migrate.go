@@ -53,6 +53,7 @@ func (s *Store) warm(ctx context.Context) error {
 		queries = append(queries, q[:]...)
 	}
 	queries = append(queries, taskListSQLs[:]...)
+	queries = append(queries, retentionSQLs...)
 	for _, q := range taskInsertSQLs {
 		queries = append(queries, q)
 	}

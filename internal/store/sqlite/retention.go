@@ -1,0 +1,314 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// The statements of retention. ID lists are JSON arrays (json_each), so
+// one prepared statement serves any number of IDs. A NULL cursor (?2) is
+// "from the start".
+const (
+	finalJob  = `('completed', 'failed', 'cancelled')`
+	finalTask = `('completed', 'failed', 'cancelled')`
+
+	jobListExpiredSQL = `SELECT id, finished_at, upload_id FROM jobs
+	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
+	ORDER BY finished_at, id LIMIT ?4`
+	jobDeleteSQL = `DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2
+	RETURNING id, finished_at, upload_id`
+	purgeInsertSQL = `INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
+
+	// treeDoneSQL holds when no task of tree ?1 here is unfinished or
+	// finished at or after ?2.
+	treeDoneSQL = `NOT EXISTS (SELECT 1 FROM tasks u WHERE u.job_id = %s AND u.kind = 'tree'
+	AND (u.state NOT IN ` + finalTask + ` OR u.finished_at IS NULL OR u.finished_at >= ?1))`
+
+	treeDeleteSQL = `INSERT INTO purges (id, kind, created_at) SELECT ?2, 'tree', ?3
+	WHERE EXISTS (SELECT 1 FROM tasks WHERE job_id = ?2 AND kind = 'tree') AND `
+
+	purgeListSQL   = `SELECT id, kind, created_at FROM purges ORDER BY created_at, id LIMIT ?`
+	purgeDeleteSQL = `DELETE FROM purges WHERE id = ?`
+
+	taskListIDsSQL   = `SELECT id FROM tasks WHERE job_id = ? LIMIT ?`
+	taskLogDeleteSQL = `DELETE FROM task_logs WHERE id IN (
+	SELECT id FROM task_logs WHERE task_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)`
+	taskArgDeleteSQL = `DELETE FROM task_args WHERE task_id IN (SELECT value FROM json_each(?))`
+	taskDeleteSQL    = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
+
+	// uploadUnusedSQL holds when upload u is older than ?1, by creation and
+	// by last use, and no job but a completed one names it.
+	uploadUnusedSQL = `u.created_at < ?1 AND (u.used_at IS NULL OR u.used_at < ?1)
+	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.upload_id = u.id AND j.status <> 'completed')`
+
+	uploadListExpiredSQL = `SELECT ` + uploadCols + ` FROM uploads u WHERE ` + uploadUnusedSQL + `
+	AND (?2 IS NULL OR (u.created_at, u.id) > (?2, ?3)) ORDER BY u.created_at, u.id LIMIT ?4`
+	uploadDeleteSQL   = `DELETE FROM uploads AS u WHERE u.id = ?2 AND ` + uploadUnusedSQL
+	uploadTouchSQL    = `UPDATE uploads SET used_at = ? WHERE id = ?`
+	uploadBlobKeysSQL = `SELECT DISTINCT blob_key FROM uploads WHERE blob_key IN (SELECT value FROM json_each(?))`
+)
+
+var (
+	taskTreeListExpiredSQL = `SELECT t.job_id, t.finished_at, t.id FROM tasks t
+	WHERE t.kind = 'tree' AND t.state IN ` + finalTask + ` AND t.finished_at < ?1
+	AND (?2 IS NULL OR (t.finished_at, t.id) > (?2, ?3)) AND ` + fmt.Sprintf(treeDoneSQL, "t.job_id") + `
+	ORDER BY t.finished_at, t.id LIMIT ?4`
+	taskTreeDeleteSQL = treeDeleteSQL + fmt.Sprintf(treeDoneSQL, "?2") + ` ON CONFLICT DO NOTHING RETURNING id`
+)
+
+// retentionSQLs are the statements above, for Store.warm.
+var retentionSQLs = []string{jobListExpiredSQL, jobDeleteSQL, purgeInsertSQL, purgeListSQL, purgeDeleteSQL,
+	taskListIDsSQL, taskLogDeleteSQL, taskArgDeleteSQL, taskDeleteSQL, uploadListExpiredSQL, uploadDeleteSQL,
+	uploadTouchSQL, uploadBlobKeysSQL, taskTreeListExpiredSQL, taskTreeDeleteSQL}
+
+// cursorArgs are the ?2 and ?3 of a listing after c (NULL: from the start).
+func cursorArgs(c *store.ExpiredCursor) (any, string) {
+	if c == nil {
+		return nil, ""
+	}
+	return c.At.UnixMicro(), c.ID
+}
+
+// JobListExpired returns final jobs finished before p.Before.
+func (q *querier) JobListExpired(ctx context.Context, p *store.JobListExpiredParams) ([]store.ExpiredJob, error) {
+	at, id := cursorArgs(p.After)
+	var out []store.ExpiredJob
+	err := q.query(ctx, false, func(r scanner) error {
+		var j store.ExpiredJob
+		var fin sql.NullInt64
+		if err := r.Scan(&j.ID, &fin, &j.UploadID); err != nil {
+			return err
+		}
+		j.FinishedAt = timeCol(fin)
+		out = append(out, j)
+		return nil
+	}, jobListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list expired jobs: %w", err)
+	}
+	return out, nil
+}
+
+// JobDelete deletes the jobs of p.IDs still expired and records their purges.
+func (q *querier) JobDelete(ctx context.Context, p *store.JobDeleteParams) ([]store.ExpiredJob, error) {
+	var out []store.ExpiredJob
+	err := q.atomically(ctx, "job_delete", func(q *querier) error {
+		out = out[:0]
+		for _, id := range p.IDs {
+			var j store.ExpiredJob
+			var fin sql.NullInt64
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&j.ID, &fin, &j.UploadID) },
+				jobDeleteSQL, id, p.Before.UnixMicro())
+			if errors.Is(err, store.ErrNotFound) {
+				continue // retried, not expired, or deleted by another process
+			}
+			if err != nil {
+				return fmt.Errorf("sqlite: delete job %s: %w", id, err)
+			}
+			if _, err := q.exec(ctx, purgeInsertSQL, id, "job", p.Now.UnixMicro()); err != nil {
+				return fmt.Errorf("sqlite: record the purge of job %s: %w", id, err)
+			}
+			j.FinishedAt = timeCol(fin)
+			out = append(out, j)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// TaskTreeListExpired walks the tasks of trees finished before p.Before.
+func (q *querier) TaskTreeListExpired(ctx context.Context, p *store.TaskTreeListExpiredParams) ([]store.ExpiredTree, error) {
+	at, id := cursorArgs(p.After)
+	var out []store.ExpiredTree
+	err := q.query(ctx, false, func(r scanner) error {
+		var t store.ExpiredTree
+		var fin sql.NullInt64
+		if err := r.Scan(&t.ID, &fin, &t.After.ID); err != nil {
+			return err
+		}
+		t.After.At = timeCol(fin)
+		out = append(out, t)
+		return nil
+	}, taskTreeListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list finished trees: %w", err)
+	}
+	return out, nil
+}
+
+// TaskTreeDelete records the purges of the trees of p.IDs still finished.
+func (q *querier) TaskTreeDelete(ctx context.Context, p *store.TaskTreeDeleteParams) ([]string, error) {
+	var out []string
+	err := q.atomically(ctx, "tree_delete", func(q *querier) error {
+		out = out[:0]
+		for _, id := range p.IDs {
+			var got string
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&got) },
+				taskTreeDeleteSQL, p.Before.UnixMicro(), id, p.Now.UnixMicro())
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("sqlite: record the purge of tree %s: %w", id, err)
+			}
+			out = append(out, got)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PurgeList returns the purges under way, oldest first.
+func (q *querier) PurgeList(ctx context.Context, limit int) ([]store.Purge, error) {
+	var out []store.Purge
+	err := q.query(ctx, false, func(r scanner) error {
+		var p store.Purge
+		var created sql.NullInt64
+		if err := r.Scan(&p.ID, &p.Kind, &created); err != nil {
+			return err
+		}
+		p.CreatedAt = timeCol(created)
+		out = append(out, p)
+		return nil
+	}, purgeListSQL, limitArg(limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list purges: %w", err)
+	}
+	return out, nil
+}
+
+// PurgeDelete ends the purge of id.
+func (q *querier) PurgeDelete(ctx context.Context, id string) error {
+	if _, err := q.exec(ctx, purgeDeleteSQL, id); err != nil {
+		return fmt.Errorf("sqlite: end the purge of %s: %w", id, err)
+	}
+	return nil
+}
+
+// TaskListIDs returns a page of the IDs of a job's or tree's tasks.
+func (q *querier) TaskListIDs(ctx context.Context, p *store.TaskListIDsParams) ([]string, error) {
+	var out []string
+	err := q.query(ctx, false, func(r scanner) error {
+		var id string
+		if err := r.Scan(&id); err != nil {
+			return err
+		}
+		out = append(out, id)
+		return nil
+	}, taskListIDsSQL, p.JobID, limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list the tasks of %s: %w", p.JobID, err)
+	}
+	return out, nil
+}
+
+// TaskLogDelete deletes up to p.Limit log lines of p.TaskIDs.
+func (q *querier) TaskLogDelete(ctx context.Context, p *store.TaskLogDeleteParams) (int, error) {
+	if len(p.TaskIDs) == 0 {
+		return 0, nil
+	}
+	res, err := q.exec(ctx, taskLogDeleteSQL, jsonArray(p.TaskIDs), limitArg(p.Limit))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: delete the logs of %d tasks: %w", len(p.TaskIDs), err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), err
+}
+
+// TaskDelete deletes the tasks p.IDs and their arguments.
+func (q *querier) TaskDelete(ctx context.Context, p *store.TaskDeleteParams) (store.TaskDeleted, error) {
+	var d store.TaskDeleted
+	if len(p.IDs) == 0 {
+		return d, nil
+	}
+	err := q.atomically(ctx, "task_delete", func(q *querier) error {
+		ids := jsonArray(p.IDs)
+		res, err := q.exec(ctx, taskArgDeleteSQL, ids)
+		if err != nil {
+			return fmt.Errorf("sqlite: delete the arguments of %d tasks: %w", len(p.IDs), err)
+		}
+		n, _ := res.RowsAffected()
+		d.Args = int(n)
+		if res, err = q.exec(ctx, taskDeleteSQL, ids); err != nil {
+			return fmt.Errorf("sqlite: delete %d tasks: %w", len(p.IDs), err)
+		}
+		n, _ = res.RowsAffected()
+		d.Tasks = int(n)
+		return nil
+	})
+	return d, err
+}
+
+// UploadListExpired returns the uploads nothing needs since p.Before.
+func (q *querier) UploadListExpired(ctx context.Context, p *store.UploadListExpiredParams) ([]*domain.Upload, error) {
+	at, id := cursorArgs(p.After)
+	var out []*domain.Upload
+	err := q.query(ctx, false, func(r scanner) error {
+		var u domain.Upload
+		var created sql.NullInt64
+		if err := r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created); err != nil {
+			return err
+		}
+		u.CreatedAt = timeCol(created)
+		out = append(out, &u)
+		return nil
+	}, uploadListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list expired uploads: %w", err)
+	}
+	return out, nil
+}
+
+// UploadDelete deletes the upload p.ID if it is still expired.
+func (q *querier) UploadDelete(ctx context.Context, p *store.UploadDeleteParams) (bool, error) {
+	res, err := q.exec(ctx, uploadDeleteSQL, p.Before.UnixMicro(), p.ID)
+	if err != nil {
+		return false, fmt.Errorf("sqlite: delete upload %s: %w", p.ID, err)
+	}
+	n, err := res.RowsAffected()
+	return n > 0, err
+}
+
+// UploadTouch records that a job is created over upload id at now.
+func (q *querier) UploadTouch(ctx context.Context, id string, now time.Time) error {
+	res, err := q.exec(ctx, uploadTouchSQL, now.UnixMicro(), id)
+	if err != nil {
+		return fmt.Errorf("sqlite: touch upload %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("sqlite: touch upload %s: %w", id, store.ErrNotFound)
+	}
+	return nil
+}
+
+// UploadListBlobKeys returns which of keys some upload names.
+func (q *querier) UploadListBlobKeys(ctx context.Context, keys []string) ([]string, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	var out []string
+	err := q.query(ctx, false, func(r scanner) error {
+		var k string
+		if err := r.Scan(&k); err != nil {
+			return err
+		}
+		out = append(out, k)
+		return nil
+	}, uploadBlobKeysSQL, jsonArray(keys))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: look up %d blob names: %w", len(keys), err)
+	}
+	return out, nil
+}
