@@ -76,3 +76,68 @@ func TestOpenMissing(t *testing.T) {
 		}
 	}
 }
+
+func TestListAndRemove(t *testing.T) {
+	t.Parallel()
+	s, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"u-a", "u-b"} {
+		w, err := s.Create()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(key))
+		if _, err := w.Commit(key); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pending, err := s.Create() // a blob being written
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pending.Abort()
+	list := func(fn func(func([]Info) error) error) map[string]int64 {
+		got := map[string]int64{}
+		if err := fn(func(page []Info) error {
+			for _, i := range page {
+				got[i.Key] = i.Size
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := list(s.List); len(got) != 2 || got["u-a"] != 3 || got["u-b"] != 3 {
+		t.Fatalf("List = %v, want u-a and u-b of 3 bytes", got)
+	}
+	temp := list(s.ListTemp)
+	if len(temp) != 1 {
+		t.Fatalf("ListTemp = %v, want the one being written", temp)
+	}
+	if err := s.Remove("u-a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Remove("u-a"); err != nil {
+		t.Fatalf("Remove of a removed blob: %v", err)
+	}
+	if _, err := s.Open("u-a"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Open of a removed blob = %v, want ErrNotFound", err)
+	}
+	for name := range temp {
+		if err := s.RemoveTemp(name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := list(s.ListTemp); len(got) != 0 {
+		t.Fatalf("ListTemp after RemoveTemp = %v", got)
+	}
+	if err := s.RemoveTemp("../files/u-b"); err == nil {
+		t.Fatal("RemoveTemp of a path outside the temporary directory succeeded")
+	}
+	if got := list(s.List); len(got) != 1 {
+		t.Fatalf("List after removals = %v, want u-b", got)
+	}
+}

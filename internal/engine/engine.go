@@ -64,6 +64,22 @@ type Config struct {
 	// (long-polls); beyond it a claim that would wait is refused with
 	// domain.ErrBusy. Default DefaultMaxWaitingClaims.
 	MaxWaitingClaims int
+	// Retention is how long a final job, or a finished tree, is kept
+	// before a retention pass deletes it with its tasks, logs and result;
+	// 0 keeps them for ever.
+	Retention time.Duration
+	// UploadRetention is how long an upload that no unfinished job needs
+	// is kept before a retention pass deletes it with its file; 0 keeps
+	// uploads for ever.
+	UploadRetention time.Duration
+	// RetentionInterval is how often Run makes a retention pass (see
+	// Prune). Zero or less makes none: unlike the other settings, the
+	// zero value keeps everything, so that nothing is deleted unless the
+	// operator asked for it.
+	RetentionInterval time.Duration
+	// RetentionBatch is the most rows one retention transaction deletes;
+	// default DefaultRetentionBatch.
+	RetentionBatch int
 	// MaxStreams caps the open streams of this process (log follows, the
 	// dashboard's live views); beyond it one is refused with
 	// domain.ErrBusy. Default DefaultMaxStreams.

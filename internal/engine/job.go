@@ -116,6 +116,13 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		})
 	}
 	err = e.tx(ctx, func(q store.Querier) error {
+		if job.UploadID != "" {
+			// Keeps retention from deleting the upload under the new job
+			// (see store.RetentionQuerier.UploadTouch), or finds it gone.
+			if err := q.UploadTouch(ctx, job.UploadID, now); err != nil {
+				return notFound(err, "upload %q", job.UploadID)
+			}
+		}
 		if err := q.JobInsert(ctx, job); err != nil {
 			return err
 		}
@@ -351,6 +358,13 @@ func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView,
 	})
 	if err != nil {
 		return nil, "", mapStoreErr(fmt.Errorf("list tasks of job %s: %w", p.JobID, err))
+	}
+	if len(tasks) == 0 {
+		// The settings may come from memory: an empty page may be that
+		// of a job another process deleted (retention) since.
+		if _, err := e.store.JobGet(ctx, p.JobID); err != nil {
+			return nil, "", notFound(err, "job %q", p.JobID)
+		}
 	}
 	next := ""
 	if len(tasks) > limit {

@@ -81,6 +81,13 @@ func (e *Engine) Logs(ctx context.Context, taskID string, after int64, limit int
 	if err != nil {
 		return nil, notFound(err, "task %q", taskID)
 	}
+	if t.JobID != "" && t.Kind != domain.KindTree {
+		// A job deleted by retention is gone at once, although its tasks
+		// and their logs go in batches after it.
+		if _, err := e.jobSettings(ctx, t.JobID); err != nil {
+			return nil, notFound(err, "task %q", taskID)
+		}
+	}
 	// Read the state before the lines: a task final before its lines were
 	// read has no line appended after them.
 	final := t.State.Final()

@@ -11,13 +11,17 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// Run runs the background loops — the lease reaper, the stitcher and,
-// with peers, the outbox — until ctx is done. It is safe to run in every process sharing a database.
+// Run runs the background loops — the lease reaper, the stitcher, the
+// retention pass when configured and, with peers, the outbox — until ctx
+// is done. It is safe to run in every process sharing a database.
 func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.ExpireLeases) })
 	wg.Go(func() { e.loop(ctx, "worker pruner", time.Hour, nil, e.PruneWorkers) })
 	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReady) })
+	if e.cfg.RetentionInterval > 0 {
+		wg.Go(func() { e.retentionLoop(ctx) })
+	}
 	if e.cfg.Peers != nil {
 		wg.Go(func() { e.loop(ctx, "outbox", e.cfg.OutboxInterval, e.outbox, e.DeliverOutbox) })
 	}

@@ -33,9 +33,18 @@ type Metrics struct {
 	failures     *prometheus.CounterVec
 	expiries     *prometheus.CounterVec
 	requests     *prometheus.HistogramVec
+	deleted      *prometheus.CounterVec
+	deletedBytes prometheus.Counter
 }
 
-var _ engine.Observer = (*Metrics)(nil)
+var (
+	_ engine.Observer          = (*Metrics)(nil)
+	_ engine.RetentionObserver = (*Metrics)(nil)
+)
+
+// retentionKinds are the kinds of things retention deletes, so that each
+// reads 0 before the first pass deletes one.
+var retentionKinds = []string{"job", "tree", "task", "log", "arg", "upload", "file"}
 
 // New returns Metrics with the Go runtime and process collectors and the
 // engine's and HTTP server's counters registered. log receives the errors
@@ -75,11 +84,23 @@ func New(log *slog.Logger) *Metrics {
 			// Up to the longest long-poll claim (60 s); log streams last longer.
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"method", "route", "code"}),
+		deleted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "scimesh_retention_deleted_total",
+			Help: "Rows and files deleted by this process's retention passes, by kind: job, tree, task, log (lines), arg (tree task arguments), upload, file.",
+		}, []string{"kind"}),
+		deletedBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scimesh_retention_deleted_bytes_total",
+			Help: "Bytes of the files (uploads, orphans, temporary files left behind) removed by this process's retention passes.",
+		}),
+	}
+	for _, k := range retentionKinds {
+		m.deleted.WithLabelValues(k)
 	}
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.claims, m.claimSeconds, m.completions, m.failures, m.expiries, m.requests,
+		m.deleted, m.deletedBytes,
 	)
 	return m
 }
@@ -133,6 +154,12 @@ func (m *Metrics) Failed(kind domain.TaskKind, final bool) {
 // Expired implements engine.Observer.
 func (m *Metrics) Expired(kind domain.TaskKind, final bool) {
 	m.expiries.WithLabelValues(string(kind), strconv.FormatBool(final)).Inc()
+}
+
+// Deleted implements engine.RetentionObserver.
+func (m *Metrics) Deleted(kind string, n int, bytes int64) {
+	m.deleted.WithLabelValues(kind).Add(float64(n))
+	m.deletedBytes.Add(float64(bytes))
 }
 
 // State is what the metrics read from the engine at scrape time;

@@ -296,3 +296,28 @@ func TestStateMetrics(t *testing.T) {
 			mfs["scimesh_tasks"] != nil, mfs["go_goroutines"] != nil)
 	}
 }
+
+func TestRetentionMetrics(t *testing.T) {
+	t.Parallel()
+	m := telemetry.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	mfs := scrape(t, srv.URL)
+	if c := find(mfs, "scimesh_retention_deleted_total", map[string]string{"kind": "job"}); c == nil || c.GetCounter().GetValue() != 0 {
+		t.Errorf("jobs deleted before any pass: %v, want 0", c)
+	}
+	m.Deleted("job", 2, 0)
+	m.Deleted("task", 300, 0)
+	m.Deleted("file", 1, 4096)
+	m.Deleted("file", 2, 10)
+	mfs = scrape(t, srv.URL)
+	for kind, want := range map[string]float64{"job": 2, "task": 300, "file": 3, "log": 0} {
+		c := find(mfs, "scimesh_retention_deleted_total", map[string]string{"kind": kind})
+		if c == nil || c.GetCounter().GetValue() != want {
+			t.Errorf("scimesh_retention_deleted_total{kind=%q} = %v, want %v", kind, c, want)
+		}
+	}
+	if c := find(mfs, "scimesh_retention_deleted_bytes_total", nil); c == nil || c.GetCounter().GetValue() != 4106 {
+		t.Errorf("scimesh_retention_deleted_bytes_total = %v, want 4106", c)
+	}
+}
