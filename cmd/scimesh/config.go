@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/migrate"
@@ -135,4 +138,88 @@ func redact(url string) string {
 	}
 	user, _, _ := strings.Cut(creds, ":")
 	return scheme + "://" + user + ":***@" + host
+}
+
+// storageConfig is where a coordinator's data lives: the settings that
+// serve and prune share, resolved the same way for both.
+type storageConfig struct {
+	DB      string // the database URL
+	DataDir string // the directory of uploads and other files
+}
+
+// addStorageFlags declares the storage settings' flags on cmd.
+func addStorageFlags(cmd *cobra.Command) {
+	f := cmd.Flags()
+	f.String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
+	f.String("data-dir", defaultDataDir, "where uploads, chunks and results live (env SCIMESH_DATA_DIR)")
+}
+
+// resolveStorage resolves the storage settings from cmd's flags, the
+// environment and .env.
+func resolveStorage(cmd *cobra.Command, e *env) storageConfig {
+	return storageConfig{
+		DB:      e.setting(cmd, "db", "DATABASE_URL", defaultDB),
+		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
+	}
+}
+
+// openBlobs opens the file store under the data directory, creating it
+// when needed.
+func (c storageConfig) openBlobs() (*blob.Store, error) {
+	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	return blob.Open(filepath.Join(c.DataDir, "blobs"))
+}
+
+// Defaults of retention (SPEC §7).
+const (
+	defaultRetention         = 720 * time.Hour
+	defaultUploadRetention   = 168 * time.Hour
+	defaultRetentionInterval = 10 * time.Minute
+)
+
+// retentionConfig is how long what is finished is kept.
+type retentionConfig struct {
+	Retention       time.Duration // final jobs and finished trees; 0 keeps them
+	UploadRetention time.Duration // uploads no unfinished job needs; 0 keeps them
+}
+
+// addRetentionFlags declares the retention flags on cmd; jobsFlag names the
+// one for jobs (--retention for serve, --older-than for prune).
+func addRetentionFlags(cmd *cobra.Command, jobsFlag, jobsUsage string) {
+	f := cmd.Flags()
+	f.String(jobsFlag, defaultRetention.String(), jobsUsage)
+	f.String("upload-retention", defaultUploadRetention.String(), "delete uploads unused for this long that no unfinished job needs, "+
+		"with their files; 0 keeps them (env SCIMESH_UPLOAD_RETENTION)")
+}
+
+// resolveRetention resolves the retention settings; jobsFlag is as for
+// addRetentionFlags.
+func resolveRetention(cmd *cobra.Command, e *env, jobsFlag string) (retentionConfig, error) {
+	var c retentionConfig
+	for _, s := range []struct {
+		flag, env string
+		def       time.Duration
+		to        *time.Duration
+	}{
+		{jobsFlag, "SCIMESH_RETENTION", defaultRetention, &c.Retention},
+		{"upload-retention", "SCIMESH_UPLOAD_RETENTION", defaultUploadRetention, &c.UploadRetention},
+	} {
+		d, err := parseRetention(e.setting(cmd, s.flag, s.env, s.def.String()))
+		if err != nil {
+			return c, fmt.Errorf("--%s (or %s): %w", s.flag, s.env, err)
+		}
+		*s.to = d
+	}
+	return c, nil
+}
+
+// parseRetention reads a retention: a Go duration, 0 for ever.
+func parseRetention(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("retention %q must be a duration such as 720h (30 days) or 90m, or 0 to keep everything", v)
+	}
+	return d, nil
 }

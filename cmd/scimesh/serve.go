@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/auth"
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
@@ -31,13 +29,16 @@ import (
 // serveConfig is everything `scimesh serve` needs, resolved from flags,
 // environment and .env.
 type serveConfig struct {
-	DB       string
-	DataDir  string
+	storageConfig
 	Addr     string
 	Shard    string
 	Topology *topology.Topology // nil: a single shard
 	Tokens   auth.Tokens
 	Migrate  bool
+	// retentionConfig says how long finished jobs, trees and unused
+	// uploads are kept; RetentionInterval how often the loop looks.
+	retentionConfig
+	RetentionInterval time.Duration
 	// PeerGiveUp is how long a message may wait for a shard that does not
 	// answer before its tree is failed (engine.Config.PeerGiveUp); 0 waits
 	// for as long as it takes.
@@ -78,9 +79,11 @@ func newServeCmd() *cobra.Command {
 			return serve(ctx, cfg, newLogger(cfg.LogLevel), nil)
 		},
 	}
+	addStorageFlags(cmd)
+	addRetentionFlags(cmd, "retention", "delete jobs final (and trees finished) for this long, with their tasks, logs and results; "+
+		"0 keeps them (env SCIMESH_RETENTION)")
 	f := cmd.Flags()
-	f.String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
-	f.String("data-dir", defaultDataDir, "where uploads, chunks and results live (env SCIMESH_DATA_DIR)")
+	f.String("retention-interval", defaultRetentionInterval.String(), "how often to look for what retention deletes (env SCIMESH_RETENTION_INTERVAL)")
 	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
@@ -102,10 +105,9 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 		return nil, err
 	}
 	cfg := &serveConfig{
-		DB:      e.setting(cmd, "db", "DATABASE_URL", defaultDB),
-		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
-		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
-		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
+		storageConfig: resolveStorage(cmd, e),
+		Addr:          e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
+		Shard:         e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
 		Tokens: auth.Tokens{
 			Worker: e.get("WORKER_AUTH_TOKEN"),
 			Client: e.get("CLIENT_AUTH_TOKEN"),
@@ -136,6 +138,13 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			}
 			*c.to = n
 		}
+	}
+	if cfg.retentionConfig, err = resolveRetention(cmd, e, "retention"); err != nil {
+		return nil, err
+	}
+	v := e.setting(cmd, "retention-interval", "SCIMESH_RETENTION_INTERVAL", defaultRetentionInterval.String())
+	if cfg.RetentionInterval, err = time.ParseDuration(v); err != nil || cfg.RetentionInterval <= 0 {
+		return nil, fmt.Errorf("retention interval %q must be a positive duration such as 10m (--retention-interval or SCIMESH_RETENTION_INTERVAL)", v)
 	}
 	if err := checkShard(cfg.Shard); err != nil {
 		return nil, err
@@ -211,21 +220,19 @@ func newLogger(level slog.Level) *slog.Logger {
 // serve runs a coordinator until ctx is done. When ready is not nil it
 // receives the listening address once the server accepts connections.
 func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
-		return fmt.Errorf("create data directory: %w", err)
+	blobs, err := cfg.openBlobs()
+	if err != nil {
+		return err
 	}
 	st, err := openStore(ctx, cfg.DB, cfg.Migrate)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(cfg.DataDir, "blobs"))
-	if err != nil {
-		return err
-	}
 	metrics := telemetry.New(log)
 	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
-		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams}
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams,
+		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval}
 	if cfg.Topology.String() != "" { // other shards exist: trees may span them
 		peers := rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})
 		peers.Insecure = cfg.InsecurePeers

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+func newPruneCmd() *cobra.Command {
+	var dryRun bool
+	cmd := &cobra.Command{
+		Use:   "prune",
+		Short: "Make one retention pass now: delete old finished jobs, unused uploads and orphan files",
+		Long: `prune deletes, now, what the retention loop of 'scimesh serve' deletes every
+few minutes: jobs final (completed, failed or cancelled) for longer than
+--older-than, with their tasks, logs and results, and task trees finished as
+long; uploads unused for --upload-retention that no unfinished job needs
+(a failed or cancelled job keeps its upload, since it may be retried), with
+their files; and files under the data directory that no row names, once an
+hour old. It reads the same --db and --data-dir settings (and environment,
+and .env) as serve, and may run while coordinators serve the same database.
+With --dry-run it deletes nothing and prints what it would delete.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			e, err := loadEnv()
+			if err != nil {
+				return err
+			}
+			sc := resolveStorage(cmd, e)
+			rc, err := resolveRetention(cmd, e, "older-than")
+			if err != nil {
+				return err
+			}
+			return runPrune(cmd.Context(), cmd.OutOrStdout(), sc, engine.PruneParams{
+				Retention: rc.Retention, UploadRetention: rc.UploadRetention, DryRun: dryRun,
+			})
+		},
+	}
+	addStorageFlags(cmd)
+	addRetentionFlags(cmd, "older-than", "delete jobs final (and trees finished) for longer than this; 0 keeps them "+
+		"(default: SCIMESH_RETENTION, else 720h)")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "delete nothing; print what would be deleted")
+	return cmd
+}
+
+// runPrune makes one retention pass on the storage sc names and prints
+// what it deleted (or would) to out.
+func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneParams) error {
+	blobs, err := sc.openBlobs()
+	if err != nil {
+		return err
+	}
+	st, err := openStore(ctx, sc.DB, false)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	eng := engine.New(st, engine.Config{Blobs: blobs, Logger: slog.New(slog.DiscardHandler)})
+	r, err := eng.Prune(ctx, p)
+	if r != nil {
+		printPrune(out, r, p)
+	}
+	if err != nil {
+		return fmt.Errorf("retention pass stopped part way (what it deleted is listed above; run prune again to go on): %w", err)
+	}
+	return nil
+}
+
+// printPrune writes a pass's report, one line per kind of thing.
+func printPrune(out io.Writer, r *engine.PruneReport, p engine.PruneParams) {
+	verb := "deleted"
+	if r.DryRun {
+		verb = "would delete"
+	}
+	when := func(d time.Duration, t time.Time) string {
+		if d == 0 {
+			return "kept: retention 0"
+		}
+		return "older than " + d.String() + ", before " + t.Format(time.RFC3339)
+	}
+	fmt.Fprintf(out, "%s %d jobs and %d trees (%s)\n", verb, r.Jobs, r.Trees, when(p.Retention, r.Before))
+	if !r.DryRun {
+		fmt.Fprintf(out, "%s %d tasks, %d log lines and %d task arguments\n", verb, r.Tasks, r.Logs, r.Args)
+	}
+	fmt.Fprintf(out, "%s %d uploads, %d bytes of files (%s)\n", verb, r.Uploads, r.UploadBytes, when(p.UploadRetention, r.UploadsBefore))
+	fmt.Fprintf(out, "%s %d files that no row names, %d bytes (unwritten for %s)\n", verb, r.Files, r.FileBytes, engine.OrphanAge)
+	if r.DryRun {
+		fmt.Fprintln(out, "dry run: nothing was deleted")
+	}
+}

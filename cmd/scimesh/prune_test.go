@@ -1,0 +1,223 @@
+package main
+
+import (
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// uploadCSV posts body to /upload and returns the upload's ID.
+func uploadCSV(t *testing.T, url, token, body string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url+"/upload", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "text/csv")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var u struct {
+		UploadID string `json:"upload_id"`
+	}
+	if resp.StatusCode != 201 {
+		data, _ := io.ReadAll(resp.Body)
+		t.Fatalf("upload: %d %s", resp.StatusCode, data)
+	}
+	if err := jsonDecode(resp.Body, &u); err != nil {
+		t.Fatal(err)
+	}
+	return u.UploadID
+}
+
+// getStatus sends a GET and returns its status code.
+func getStatus(t *testing.T, url, token string) int {
+	t.Helper()
+	req, _ := http.NewRequest("GET", url, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// runJob creates a job over upload uploadID (chunks of one row), runs
+// every chunk with a log line, waits until it is completed, and returns
+// its ID and its tasks' IDs.
+func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
+	t.Helper()
+	var j jobOut
+	body := map[string]any{"workload": "w", "top_k": 1, "chunk_rows": 1, "input": map[string]any{"upload_id": uploadID}}
+	if s := call(t, "POST", p.url+"/jobs", "ctok", body, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	var tasks []string
+	for {
+		var tk taskOut
+		s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1", "workloads": []string{"w"}}, &tk)
+		if s == 204 {
+			break
+		}
+		if s != 200 {
+			t.Fatalf("claim: %d", s)
+		}
+		tasks = append(tasks, tk.TaskID)
+		lease := map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "lines": []string{"working"}}
+		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/logs", "wtok", lease, nil); s != 204 {
+			t.Fatalf("logs: %d", s)
+		}
+		res := map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": "id,score\na,1\n"}
+		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/result", "wtok", res, nil); s != 200 {
+			t.Fatalf("result: %d", s)
+		}
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got jobOut
+		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		if got.Status == "completed" {
+			return j.JobID, tasks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s, want completed", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestPruneCommand runs `scimesh prune` beside a serving coordinator:
+// --dry-run deletes nothing and says what it would; the real pass deletes
+// the finished job and its upload, which are then 404 on every route,
+// and leaves a pending job alone.
+func TestPruneCommand(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, pg bool) {
+		dir := t.TempDir()
+		db := newDB(t, dir, pg)
+		data := filepath.Join(dir, "data")
+		p := serveProc(t, dir, tokenEnv, "--db", db, "--data-dir", data, "--retention", "0", "--upload-retention", "0")
+		up := uploadCSV(t, p.url, "ctok", "id,x\na,1\nb,2\n")
+		jobID, tasks := runJob(t, p, up)
+		if len(tasks) != 2 {
+			t.Fatalf("the job ran %d chunks, want 2", len(tasks))
+		}
+		var pending jobOut
+		if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "other", "input": map[string]any{"chunks": chunkList(1)}}, &pending); s != 201 {
+			t.Fatalf("create the pending job: %d", s)
+		}
+		files := func() int {
+			entries, err := os.ReadDir(filepath.Join(data, "blobs", "files"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(entries)
+		}
+		if n := files(); n != 1 {
+			t.Fatalf("%d files in the data directory, want the upload's", n)
+		}
+		time.Sleep(5 * time.Millisecond) // older than --older-than 1ms
+		args := []string{"prune", "--db", db, "--data-dir", data, "--older-than", "1ms", "--upload-retention", "1ms"}
+		out, err := run(t, dir, nil, append(args, "--dry-run")...)
+		if err != nil {
+			t.Fatalf("prune --dry-run: %v\n%s", err, out)
+		}
+		for _, want := range []string{"would delete 1 jobs and 0 trees", "would delete 1 uploads", "dry run: nothing was deleted"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("prune --dry-run printed no %q:\n%s", want, out)
+			}
+		}
+		if s := getStatus(t, p.url+"/jobs/"+jobID, "ctok"); s != 200 {
+			t.Fatalf("after a dry run, GET /jobs/%s = %d, want 200", jobID, s)
+		}
+		if s := getStatus(t, p.url+"/tasks/"+tasks[0]+"/logs", "ctok"); s != 200 {
+			t.Fatalf("after a dry run, the task's log = %d, want 200", s)
+		}
+		if n := files(); n != 1 {
+			t.Fatalf("a dry run removed the upload's file (%d files left)", n)
+		}
+
+		out, err = run(t, dir, nil, args...)
+		if err != nil {
+			t.Fatalf("prune: %v\n%s", err, out)
+		}
+		for _, want := range []string{"deleted 1 jobs and 0 trees", "deleted 3 tasks, 2 log lines", "deleted 1 uploads"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("prune printed no %q:\n%s", want, out)
+			}
+		}
+		for _, path := range []string{"/jobs/" + jobID, "/jobs/" + jobID + "/tasks", "/jobs/" + jobID + "/result",
+			"/tasks/" + tasks[0], "/tasks/" + tasks[0] + "/logs", "/ui/jobs/" + jobID} {
+			if s := getStatus(t, p.url+path, "ctok"); s != 404 {
+				t.Errorf("GET %s after prune = %d, want 404", path, s)
+			}
+		}
+		if n := files(); n != 0 {
+			t.Errorf("%d files left after prune, want the upload's removed", n)
+		}
+		if s := getStatus(t, p.url+"/jobs/"+pending.JobID, "ctok"); s != 200 {
+			t.Errorf("the pending job after prune = %d, want 200", s)
+		}
+		var j struct {
+			UploadID string `json:"upload_id"`
+		}
+		body := map[string]any{"workload": "w", "input": map[string]any{"upload_id": up}}
+		if s := call(t, "POST", p.url+"/jobs", "ctok", body, &j); s != 404 {
+			t.Errorf("a job over the deleted upload = %d, want 404", s)
+		}
+		out, err = run(t, dir, nil, "prune", "--db", db, "--data-dir", data, "--older-than", "soon")
+		if err == nil || !strings.Contains(out, "--older-than") || !strings.Contains(out, "720h") {
+			t.Errorf("prune with a bad duration: %v\n%s", err, out)
+		}
+	})
+}
+
+// TestServeRetentionLoop: serve's own loop deletes a finished job once
+// past --retention, and /metrics counts what it deleted.
+func TestServeRetentionLoop(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"),
+		"--retention", "1ms", "--retention-interval", "100ms")
+	up := uploadCSV(t, p.url, "ctok", "id,x\na,1\n")
+	jobID, _ := runJob(t, p, up)
+	deadline := time.Now().Add(20 * time.Second)
+	for getStatus(t, p.url+"/jobs/"+jobID, "ctok") != 404 {
+		if time.Now().After(deadline) {
+			t.Fatal("the retention loop did not delete a job finished past --retention")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(p.url + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		m := string(data)
+		if strings.Contains(m, `scimesh_retention_deleted_total{kind="job"} 1`) && strings.Contains(m, `scimesh_retention_deleted_total{kind="task"} 2`) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics does not count the deleted job and its 2 tasks:\n%s", grepLines(m, "scimesh_retention"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for l := range strings.SplitSeq(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
