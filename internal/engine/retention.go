@@ -186,6 +186,7 @@ func (e *Engine) pruneJobs(ctx context.Context, r *PruneReport) error {
 			}
 			var deleted []store.ExpiredJob
 			err := e.tx(ctx, func(q store.Querier) error {
+				var err error
 				deleted, err = q.JobDelete(ctx, &store.JobDeleteParams{IDs: ids, Before: r.Before, Now: e.now()})
 				return err
 			})
@@ -232,6 +233,7 @@ func (e *Engine) pruneTrees(ctx context.Context, r *PruneReport) error {
 		} else if len(ids) > 0 {
 			var purged []string
 			err := e.tx(ctx, func(q store.Querier) error {
+				var err error
 				purged, err = q.TaskTreeDelete(ctx, &store.TaskTreeDeleteParams{IDs: ids, Before: r.Before, Now: e.now()})
 				return err
 			})
@@ -293,6 +295,7 @@ func (e *Engine) purge(ctx context.Context, p store.Purge, r *PruneReport) error
 		for {
 			var n int
 			err := e.tx(ctx, func(q store.Querier) error {
+				var err error
 				n, err = q.TaskLogDelete(ctx, &store.TaskLogDeleteParams{TaskIDs: ids, Limit: batch})
 				return err
 			})
@@ -307,6 +310,7 @@ func (e *Engine) purge(ctx context.Context, p store.Purge, r *PruneReport) error
 		}
 		var d store.TaskDeleted
 		err = e.tx(ctx, func(q store.Querier) error {
+			var err error
 			d, err = q.TaskDelete(ctx, &store.TaskDeleteParams{IDs: ids})
 			return err
 		})
@@ -343,6 +347,7 @@ func (e *Engine) pruneUploads(ctx context.Context, r *PruneReport) error {
 			}
 			var ok bool
 			err := e.tx(ctx, func(q store.Querier) error {
+				var err error
 				ok, err = q.UploadDelete(ctx, &store.UploadDeleteParams{ID: u.ID, Before: r.UploadsBefore})
 				return err
 			})
