@@ -78,7 +78,7 @@ func NewJob(id string, createdAt time.Time) *domain.Job {
 
 // NewTasks returns the task tree of j with n chunks: element 0 is the stitch
 // task (waiting on n upstreams) and elements 1..n are the chunk tasks, pending
-// and runnable from j.CreatedAt, in ChunkIndex order, with j's timeout (the
+// and runnable at once (no RunAfter), in ChunkIndex order, with j's timeout (the
 // stitch task has none). It does not change j.
 func NewTasks(j *domain.Job, n int) []*domain.Task {
 	out := make([]*domain.Task, 0, n+1)
@@ -91,7 +91,6 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 		State:            domain.TaskWaiting,
 		MaxAttempts:      j.MaxAttempts,
 		LeaseSeconds:     j.LeaseSeconds,
-		RunAfter:         j.CreatedAt,
 		Priority:         j.Priority,
 		JobCreatedAt:     j.CreatedAt,
 		PendingUpstreams: n,
@@ -109,7 +108,6 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 			MaxAttempts:    j.MaxAttempts,
 			LeaseSeconds:   j.LeaseSeconds,
 			TimeoutSeconds: j.TimeoutSeconds,
-			RunAfter:       j.CreatedAt,
 			Priority:       j.Priority,
 			JobCreatedAt:   j.CreatedAt,
 			InputURI:       fmt.Sprintf("blob:chunks/%s/%d.csv", j.ID, i),
