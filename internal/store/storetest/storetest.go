@@ -42,6 +42,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("TaskArg", func(t *testing.T) { t.Parallel(); exerciseTaskArgs(t, newStore) })
 	t.Run("Outbox", func(t *testing.T) { t.Parallel(); exerciseOutbox(t, newStore) })
 	t.Run("Inspect", func(t *testing.T) { t.Parallel(); exerciseInspect(t, newStore) })
+	t.Run("Creation", func(t *testing.T) { t.Parallel(); exerciseCreation(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.
