@@ -95,6 +95,12 @@ func isLoopback(addr string) bool {
 // PostgreSQL is migrated only when migrateUp is set, and otherwise must
 // already be.
 func openStore(ctx context.Context, url string, migrateUp bool) (store.Store, error) {
+	return openStoreConns(ctx, url, migrateUp, 0)
+}
+
+// openStoreConns is openStore with a PostgreSQL pool of maxConns
+// connections (0: the URL's pool_max_conns, else 16); SQLite ignores it.
+func openStoreConns(ctx context.Context, url string, migrateUp bool, maxConns int) (store.Store, error) {
 	switch {
 	case strings.HasPrefix(url, "sqlite:"):
 		path := strings.TrimPrefix(url, "sqlite:")
@@ -103,7 +109,7 @@ func openStore(ctx context.Context, url string, migrateUp bool) (store.Store, er
 		}
 		return sqlite.Open(ctx, path)
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err := postgres.Open(ctx, url)
+		s, err := postgres.Open(ctx, url, postgres.MaxConns(maxConns))
 		if err != nil {
 			return nil, err
 		}

@@ -51,6 +51,9 @@ type serveConfig struct {
 	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
 	// open streams of the process; 0 means the engine's defaults.
 	MaxWaitingClaims, MaxStreams int
+	// DBMaxConns is the PostgreSQL pool's size; 0 means the URL's
+	// pool_max_conns, else 16.
+	DBMaxConns int
 	// BodyGrace and BodyRate, when set, replace the gate's bounds on a
 	// body that trickles in (auth.Gate); tests shorten them.
 	BodyGrace time.Duration
@@ -94,6 +97,7 @@ func newServeCmd() *cobra.Command {
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
+	f.Int("db-max-conns", 0, "PostgreSQL connections this process opens at most; 0: the URL's pool_max_conns, else 16 (env SCIMESH_DB_MAX_CONNS)")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
 	f.String("log-level", "info", "least important log lines kept: debug, info, warn or error (env SCIMESH_LOG_LEVEL)")
 	return cmd
@@ -130,7 +134,8 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	for _, c := range []struct {
 		flag, env string
 		to        *int
-	}{{"max-waiting-claims", "SCIMESH_MAX_WAITING_CLAIMS", &cfg.MaxWaitingClaims}, {"max-streams", "SCIMESH_MAX_STREAMS", &cfg.MaxStreams}} {
+	}{{"max-waiting-claims", "SCIMESH_MAX_WAITING_CLAIMS", &cfg.MaxWaitingClaims}, {"max-streams", "SCIMESH_MAX_STREAMS", &cfg.MaxStreams},
+		{"db-max-conns", "SCIMESH_DB_MAX_CONNS", &cfg.DBMaxConns}} {
 		if v := e.setting(cmd, c.flag, c.env, ""); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 1 {
@@ -224,7 +229,7 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, cfg.DB, cfg.Migrate)
+	st, err := openStoreConns(ctx, cfg.DB, cfg.Migrate, cfg.DBMaxConns)
 	if err != nil {
 		return err
 	}

@@ -29,12 +29,16 @@ type Job struct {
 	InputHeader    []byte // the header line every chunk of an upload repeats; nil when none
 	IdempotencyKey string // empty when the client sent none
 	RequestHash    string // sha256 of the creating request, to compare replays
-	Result         []byte // the final CSV, once completed
+	Result         []byte // the final CSV, once completed; only the store's JobGetResult reads it
 	ResultSHA256   string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	FinishedAt     time.Time // zero until the job reaches a final status
 	Version        int64
+	// Creating is set while the job's tasks are being written in batches:
+	// until it is cleared the job is hidden from clients (see
+	// engine.CreateJob).
+	Creating bool
 }
 
 // Bounds and defaults of job settings.

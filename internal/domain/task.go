@@ -103,3 +103,12 @@ func (c TaskCounts) Progress() float64 {
 	}
 	return float64(c.Completed) / float64(c.Total)
 }
+
+// NormRunAfter clears t.RunAfter when it is not after t.UpdatedAt: the task
+// is runnable at once, which stores record as no RunAfter at all, so that
+// only tasks in backoff carry one (and claims never walk past them).
+func NormRunAfter(t *Task) {
+	if !t.RunAfter.After(t.UpdatedAt) {
+		t.RunAfter = time.Time{}
+	}
+}

@@ -261,14 +261,22 @@ func (b *broadcast) Notify() {
 
 // jobSettings returns the job's immutable settings, from memory when seen
 // recently. Status and other mutable fields of the result may be stale.
+// It reads the pool: never call it inside a transaction (jobSettingsIn).
 func (e *Engine) jobSettings(ctx context.Context, id string) (*domain.Job, error) {
+	return e.jobSettingsIn(ctx, e.store, id)
+}
+
+// jobSettingsIn is jobSettings reading through q, the querier of the
+// transaction it runs in: an operation never holds one connection while it
+// waits for another.
+func (e *Engine) jobSettingsIn(ctx context.Context, q store.Querier, id string) (*domain.Job, error) {
 	e.jobsMu.Lock()
 	j, ok := e.jobs[id]
 	e.jobsMu.Unlock()
 	if ok {
 		return j, nil
 	}
-	j, err := e.store.JobGet(ctx, id)
+	j, err := q.JobGet(ctx, id)
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("job %s: %w", id, err))
 	}

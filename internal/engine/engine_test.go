@@ -127,9 +127,12 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 				if root.State != domain.TaskCompleted || root.Attempt != 1 {
 					t.Fatalf("root of %s: %s at attempt %d, want completed at its first lease", id, root.State, root.Attempt)
 				}
+				if v.Result != nil {
+					t.Errorf("GetJob of %s read the final CSV; only JobResult may", id)
+				}
 				want := fmt.Sprintf("id,score\n%s-2,2\n", id)
-				if string(v.Result) != want {
-					t.Fatalf("result of %s = %q, want %q", id, v.Result, want)
+				if got, err := a.JobResult(t.Context(), id); err != nil || string(got) != want {
+					t.Fatalf("result of %s = %q, %v; want %q", id, got, err, want)
 				}
 				break
 			}

@@ -23,10 +23,31 @@ type JobView struct {
 	Tasks domain.TaskCounts
 }
 
+// CreateBatch is how many chunk tasks CreateJob writes per transaction:
+// small enough that SQLite's one writer is never held for long (about
+// 50 ms per batch on the project's machine), large enough that a
+// million-chunk job is written in a few seconds.
+const CreateBatch = 5000
+
+// CreationStale is how long a job's creation may make no progress before
+// it counts as dead: its partial job is deleted and its Idempotency-Key
+// may create the job again. Each batch renews it.
+const CreationStale = 10 * time.Second
+
 // CreateJob validates spec and creates its job, its chunk tasks and its
-// stitch root in one transaction. With an idempotency key, a replay of the
-// same spec returns the job created first (created false), and a different
-// spec under the same key is ErrConflict.
+// stitch root. With an idempotency key, a replay of the same spec returns
+// the job created first (created false), and a different spec under the
+// same key is ErrConflict; while the first is still being created, a
+// replay waits for it (see replay).
+//
+// The job appears whole or not at all: it is written hidden (Creating),
+// then its chunk tasks in batches of CreateBatch, each in a short
+// transaction of its own that also renews the creation, and the last one
+// makes the job visible. Claims, heartbeats and results of other jobs run
+// between the batches; workers may start on the chunks already written. A
+// creation that dies in the middle leaves a hidden job that no client sees,
+// deleted by the reaper once CreationStale has passed
+// (DeleteAbandonedJobs).
 func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotencyKey string) (view *JobView, created bool, err error) {
 	if err := spec.Validate(); err != nil {
 		return nil, false, err
@@ -73,9 +94,9 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		RequestHash:    hash,
 		CreatedAt:      now,
 		UpdatedAt:      now,
+		Creating:       true,
 	}
-	tasks := make([]*domain.Task, 0, len(inputs)+1)
-	tasks = append(tasks, &domain.Task{
+	root := &domain.Task{
 		ID:               job.RootTaskID,
 		JobID:            job.ID,
 		Kind:             domain.KindStitch,
@@ -84,36 +105,11 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		State:            domain.TaskWaiting,
 		MaxAttempts:      job.MaxAttempts,
 		LeaseSeconds:     job.LeaseSeconds,
-		RunAfter:         now,
 		Priority:         job.Priority,
 		JobCreatedAt:     now,
 		PendingUpstreams: len(inputs),
 		CreatedAt:        now,
 		UpdatedAt:        now,
-	})
-	for i, c := range inputs {
-		tasks = append(tasks, &domain.Task{
-			ID:             job.ID + "-" + strconv.Itoa(i),
-			JobID:          job.ID,
-			Kind:           domain.KindChunk,
-			Workload:       job.Workload,
-			ChunkIndex:     i,
-			State:          domain.TaskPending,
-			MaxAttempts:    job.MaxAttempts,
-			LeaseSeconds:   job.LeaseSeconds,
-			TimeoutSeconds: job.TimeoutSeconds, // the stitch root has none: it is the coordinator's
-			RunAfter:       now,
-			Priority:       job.Priority,
-			JobCreatedAt:   now,
-			InputURI:       c.URI,
-			InputSHA256:    c.SHA256,
-			InputBytes:     c.Bytes,
-			InputOffset:    c.Offset,
-			InputLength:    c.Length,
-			DownstreamID:   job.RootTaskID,
-			CreatedAt:      now,
-			UpdatedAt:      now,
-		})
 	}
 	err = e.tx(ctx, func(q store.Querier) error {
 		if job.UploadID != "" {
@@ -126,7 +122,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		if err := q.JobInsert(ctx, job); err != nil {
 			return err
 		}
-		return q.TaskInsert(ctx, tasks)
+		return q.TaskInsert(ctx, []*domain.Task{root})
 	})
 	if errors.Is(err, store.ErrDuplicate) && idempotencyKey != "" {
 		// Another request with the same key won the race.
@@ -136,11 +132,124 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	if err != nil {
 		return nil, false, fmt.Errorf("create job: %w", err)
 	}
+	if err := e.createTasks(ctx, job, inputs); err != nil {
+		// Best effort: the reaper deletes it anyway once it is stale.
+		if derr := e.deleteAbandoned(context.WithoutCancel(ctx), job.ID, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); derr != nil {
+			e.log.WarnContext(ctx, "partial job not deleted; the reaper deletes it", "job_id", job.ID, "error", derr)
+		}
+		return nil, false, fmt.Errorf("create job: %w", err)
+	}
+	job.Creating = false
 	e.log.InfoContext(ctx, "job created", "job_id", job.ID, "workload", job.Workload, "chunks", job.ChunkCount)
-	e.notifyWork(domain.KindChunk, job.Workload, len(inputs))
-	counts := domain.TaskCounts{}
-	counts.Add(domain.TaskPending, len(inputs))
-	return &JobView{Job: job, Tasks: counts}, true, nil
+	v, err := e.GetJob(ctx, job.ID) // workers may have started on it already
+	if err != nil {
+		return nil, false, err
+	}
+	return v, true, nil
+}
+
+// createTasks writes job's chunk tasks in batches of CreateBatch, each in a
+// transaction that renews the job's creation, the last one ending it. A
+// job that failed meanwhile (a chunk claimed early failed for good) gets
+// the rest of its tasks cancelled.
+func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chunkInput) error {
+	batch := make([]*domain.Task, 0, min(len(inputs), CreateBatch))
+	for start := 0; start < len(inputs); start += CreateBatch {
+		end := min(start+CreateBatch, len(inputs))
+		err := e.tx(ctx, func(q store.Querier) error {
+			now := e.now()
+			if err := q.JobCreationProgress(ctx, &store.JobCreationProgressParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
+				return fmt.Errorf("job %s was given up on while it was created (no progress for %v): %w", job.ID, CreationStale, err)
+			}
+			j, err := q.JobGet(ctx, job.ID)
+			if err != nil {
+				return err
+			}
+			batch = batch[:0]
+			for i := start; i < end; i++ {
+				batch = append(batch, chunkTask(job, i, inputs[i], j.Status.Final(), now))
+			}
+			return q.TaskInsert(ctx, batch)
+		})
+		if err != nil {
+			return err
+		}
+		e.notifyWork(domain.KindChunk, job.Workload, end-start)
+	}
+	return nil
+}
+
+// chunkTask is chunk task i of job, cancelled when the job is final.
+func chunkTask(job *domain.Job, i int, c chunkInput, cancelled bool, now time.Time) *domain.Task {
+	t := &domain.Task{
+		ID:             job.ID + "-" + strconv.Itoa(i),
+		JobID:          job.ID,
+		Kind:           domain.KindChunk,
+		Workload:       job.Workload,
+		ChunkIndex:     i,
+		State:          domain.TaskPending,
+		MaxAttempts:    job.MaxAttempts,
+		LeaseSeconds:   job.LeaseSeconds,
+		TimeoutSeconds: job.TimeoutSeconds, // the stitch root has none: it is the coordinator's
+		Priority:       job.Priority,
+		JobCreatedAt:   job.CreatedAt,
+		InputURI:       c.URI,
+		InputSHA256:    c.SHA256,
+		InputBytes:     c.Bytes,
+		InputOffset:    c.Offset,
+		InputLength:    c.Length,
+		DownstreamID:   job.RootTaskID,
+		CreatedAt:      now,
+		UpdatedAt:      now,
+	}
+	if cancelled {
+		t.State, t.FinishedAt = domain.TaskCancelled, now
+	}
+	return t
+}
+
+// abandonedBatch is how many tasks of an abandoned job one transaction deletes.
+const abandonedBatch = 5000
+
+// DeleteAbandonedJobs deletes the jobs whose creation died (no progress for
+// CreationStale), in small transactions, and returns how many it deleted.
+// The reaper runs it.
+func (e *Engine) DeleteAbandonedJobs(ctx context.Context) (int, error) {
+	before := e.now().Add(-CreationStale)
+	jobs, err := e.store.JobListAbandoned(ctx, before, 10)
+	if err != nil {
+		return 0, mapStoreErr(fmt.Errorf("list abandoned jobs: %w", err))
+	}
+	n := 0
+	for _, j := range jobs {
+		if err := e.deleteAbandoned(ctx, j.ID, before); err != nil {
+			if errors.Is(err, domain.ErrNotFound) {
+				continue // its creation went on, or another process deleted it
+			}
+			return n, err
+		}
+		e.log.InfoContext(ctx, "partial job deleted: its creation stopped", "job_id", j.ID)
+		n++
+	}
+	return n, nil
+}
+
+// deleteAbandoned deletes job id, abandoned if it made no progress since
+// before, batch after batch.
+func (e *Engine) deleteAbandoned(ctx context.Context, id string, before time.Time) error {
+	for {
+		var gone bool
+		err := e.tx(ctx, func(q store.Querier) (err error) {
+			gone, err = q.JobDeleteAbandoned(ctx, &store.JobDeleteAbandonedParams{ID: id, Before: before, Limit: abandonedBatch})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("delete abandoned job %s: %w", id, err)
+		}
+		if gone {
+			return nil
+		}
+	}
 }
 
 // chunkInput is where one chunk task's input comes from.
@@ -175,15 +284,36 @@ func (e *Engine) chunkInputs(ctx context.Context, spec *domain.JobSpec) ([]chunk
 }
 
 // replay returns the job created under key when hash matches its request.
+// While another request is still creating that job, it waits for the
+// creation to end: a live creation renews itself batch by batch, so the
+// wait ends with the whole job, or with a stale creation, which it deletes
+// so that the caller creates the job anew.
 func (e *Engine) replay(ctx context.Context, key, hash string) (*JobView, error) {
-	j, err := e.store.JobGetByIdempotencyKey(ctx, key)
-	if err != nil {
-		return nil, mapStoreErr(err)
+	for {
+		j, err := e.store.JobGetByIdempotencyKey(ctx, key)
+		if err != nil {
+			return nil, mapStoreErr(err)
+		}
+		if j.RequestHash != hash {
+			return nil, fmt.Errorf("Idempotency-Key %q was used for job %s with a different request; use a new key: %w", key, j.ID, domain.ErrConflict)
+		}
+		if !j.Creating {
+			return e.view(ctx, j)
+		}
+		before := e.now().Add(-CreationStale)
+		if j.UpdatedAt.Before(before) || j.Status == domain.JobCancelled {
+			// Its creation died: delete what it wrote and create it anew.
+			if err := e.deleteAbandoned(ctx, j.ID, before); err != nil && !errors.Is(err, domain.ErrNotFound) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("job of Idempotency-Key %q: its creation died: %w", key, domain.ErrNotFound)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
-	if j.RequestHash != hash {
-		return nil, fmt.Errorf("Idempotency-Key %q was used for job %s with a different request; use a new key: %w", key, j.ID, domain.ErrConflict)
-	}
-	return e.view(ctx, j)
 }
 
 // specHash identifies a job request by its meaning: the same spec with
@@ -231,6 +361,9 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 // GetJob returns a job with its progress.
 func (e *Engine) GetJob(ctx context.Context, id string) (*JobView, error) {
 	j, err := e.store.JobGet(ctx, id)
+	if err == nil && j.Creating {
+		err = store.ErrNotFound // not whole yet: no client sees it
+	}
 	if err != nil {
 		return nil, notFound(err, "job %q", id)
 	}
@@ -278,9 +411,6 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) ([]*JobView, st
 		jobs = jobs[:limit]
 		last := jobs[limit-1]
 		next = encodeCursor(strconv.FormatInt(last.CreatedAt.UnixMicro(), 10) + "|" + last.ID)
-	}
-	for _, j := range jobs {
-		j.Result = nil
 	}
 	views, err := e.views(ctx, jobs)
 	if err != nil {
@@ -379,15 +509,23 @@ func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView,
 }
 
 // JobResult returns a completed job's final CSV; before that, ErrNotReady.
+// It is the one read of the final CSV.
 func (e *Engine) JobResult(ctx context.Context, id string) ([]byte, error) {
 	j, err := e.store.JobGet(ctx, id)
+	if err == nil && j.Creating {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		return nil, notFound(err, "job %q", id)
 	}
 	if j.Status != domain.JobCompleted {
 		return nil, fmt.Errorf("job %s is %s; its result exists once it is completed: %w", id, j.Status, domain.ErrNotReady)
 	}
-	return j.Result, nil
+	b, err := e.store.JobGetResult(ctx, id)
+	if err != nil {
+		return nil, notFound(err, "job %q", id)
+	}
+	return b, nil
 }
 
 // CancelJob cancels a job and every task of it not yet final. Cancelling a
@@ -396,6 +534,9 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 	var job *domain.Job
 	err := e.tx(ctx, func(q store.Querier) error {
 		j, err := q.JobGet(ctx, id)
+		if err == nil && j.Creating {
+			err = store.ErrNotFound // not whole yet: no client sees it
+		}
 		if err != nil {
 			return notFound(err, "job %q", id)
 		}
@@ -415,7 +556,6 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
 	e.log.InfoContext(ctx, "job cancel", "job_id", id, "status", job.Status)
-	job.Result = nil
 	return e.view(ctx, job)
 }
 

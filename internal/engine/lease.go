@@ -206,6 +206,36 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 	if len(valid) == 0 {
 		return out
 	}
+	// Outputs are checked against their job's settings before the
+	// transaction: reading a job inside it would hold one connection
+	// while waiting for another. A chunk task's ID names its job.
+	checked := make([]string, len(items)) // the job each output was checked against
+	keep := valid[:0]
+	for _, i := range valid {
+		jobID, ok := chunkJobID(items[i].TaskID)
+		if !ok {
+			keep = append(keep, i) // not a chunk task: the transaction says what it is
+			continue
+		}
+		j, err := e.jobSettings(ctx, jobID)
+		if errors.Is(err, domain.ErrNotFound) {
+			keep = append(keep, i) // no such task either: the transaction says so
+			continue
+		}
+		if err == nil {
+			err = checkOutput(j, items[i].TaskID, items[i].Output)
+		}
+		if err != nil {
+			out[i].Err = err
+			continue
+		}
+		checked[i] = jobID
+		keep = append(keep, i)
+	}
+	valid = keep
+	if len(valid) == 0 {
+		return out
+	}
 	written := make([]*domain.Task, len(items))
 	stitchReady := false
 	completed := 0 // tasks completed, replays left out
@@ -228,14 +258,17 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 				out[i].Err = fmt.Errorf("task %s is run by coordinators, not workers: %w", t.ID, domain.ErrLeaseLost)
 				continue
 			}
-			// Checked here, on the task the transaction read anyway: a bad
-			// output is refused and the lease stays.
-			if err := e.checkOutput(ctx, t, p.Output); err != nil {
-				if !errors.Is(err, domain.ErrInvalidArgument) {
+			if checked[i] != t.JobID {
+				// Not checked before (an ID that does not name its job):
+				// the job's settings come from memory or this transaction.
+				j, err := e.jobSettingsIn(ctx, q, t.JobID)
+				if err != nil {
 					return err
 				}
-				out[i].Err = err
-				continue
+				if err := checkOutput(j, t.ID, p.Output); err != nil {
+					out[i].Err = err
+					continue
+				}
 			}
 			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, e.now())
 			if err != nil {
@@ -309,16 +342,28 @@ func checkResultForm(p ResultParams) error {
 	return nil
 }
 
-// checkOutput checks a chunk's output against its job's settings.
-func (e *Engine) checkOutput(ctx context.Context, t *domain.Task, output []byte) error {
-	j, err := e.jobSettings(ctx, t.JobID)
-	if err != nil {
-		return err
-	}
+// checkOutput checks the output of chunk task taskID against its job's
+// settings; a bad one is ErrInvalidArgument.
+func checkOutput(j *domain.Job, taskID string, output []byte) error {
 	if _, err := table.ParseOutput(output, j.ScoreColumn, j.TopK); err != nil {
-		return fmt.Errorf("result of task %s: %w", t.ID, err)
+		return fmt.Errorf("result of task %s: %w", taskID, err)
 	}
 	return nil
+}
+
+// chunkJobID returns the job of a chunk task's ID, JOB-INDEX, as CreateJob
+// names them; ok is false for IDs of another form.
+func chunkJobID(taskID string) (jobID string, ok bool) {
+	i := strings.LastIndexByte(taskID, '-')
+	if i <= 0 || i == len(taskID)-1 {
+		return "", false
+	}
+	for _, c := range taskID[i+1:] {
+		if c < '0' || c > '9' {
+			return "", false
+		}
+	}
+	return taskID[:i], true
 }
 
 // FailParams is a worker's report that its attempt failed.

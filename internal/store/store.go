@@ -58,16 +58,40 @@ type Querier interface {
 
 	// JobInsert inserts j. A taken ID or idempotency key is ErrDuplicate.
 	JobInsert(ctx context.Context, j *domain.Job) error
-	// JobGet returns the job with id, or ErrNotFound.
+	// JobGet returns the job with id, creating or not, or ErrNotFound. It
+	// leaves Result nil: only JobGetResult reads the final CSV.
 	JobGet(ctx context.Context, id string) (*domain.Job, error)
-	// JobGetByIdempotencyKey returns the job created with key, or ErrNotFound.
+	// JobGetByIdempotencyKey returns the job created with key, creating or
+	// not, or ErrNotFound. It leaves Result nil.
 	JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error)
-	// JobList returns jobs newest first (CreatedAt, then ID, descending).
+	// JobList returns jobs newest first (CreatedAt, then ID, descending),
+	// leaving out those still creating. It leaves Result nil.
 	JobList(ctx context.Context, p *JobListParams) ([]*domain.Job, error)
-	// JobUpdate writes j's mutable fields (Status, Error, Result,
-	// ResultSHA256, UpdatedAt, FinishedAt) where the stored version equals
-	// j.Version; otherwise ErrStale (ErrNotFound when the job is gone).
+	// JobGetResult returns the final CSV of the job with id (nil until it
+	// is stitched), or ErrNotFound. It is the one method that reads it.
+	JobGetResult(ctx context.Context, id string) ([]byte, error)
+	// JobUpdate writes j's mutable fields (Status, Error, ResultSHA256,
+	// UpdatedAt, FinishedAt, and Result when it is not nil: a nil Result
+	// keeps the stored one) where the stored version equals j.Version;
+	// otherwise ErrStale (ErrNotFound when the job is gone).
 	JobUpdate(ctx context.Context, j *domain.Job) error
+	// JobCreationProgress records that the creation of job p.ID went on at
+	// p.Now (UpdatedAt); with p.Done the job is whole and no longer
+	// Creating. A job that is gone, not creating or abandoned (see
+	// JobDeleteAbandoned) is ErrNotFound: its creation must stop.
+	JobCreationProgress(ctx context.Context, p *JobCreationProgressParams) error
+	// JobListAbandoned returns up to limit jobs still creating whose
+	// creation has not progressed since before (UpdatedAt earlier) or that
+	// were abandoned already, oldest UpdatedAt first.
+	JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error)
+	// JobDeleteAbandoned removes a job whose creation died, in bounded
+	// steps: when job p.ID is creating and has not progressed since
+	// p.Before (or was abandoned already), it marks it abandoned (status
+	// cancelled, so that JobCreationProgress refuses its creation), deletes
+	// up to p.Limit of its tasks with their logs and, when none is left,
+	// the job. It reports whether the job is gone. Any other job is
+	// ErrNotFound and is kept.
+	JobDeleteAbandoned(ctx context.Context, p *JobDeleteAbandonedParams) (gone bool, err error)
 	// JobMarkRunning moves every listed job that is pending to running at now.
 	JobMarkRunning(ctx context.Context, ids []string, now time.Time) error
 	// JobTaskCounts counts the tasks of kind chunk of each listed job by
@@ -78,13 +102,20 @@ type Querier interface {
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
 	// TaskGet returns the task with id, or ErrNotFound.
 	TaskGet(ctx context.Context, id string) (*domain.Task, error)
-	// TaskList returns a job's tasks of one kind by ChunkIndex ascending.
+	// TaskList returns a job's tasks of one kind by ChunkIndex ascending,
+	// with Result nil: a list never reads chunk outputs.
 	TaskList(ctx context.Context, p *TaskListParams) ([]*domain.Task, error)
 	// TaskUpdate writes t's mutable fields (State, Attempt, LeaseOwner,
-	// LeaseExpiresAt, RunAfter, Result, Metrics, Error, PendingUpstreams,
-	// UpdatedAt, FinishedAt) where the stored version equals t.Version;
+	// LeaseExpiresAt, RunAfter, Metrics, Error, PendingUpstreams,
+	// UpdatedAt, FinishedAt, and Result when it is not nil: a nil Result
+	// keeps the stored one) where the stored version equals t.Version;
 	// otherwise ErrStale (ErrNotFound when the task is gone). The
 	// AttemptDeadline is TaskClaim's alone to set.
+	//
+	// TaskInsert and TaskUpdate store a RunAfter at or before the task's
+	// UpdatedAt (runnable at once) as none: it comes back zero, and the
+	// struct passed in is set so. Only tasks in backoff keep one, outside
+	// the claim indexes, until a claim finds it passed.
 	TaskUpdate(ctx context.Context, t *domain.Task) error
 	// TaskClaim leases up to p.Max claimable tasks in one statement and
 	// returns them leased, in any order. Claimable: state pending, RunAfter
@@ -98,7 +129,7 @@ type Querier interface {
 	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
 	// TaskListExpired returns the leased tasks whose lease expired at or
 	// before now, oldest expiry first, at most limit of them (all when
-	// limit is 0 or less).
+	// limit is 0 or less), with Result nil.
 	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error)
 	// TaskCancelJob moves every task of the job that is waiting, pending or
 	// leased to cancelled at now, with no lease expiry (LeaseOwner stays),
@@ -177,6 +208,22 @@ type Querier interface {
 	UploadInsert(ctx context.Context, u *domain.Upload) error
 	// UploadGet returns the upload with id, or ErrNotFound.
 	UploadGet(ctx context.Context, id string) (*domain.Upload, error)
+}
+
+// JobCreationProgressParams says which job's creation went on, when, and
+// whether it is done.
+type JobCreationProgressParams struct {
+	ID   string
+	Now  time.Time
+	Done bool
+}
+
+// JobDeleteAbandonedParams says which abandoned job to delete and how much
+// of it at once.
+type JobDeleteAbandonedParams struct {
+	ID     string
+	Before time.Time // the job's creation must not have progressed since
+	Limit  int       // tasks deleted per call, at least 1
 }
 
 // TaskLogAppendParams is a batch of log lines of one attempt of a task.

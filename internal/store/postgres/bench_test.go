@@ -56,3 +56,12 @@ func BenchmarkTaskClaim(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkClaimSkewed measures a claim for a rare workload behind a
+// backlog of another, and a claim past many tasks in backoff.
+//
+//	go test -run '^$' -bench BenchmarkClaimSkewed -benchtime 500x -count 3 ./internal/store/postgres/
+func BenchmarkClaimSkewed(b *testing.B) {
+	s := open(b)
+	storetest.BenchClaimSkewed(b, s, 1_000_000, 100_000)
+}

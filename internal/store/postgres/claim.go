@@ -9,52 +9,86 @@ import (
 )
 
 var (
-	// sqlTaskClaim leases up to $5 tasks in one statement. The subquery
-	// walks the partial index tasks_claim in claim order and locks what it
-	// picks; SKIP LOCKED passes over rows another claimer holds, so
-	// concurrent claimers take different tasks and never wait on each
-	// other. A row that stopped being pending before we locked it is
-	// re-checked and dropped. An empty $4 means any workload. The ORDER BY
-	// must match the index column for column, NULLS FIRST included.
-	sqlTaskClaim = claimSQL("kind = ANY($3::text[])")
+	// sqlTaskClaim leases up to $5 tasks of any workload in one
+	// statement; sqlTaskClaimWorkloads those of the workloads in $4. For
+	// each kind in $3 (and each workload), a LATERAL subquery walks its
+	// range of tasks_claim (tasks_claim_workload) in claim order, so a
+	// claim reads the first entries of its own kind and workload whatever
+	// the backlog of others, and locks what it picks; SKIP LOCKED passes
+	// over rows another claimer holds, so concurrent claimers take
+	// different tasks and never wait on each other. The outer query keeps
+	// the first $5 of those candidates in claim order (the others stay
+	// locked until the claim commits, a moment later). A row that stopped
+	// being pending before we locked it is re-checked and dropped. Each
+	// ORDER BY must match its index column for column, NULLS FIRST
+	// included, and the index predicate must appear as literals.
+	sqlTaskClaim = claimSQL(`unnest($3::text[]) AS k(kind) CROSS JOIN LATERAL (
+		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> '' AND t.kind = k.kind AND cardinality($4::text[]) = 0
+		ORDER BY t.kind, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED) AS c`)
+	sqlTaskClaimWorkloads = claimSQL(`unnest($3::text[]) AS k(kind) CROSS JOIN unnest($4::text[]) AS w(workload) CROSS JOIN LATERAL (
+		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind = k.kind AND t.workload = w.workload
+		ORDER BY t.kind, t.workload, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED) AS c`)
 	// sqlTaskClaimStitch is the claim of coordinators' stitch tasks, which
-	// have a partial index of their own (its predicate must appear as
-	// literals): it must not walk past the backlog of pending chunks.
-	sqlTaskClaimStitch = claimSQL("kind = 'stitch' AND $3::text[] IS NOT NULL")
+	// have a partial index of their own.
+	sqlTaskClaimStitch = claimSQL(`(
+		SELECT id, priority, job_created_at, job_id, chunk_index FROM tasks
+		WHERE state = 'pending' AND kind = 'stitch' AND $3::text[] IS NOT NULL AND $4::text[] IS NOT NULL
+			AND (run_after IS NULL OR run_after <= $2::timestamptz)
+		ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED) AS c`)
+
+	// sqlTaskRunnable makes tasks whose backoff passed runnable (no
+	// run_after), reading tasks_backoff, so that claims find them in the
+	// claim indexes; SKIP LOCKED leaves rows a concurrent claim or write
+	// holds to it.
+	sqlTaskRunnable = `UPDATE tasks SET run_after = NULL, version = version + 1
+WHERE id IN (
+	SELECT id FROM tasks
+	WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= $1
+	ORDER BY run_after
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`
 )
 
-const (
-	sqlTaskListExpired = `SELECT ` + taskColumns + ` FROM tasks
+// runnableBatch bounds the tasks in backoff one claim makes runnable.
+const runnableBatch = 1000
+
+var (
+	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
 WHERE state = 'leased' AND lease_expires_at <= $1
 ORDER BY lease_expires_at
 LIMIT $2`
 )
 
-// claimSQL is the claim with kinds as the predicate on the task's kind.
-// It sets the attempt's deadline from the task's timeout (none when 0) and
-// caps the lease at it (LEAST passes over the NULL of no timeout).
-func claimSQL(kinds string) string {
+// claimSQL is the claim whose candidates come from candidates (a FROM
+// item c with the claim-order columns). It sets the attempt's deadline
+// from the task's timeout (none when 0) and caps the lease at it (LEAST
+// passes over the NULL of no timeout).
+func claimSQL(candidates string) string {
 	return `UPDATE tasks
 SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + LEAST(lease_seconds, NULLIF(timeout_seconds, 0)) * interval '1 second',
 	attempt_deadline = $2::timestamptz + NULLIF(timeout_seconds, 0) * interval '1 second',
-	updated_at = $2::timestamptz, version = version + 1
+	run_after = NULL, updated_at = $2::timestamptz, version = version + 1
 FROM (
-	SELECT id AS claim_id FROM tasks
-	WHERE state = 'pending'
-		AND (run_after IS NULL OR run_after <= $2::timestamptz)
-		AND ` + kinds + `
-		AND (cardinality($4::text[]) = 0 OR workload = ANY($4::text[]))
-	ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
+	SELECT c.id AS claim_id FROM ` + candidates + `
+	ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index
 	LIMIT $5
-	FOR UPDATE SKIP LOCKED
 ) AS claimable
 WHERE id = claim_id
 RETURNING ` + taskColumns
 }
 
-// TaskClaim leases up to p.Max claimable tasks in one statement and returns
-// them leased, in no particular order.
+// TaskClaim makes the tasks whose backoff passed runnable, then leases up
+// to p.Max claimable tasks in one statement and returns them leased, in no
+// particular order.
 func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
 	if p.Max <= 0 || len(p.Kinds) == 0 {
 		return nil, nil
@@ -68,8 +102,16 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		workloads = []string{} // cardinality(NULL) is NULL, not 0
 	}
 	query := sqlTaskClaim
-	if len(kinds) == 1 && kinds[0] == string(domain.KindStitch) {
+	switch {
+	case len(kinds) == 1 && kinds[0] == string(domain.KindStitch):
 		query = sqlTaskClaimStitch
+	case len(workloads) > 0:
+		query = sqlTaskClaimWorkloads
+	}
+	if query != sqlTaskClaimStitch {
+		if _, err := q.db.Exec(ctx, sqlTaskRunnable, p.Now, runnableBatch); err != nil {
+			return nil, translate(err, "make tasks past their backoff runnable")
+		}
 	}
 	rows, err := q.db.Query(ctx, query, p.Owner, p.Now, kinds, workloads, p.Max)
 	if err != nil {

@@ -1,8 +1,9 @@
 package postgres
 
-// SQLTaskClaim and SQLTaskClaimStitch expose the claim statements to the
-// tests, which EXPLAIN them.
+// The claim statements, exposed to the tests, which EXPLAIN them.
 var (
-	SQLTaskClaim       = sqlTaskClaim
-	SQLTaskClaimStitch = sqlTaskClaimStitch
+	SQLTaskClaim          = sqlTaskClaim
+	SQLTaskClaimWorkloads = sqlTaskClaimWorkloads
+	SQLTaskClaimStitch    = sqlTaskClaimStitch
+	SQLTaskRunnable       = sqlTaskRunnable
 )

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -17,40 +18,47 @@ import (
 const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k,
 	score_column, sort_order, max_attempts, lease_seconds, priority, status, error,
 	root_task_id, chunk_count, idempotency_key, request_hash, result, result_sha256,
-	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds`
+	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating`
 
-const (
+// jobSelectColumns are jobColumns as reads select them: without the final
+// CSV, which only JobGetResult reads.
+var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, NULL,", 1)
+
+var (
 	// ON CONFLICT DO NOTHING reports a taken ID or idempotency key as zero
 	// rows instead of an error that would abort the caller's transaction.
 	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
 ON CONFLICT DO NOTHING`
 
-	sqlJobGet = `SELECT ` + jobColumns + ` FROM jobs WHERE id = $1`
+	sqlJobGet = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = $1`
 
-	sqlJobGetByIdempotencyKey = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = $1`
+	sqlJobGetByIdempotencyKey = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = $1`
 
 	// JobList in four forms (any status or one; from the start or after a
 	// cursor), each a plain range scan of jobs_created or
 	// jobs_status_created. A NULL limit is no limit.
-	sqlJobList = `SELECT ` + jobColumns + ` FROM jobs
+	sqlJobList = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE NOT creating
 ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListAfter = `SELECT ` + jobColumns + ` FROM jobs
-WHERE (created_at, id) < ($2, $3)
+	sqlJobListAfter = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE NOT creating AND (created_at, id) < ($2, $3)
 ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListStatus = `SELECT ` + jobColumns + ` FROM jobs
-WHERE status = $2
+	sqlJobListStatus = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE NOT creating AND status = $2
 ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListStatusAfter = `SELECT ` + jobColumns + ` FROM jobs
-WHERE status = $2 AND (created_at, id) < ($3, $4)
+	sqlJobListStatusAfter = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE NOT creating AND status = $2 AND (created_at, id) < ($3, $4)
 ORDER BY created_at DESC, id DESC LIMIT $1`
 
 	sqlJobUpdate = `UPDATE jobs
-SET status = $2, error = $3, result = $4, result_sha256 = $5, updated_at = $6,
+SET status = $2, error = $3, result = COALESCE($4, result), result_sha256 = $5, updated_at = $6,
 	finished_at = $7, version = version + 1
 WHERE id = $1 AND version = $8`
 
 	sqlJobExists = `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)`
+
+	sqlJobGetResult = `SELECT result FROM jobs WHERE id = $1`
 
 	sqlJobMarkRunning = `UPDATE jobs
 SET status = 'running', updated_at = $2, version = version + 1
@@ -76,7 +84,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.ScoreColumn, string(j.Order), j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error,
 		j.RootTaskID, j.ChunkCount, textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds)
+		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, j.Creating)
 	if err != nil {
 		return translate(err, "insert job %s", j.ID)
 	}
@@ -107,6 +115,16 @@ func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*doma
 		return nil, translate(err, "get job by idempotency key")
 	}
 	return j, nil
+}
+
+// JobGetResult returns the final CSV of the job with id, or
+// store.ErrNotFound.
+func (q *querier) JobGetResult(ctx context.Context, id string) ([]byte, error) {
+	var b []byte
+	if err := q.db.QueryRow(ctx, sqlJobGetResult, id).Scan(&b); err != nil {
+		return nil, translate(err, "get result of job %s", id)
+	}
+	return b, nil
 }
 
 // JobList returns jobs newest first (CreatedAt, then ID, descending). A
@@ -216,7 +234,7 @@ func scanJob(row pgx.Row) (*domain.Job, error) {
 	err := row.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK,
 		&j.ScoreColumn, &order, &j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error,
 		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.Result, &j.ResultSHA256,
-		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds)
+		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
 	if err != nil {
 		return nil, err
 	}

@@ -27,16 +27,33 @@ type Store struct {
 
 var _ store.Store = (*Store)(nil)
 
+// Option tunes Open.
+type Option func(*pgxpool.Config)
+
+// MaxConns sets the pool's size, over the URL's pool_max_conns; n of 0 or
+// less changes nothing.
+func MaxConns(n int) Option {
+	return func(c *pgxpool.Config) {
+		if n > 0 {
+			c.MaxConns = int32(min(n, 1<<20))
+		}
+	}
+}
+
 // Open connects to the database at url (postgres://… or keyword/value
-// form; pgxpool's pool_* parameters apply) and checks that it answers. It
-// does not migrate: see MigrateDB and CheckMigrated.
-func Open(ctx context.Context, url string) (*Store, error) {
+// form; pgxpool's pool_* parameters apply, pool_max_conns among them,
+// default 16) and checks that it answers. It does not migrate: see
+// MigrateDB and CheckMigrated.
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: parse database URL: %w", err)
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = defaultMaxConns
+	}
+	for _, o := range opts {
+		o(cfg)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

@@ -25,21 +25,25 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
 
-const (
+// taskListColumns are taskColumns as lists select them: without the
+// chunk output, which only TaskGet (and the stitcher's TaskResults) reads.
+var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
+
+var (
 	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
 
 	// TaskList with and without a state; both read tasks_job_kind_index in
 	// order. A NULL limit is no limit.
-	sqlTaskList = `SELECT ` + taskColumns + ` FROM tasks
+	sqlTaskList = `SELECT ` + taskListColumns + ` FROM tasks
 WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint
 ORDER BY chunk_index LIMIT $4`
-	sqlTaskListState = `SELECT ` + taskColumns + ` FROM tasks
+	sqlTaskListState = `SELECT ` + taskListColumns + ` FROM tasks
 WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint AND state = $5
 ORDER BY chunk_index LIMIT $4`
 
 	sqlTaskUpdate = `UPDATE tasks
 SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
-	result = $7, metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
+	result = COALESCE($7, result), metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
 	finished_at = $12, version = version + 1
 WHERE id = $1 AND version = $13`
 
@@ -79,6 +83,7 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.UpdatedAt)
 		normTime(&t.FinishedAt)
 		normTime(&t.AttemptDeadline)
+		domain.NormRunAfter(t)
 	}
 	if err := q.atomically(ctx, "insert tasks", func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
 		return err
@@ -175,6 +180,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	normTime(&t.RunAfter)
 	normTime(&t.UpdatedAt)
 	normTime(&t.FinishedAt)
+	domain.NormRunAfter(t)
 	tag, err := q.db.Exec(ctx, sqlTaskUpdate, t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
 		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version)

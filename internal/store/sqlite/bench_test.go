@@ -168,3 +168,16 @@ func BenchmarkJobChart(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkClaimSkewed measures a claim for a rare workload behind a
+// backlog of another, and a claim past many tasks in backoff.
+//
+//	go test -run '^$' -bench BenchmarkClaimSkewed -benchtime 500x -count 3 ./internal/store/sqlite/
+func BenchmarkClaimSkewed(b *testing.B) {
+	s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+	if err != nil {
+		b.Fatalf("Open: %v", err)
+	}
+	defer s.Close()
+	storetest.BenchClaimSkewed(b, s, 1_000_000, 100_000)
+}

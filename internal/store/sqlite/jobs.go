@@ -16,17 +16,22 @@ import (
 const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
 	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
-	timeout_seconds`
+	timeout_seconds, creating`
+
+// jobSelectCols are jobCols as reads select them: without the final CSV,
+// which only JobGetResult reads.
+var jobSelectCols = strings.Replace(jobCols, "request_hash, result,", "request_hash, NULL,", 1)
 
 var (
-	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(27) + `)`
-	jobGetSQL    = `SELECT ` + jobCols + ` FROM jobs WHERE id = ?`
-	jobByKeySQL  = `SELECT ` + jobCols + ` FROM jobs WHERE idempotency_key = ?`
-	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
+	jobInsertSQL    = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(28) + `)`
+	jobGetSQL       = `SELECT ` + jobSelectCols + ` FROM jobs WHERE id = ?`
+	jobByKeySQL     = `SELECT ` + jobSelectCols + ` FROM jobs WHERE idempotency_key = ?`
+	jobExistsSQL    = `SELECT 1 FROM jobs WHERE id = ?`
+	jobGetResultSQL = `SELECT result FROM jobs WHERE id = ?`
 )
 
 const (
-	jobUpdateSQL = `UPDATE jobs SET status = ?, error = ?, result = ?, result_sha256 = ?, updated_at = ?,
+	jobUpdateSQL = `UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
 	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`
 	// The ID list is a JSON array, so one prepared statement serves any
 	// number of IDs. The unary + keeps the planner on the primary key
@@ -44,18 +49,14 @@ var jobListSQLs = [2][2]string{
 
 // jobListSQL builds JobList's query; LIMIT -1 is no limit.
 func jobListSQL(status, after bool) string {
-	var where []string
+	where := []string{"NOT creating"}
 	if status {
 		where = append(where, "status = ?")
 	}
 	if after {
 		where = append(where, "(created_at, id) < (?, ?)")
 	}
-	q := `SELECT ` + jobCols + ` FROM jobs`
-	if len(where) > 0 {
-		q += ` WHERE ` + strings.Join(where, " AND ")
-	}
-	return q + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return `SELECT ` + jobSelectCols + ` FROM jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
 // JobInsert inserts j with version j.Version+1 and sets j.Version to it. A
@@ -71,7 +72,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
 		nullString(j.IdempotencyKey), j.RequestHash, blobArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, blobArg(j.InputHeader), j.TimeoutSeconds)
+		j.UploadID, blobArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating))
 	if err != nil {
 		return fmt.Errorf("sqlite: insert job %s: %w", j.ID, err)
 	}
@@ -101,6 +102,17 @@ func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*doma
 		return nil, fmt.Errorf("sqlite: get job by idempotency key %q: %w", key, err)
 	}
 	return j, nil
+}
+
+// JobGetResult returns the final CSV of the job with id, or
+// store.ErrNotFound.
+func (q *querier) JobGetResult(ctx context.Context, id string) ([]byte, error) {
+	var b []byte
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&b) }, jobGetResultSQL, id)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: get result of job %s: %w", id, err)
+	}
+	return b, nil
 }
 
 // JobList returns jobs newest first (CreatedAt, then ID, descending). A
@@ -209,7 +221,7 @@ func scanJob(r scanner) (*domain.Job, error) {
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
 		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
-		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds)
+		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,16 +29,20 @@ const (
 	taskSmallBatch = 16
 )
 
+// taskListCols are taskCols as lists select them: without the chunk
+// output, which only TaskGet (and the stitcher's TaskResults) reads.
+var taskListCols = strings.Replace(taskCols, "input_bytes, result,", "input_bytes, NULL,", 1)
+
 var (
 	taskGetSQL    = `SELECT ` + taskCols + ` FROM tasks WHERE id = ?`
 	taskExistsSQL = `SELECT 1 FROM tasks WHERE id = ?`
 )
 
-const (
+var (
 	taskUpdateSQL = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
-	result = ?, metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, version = version + 1
+	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, version = version + 1
 	WHERE id = ? AND version = ?`
-	taskListExpiredSQL = `SELECT ` + taskCols + ` FROM tasks
+	taskListExpiredSQL = `SELECT ` + taskListCols + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
 	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
@@ -49,33 +54,67 @@ const (
 	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY chunk_index`
 )
 
-// The claims in one statement each. The inner SELECT walks a partial index
-// in claim order (state = 'pending' must stay a literal for SQLite to use a
-// partial index) and filters on the index's trailing columns; kinds (?3)
-// and workloads (?4, NULL for any) are JSON arrays so that one prepared
-// statement serves every claim. Stitch tasks, claimed by coordinators alone,
-// have an index of their own: their claim must not walk past the backlog of
-// pending chunks to find none.
+// Claims. For each kind (and each workload named) the claim reads the
+// first entries of its range of tasks_claim (tasks_claim_workload), which
+// hold runnable tasks only (pending, no run_after) in claim order behind
+// kind (and workload), so a claim of a rare workload never walks the
+// backlog of others; it keeps the first of those candidates in claim order
+// and leases them in one UPDATE that checks them again. state = 'pending'
+// and run_after IS NULL must stay literals for SQLite to use a partial
+// index. Stitch tasks, claimed by coordinators alone, have an index of
+// their own.
 var (
-	taskClaimSQL       = claimSQL("tasks_claim", "kind IN (SELECT value FROM json_each(?3))")
-	taskClaimStitchSQL = claimSQL("tasks_claim_stitch", "kind = 'stitch' AND ?3 IS NOT NULL")
-)
-
-// A claim sets the attempt's deadline from the task's timeout (none when
-// 0) and caps the lease at it.
-func claimSQL(index, kinds string) string {
-	return `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	taskClaimCandidatesSQL = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
+	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1
+	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
+	taskClaimWorkloadCandidatesSQL = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
+	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
+	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
+	taskClaimRowsSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
 	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
 	updated_at = ?2, version = version + 1
-	WHERE rowid IN (
-		SELECT rowid FROM tasks INDEXED BY ` + index + `
-		WHERE state = 'pending' AND (run_after IS NULL OR run_after <= ?2)
-		AND ` + kinds + `
-		AND (?4 IS NULL OR workload IN (SELECT value FROM json_each(?4)))
-		ORDER BY priority DESC, job_created_at, job_id, chunk_index
-		LIMIT ?5)
+	WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND run_after IS NULL
 	RETURNING ` + taskCols
+	taskClaimStitchSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	lease_expires_at = ?2 + lease_seconds * 1000000, attempt_deadline = NULL, run_after = NULL,
+	updated_at = ?2, version = version + 1
+	WHERE rowid IN (
+		SELECT rowid FROM tasks INDEXED BY tasks_claim_stitch
+		WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?2)
+		ORDER BY priority DESC, job_created_at, job_id, chunk_index
+		LIMIT ?3)
+	RETURNING ` + taskCols
+	// taskRunnableSQL makes the tasks whose backoff passed runnable (no
+	// run_after), reading tasks_backoff, so that claims find them.
+	taskRunnableSQL = `UPDATE tasks SET run_after = NULL, version = version + 1
+	WHERE rowid IN (
+		SELECT rowid FROM tasks INDEXED BY tasks_backoff
+		WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= ?1
+		ORDER BY run_after LIMIT ?2)`
+)
+
+// runnableBatch bounds the tasks in backoff one claim makes runnable.
+const runnableBatch = 1000
+
+// claimCandidate is a runnable task's place in claim order.
+type claimCandidate struct {
+	rowid, priority int64
+	jobCreated      sql.NullInt64
+	jobID           string
+	chunkIndex      int64
+}
+
+func (a claimCandidate) before(b claimCandidate) bool {
+	switch {
+	case a.priority != b.priority:
+		return a.priority > b.priority
+	case a.jobCreated != b.jobCreated:
+		return !a.jobCreated.Valid || (b.jobCreated.Valid && a.jobCreated.Int64 < b.jobCreated.Int64)
+	case a.jobID != b.jobID:
+		return a.jobID < b.jobID
+	}
+	return a.chunkIndex < b.chunkIndex
 }
 
 // taskInsertSQLs are the INSERTs of 1, taskSmallBatch and taskBatch rows.
@@ -92,7 +131,7 @@ func taskInsertSQL(n int) string {
 
 // taskListSQL is TaskList's query, with or without a state.
 func taskListSQL(state bool) string {
-	q := `SELECT ` + taskCols + ` FROM tasks WHERE job_id = ? AND kind = ? AND chunk_index > ?`
+	q := `SELECT ` + taskListCols + ` FROM tasks WHERE job_id = ? AND kind = ? AND chunk_index > ?`
 	if state {
 		q += ` AND state = ?`
 	}
@@ -104,6 +143,9 @@ func taskListSQL(state bool) string {
 func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	if len(tasks) == 0 {
 		return nil
+	}
+	for _, t := range tasks {
+		domain.NormRunAfter(t)
 	}
 	if _, ok := taskInsertSQLs[len(tasks)]; ok {
 		// One statement: all or none by itself.
@@ -226,6 +268,7 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 // t.Version, and bumps t.Version; otherwise store.ErrStale, or
 // store.ErrNotFound when the task is gone.
 func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
+	domain.NormRunAfter(t)
 	res, err := q.exec(ctx, taskUpdateSQL, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), blobArg(t.Result), textArg(t.Metrics), t.Error, t.PendingUpstreams,
 		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.ID, t.Version)
@@ -245,19 +288,67 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	if p.Max <= 0 || len(p.Kinds) == 0 {
 		return nil, nil
 	}
-	kinds := make([]string, len(p.Kinds))
-	for i, k := range p.Kinds {
-		kinds[i] = string(k)
+	now := p.Now.UnixMicro()
+	if len(p.Kinds) == 1 && p.Kinds[0] == domain.KindStitch {
+		out, err := q.tasks(ctx, true, taskClaimStitchSQL, p.Owner, now, p.Max)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: claim stitch tasks for %s: %w", p.Owner, err)
+		}
+		return out, nil
 	}
-	var workloads any
-	if len(p.Workloads) > 0 {
-		workloads = jsonArray(p.Workloads)
+	var out []*domain.Task
+	claim := func(q *querier) error {
+		if _, err := q.exec(ctx, taskRunnableSQL, now, runnableBatch); err != nil {
+			return err
+		}
+		var cands []claimCandidate
+		collect := func(query string, args ...any) error {
+			return q.query(ctx, true, func(r scanner) error {
+				var c claimCandidate
+				if err := r.Scan(&c.rowid, &c.priority, &c.jobCreated, &c.jobID, &c.chunkIndex); err != nil {
+					return err
+				}
+				cands = append(cands, c)
+				return nil
+			}, query, args...)
+		}
+		for _, k := range p.Kinds {
+			if len(p.Workloads) == 0 {
+				if err := collect(taskClaimCandidatesSQL, string(k), p.Max); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, w := range p.Workloads {
+				if err := collect(taskClaimWorkloadCandidatesSQL, string(k), p.Max, w); err != nil {
+					return err
+				}
+			}
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		slices.SortFunc(cands, func(a, b claimCandidate) int {
+			if a.before(b) {
+				return -1
+			}
+			return 1
+		})
+		ids := make([]int64, 0, min(len(cands), p.Max))
+		for _, c := range cands[:min(len(cands), p.Max)] {
+			ids = append(ids, c.rowid)
+		}
+		b, _ := json.Marshal(ids) // integers always encode
+		var err error
+		out, err = q.tasks(ctx, true, taskClaimRowsSQL, p.Owner, now, string(b))
+		return err
 	}
-	query := taskClaimSQL
-	if len(kinds) == 1 && kinds[0] == string(domain.KindStitch) {
-		query = taskClaimStitchSQL
+	var err error
+	if q.tx != nil { // the caller's transaction keeps the statements together
+		err = claim(q)
+	} else {
+		err = q.atomically(ctx, "task_claim", claim)
 	}
-	out, err := q.tasks(ctx, true, query, p.Owner, p.Now.UnixMicro(), jsonArray(kinds), workloads, p.Max)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim tasks for %s: %w", p.Owner, err)
 	}

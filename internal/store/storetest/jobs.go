@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -61,12 +62,19 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			if j.Version != 1 {
 				t.Errorf("after JobInsert j.Version = %d, want 1", j.Version)
 			}
+			// Reads of the job leave the final CSV out; JobGetResult reads it.
+			result := want.Result
+			want.Result = nil
 			checkJob(t, "JobGet", getJob(t, s, "j1"), want)
 			byKey, err := s.JobGetByIdempotencyKey(t.Context(), "idem-j1")
 			if err != nil {
 				t.Fatalf("JobGetByIdempotencyKey: %v", err)
 			}
 			checkJob(t, "JobGetByIdempotencyKey", byKey, want)
+			got, err := s.JobGetResult(t.Context(), "j1")
+			if err != nil || !bytes.Equal(got, result) {
+				t.Errorf("JobGetResult = %q, %v; want %q", got, err, result)
+			}
 		})
 
 		t.Run("ZeroFieldsRoundTrip", func(t *testing.T) {
@@ -186,7 +194,11 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			}
 			want := cloneJob(j)
 			want.Name = orig.Name
+			want.Result = nil // read by JobGetResult alone
 			checkJob(t, "JobGet after JobUpdate", getJob(t, s, "j1"), want)
+			if got, err := s.JobGetResult(t.Context(), "j1"); err != nil || string(got) != "id,score\n7,0.9\n" {
+				t.Errorf("JobGetResult after JobUpdate = %q, %v", got, err)
+			}
 
 			// Clearing fields writes NULLs that read back as zero values.
 			j = getJob(t, s, "j1")
@@ -199,6 +211,10 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 				t.Errorf("j.Version = %d after the second JobUpdate, want %d", j.Version, orig.Version+2)
 			}
 			checkJob(t, "JobGet after clearing", getJob(t, s, "j1"), j)
+			// A nil Result (as every read leaves it) keeps the stored one.
+			if got, err := s.JobGetResult(t.Context(), "j1"); err != nil || string(got) != "id,score\n7,0.9\n" {
+				t.Errorf("JobGetResult after an update with a nil Result = %q, %v; want it kept", got, err)
+			}
 		})
 
 		t.Run("StaleVersion", func(t *testing.T) {

@@ -43,6 +43,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Outbox", func(t *testing.T) { t.Parallel(); exerciseOutbox(t, newStore) })
 	t.Run("Inspect", func(t *testing.T) { t.Parallel(); exerciseInspect(t, newStore) })
 	t.Run("Retention", func(t *testing.T) { t.Parallel(); exerciseRetention(t, newStore) })
+	t.Run("Creation", func(t *testing.T) { t.Parallel(); exerciseCreation(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.
@@ -79,7 +80,7 @@ func NewJob(id string, createdAt time.Time) *domain.Job {
 
 // NewTasks returns the task tree of j with n chunks: element 0 is the stitch
 // task (waiting on n upstreams) and elements 1..n are the chunk tasks, pending
-// and runnable from j.CreatedAt, in ChunkIndex order, with j's timeout (the
+// and runnable at once (no RunAfter), in ChunkIndex order, with j's timeout (the
 // stitch task has none). It does not change j.
 func NewTasks(j *domain.Job, n int) []*domain.Task {
 	out := make([]*domain.Task, 0, n+1)
@@ -92,7 +93,6 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 		State:            domain.TaskWaiting,
 		MaxAttempts:      j.MaxAttempts,
 		LeaseSeconds:     j.LeaseSeconds,
-		RunAfter:         j.CreatedAt,
 		Priority:         j.Priority,
 		JobCreatedAt:     j.CreatedAt,
 		PendingUpstreams: n,
@@ -110,7 +110,6 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 			MaxAttempts:    j.MaxAttempts,
 			LeaseSeconds:   j.LeaseSeconds,
 			TimeoutSeconds: j.TimeoutSeconds,
-			RunAfter:       j.CreatedAt,
 			Priority:       j.Priority,
 			JobCreatedAt:   j.CreatedAt,
 			InputURI:       fmt.Sprintf("blob:chunks/%s/%d.csv", j.ID, i),

@@ -1,0 +1,108 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// failingStore makes the TaskInsert of one batch fail, as a crash in the
+// middle of a creation would stop it.
+type failingStore struct {
+	store.Store
+	inserts, failAt atomic.Int64
+	failDelete      atomic.Bool
+}
+
+func (f *failingStore) InTx(ctx context.Context, fn func(q store.Querier) error) error {
+	return f.Store.InTx(ctx, func(q store.Querier) error { return fn(&failingQuerier{Querier: q, f: f}) })
+}
+
+type failingQuerier struct {
+	store.Querier
+	f *failingStore
+}
+
+func (q *failingQuerier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
+	if q.f.inserts.Add(1) == q.f.failAt.Load() {
+		return errors.New("the coordinator died")
+	}
+	return q.Querier.TaskInsert(ctx, tasks)
+}
+
+func (q *failingQuerier) JobDeleteAbandoned(ctx context.Context, p *store.JobDeleteAbandonedParams) (bool, error) {
+	if q.f.failDelete.Load() {
+		return false, errors.New("the coordinator died")
+	}
+	return q.Querier.JobDeleteAbandoned(ctx, p)
+}
+
+// TestCreateJobInBatches creates a job of several batches. A creation that
+// stops in the middle leaves no job a client sees: cleaned up at once when
+// it can be, else hidden until it is stale, with its Idempotency-Key
+// waiting meanwhile, then swept, and the key creates the job.
+func TestCreateJobInBatches(t *testing.T) {
+	t.Parallel()
+	fs := &failingStore{Store: openStore(t)}
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
+	e := newEngine(fs, engine.Config{Now: func() time.Time { return time.UnixMicro(now.Load()) }})
+	n := 2*engine.CreateBatch + 7
+	noJobs := func(what string) {
+		t.Helper()
+		jobs, _, err := e.ListJobs(t.Context(), engine.ListJobsParams{})
+		if err != nil || len(jobs) != 0 {
+			t.Fatalf("%s: ListJobs = %d jobs, %v; want none", what, len(jobs), err)
+		}
+	}
+
+	fs.failAt.Store(3) // the root, the first batch, then this one fails
+	if _, _, err := e.CreateJob(t.Context(), spec(n), "key"); err == nil {
+		t.Fatal("CreateJob with a failing batch: no error")
+	}
+	noJobs("after a failed creation")
+
+	// Died without cleaning up: the partial job stays hidden.
+	fs.inserts.Store(0)
+	fs.failDelete.Store(true)
+	if _, _, err := e.CreateJob(t.Context(), spec(n), "key"); err == nil {
+		t.Fatal("CreateJob with a failing batch: no error")
+	}
+	fs.failAt.Store(-1)
+	fs.failDelete.Store(false)
+	noJobs("after a creation died")
+	// The same key waits while the creation may go on (its caller's
+	// deadline ends the wait here: the test clock stands still).
+	waitCtx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	_, _, err := e.CreateJob(waitCtx, spec(n), "key")
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("the same key while the creation may go on: %v, want it to wait until the caller's deadline", err)
+	}
+	if n, err := e.DeleteAbandonedJobs(t.Context()); err != nil || n != 0 {
+		t.Fatalf("DeleteAbandonedJobs before it is stale = %d, %v; want 0", n, err)
+	}
+
+	now.Add((engine.CreationStale + time.Second).Microseconds())
+	v, created, err := e.CreateJob(t.Context(), spec(n), "key")
+	if err != nil || !created || v.ChunkCount != n || v.Tasks.Total != n || v.Tasks.Pending != n {
+		t.Fatalf("CreateJob once stale = %+v, %v, %v; want a whole job of %d chunks", v, created, err, n)
+	}
+	again, created, err := e.CreateJob(t.Context(), spec(n), "key")
+	if err != nil || created || again.ID != v.ID {
+		t.Fatalf("replay = %v, %v, %v; want job %s", again, created, err, v.ID)
+	}
+	jobs, _, err := e.ListJobs(t.Context(), engine.ListJobsParams{})
+	if err != nil || len(jobs) != 1 || jobs[0].ID != v.ID {
+		t.Fatalf("ListJobs = %d jobs, %v; want the whole one only", len(jobs), err)
+	}
+	if n, err := e.DeleteAbandonedJobs(t.Context()); err != nil || n != 0 {
+		t.Fatalf("DeleteAbandonedJobs = %d, %v; nothing is left to delete", n, err)
+	}
+}

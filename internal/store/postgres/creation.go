@@ -1,0 +1,91 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// A job created in batches: hidden (creating) until done, renewed by each
+// batch, and deleted in steps when its creation died.
+var (
+	sqlJobCreationProgress = `UPDATE jobs SET updated_at = $2, creating = NOT $3, version = version + 1
+WHERE id = $1 AND creating AND status <> 'cancelled'`
+
+	sqlJobListAbandoned = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE creating AND (updated_at < $1 OR status = 'cancelled')
+ORDER BY updated_at LIMIT $2`
+
+	sqlJobAbandon = `UPDATE jobs SET status = 'cancelled', error = 'its creation stopped before it was whole',
+	version = version + 1
+WHERE id = $1 AND creating AND (updated_at < $2 OR status = 'cancelled')`
+
+	sqlAbandonedLogsDelete = `DELETE FROM task_logs WHERE task_id IN (
+	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, chunk_index LIMIT $2)`
+
+	sqlAbandonedTasksDelete = `DELETE FROM tasks WHERE id IN (
+	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, chunk_index LIMIT $2)`
+
+	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = $1 AND creating`
+)
+
+// JobCreationProgress renews or ends the creation of job p.ID.
+func (q *querier) JobCreationProgress(ctx context.Context, p *store.JobCreationProgressParams) error {
+	tag, err := q.db.Exec(ctx, sqlJobCreationProgress, p.ID, p.Now, p.Done)
+	if err != nil {
+		return translate(err, "record the creation of job %s", p.ID)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("record the creation of job %s: it is gone, whole or abandoned: %w", p.ID, store.ErrNotFound)
+	}
+	return nil
+}
+
+// JobListAbandoned returns jobs whose creation died.
+func (q *querier) JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error) {
+	rows, err := q.db.Query(ctx, sqlJobListAbandoned, before, max(limit, 1))
+	if err != nil {
+		return nil, translate(err, "list abandoned jobs")
+	}
+	jobs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*domain.Job, error) { return scanJob(row) })
+	if err != nil {
+		return nil, translate(err, "list abandoned jobs")
+	}
+	return jobs, nil
+}
+
+// JobDeleteAbandoned deletes one step of an abandoned job.
+func (q *querier) JobDeleteAbandoned(ctx context.Context, p *store.JobDeleteAbandonedParams) (bool, error) {
+	limit := max(p.Limit, 1)
+	gone := false
+	err := q.atomically(ctx, "delete abandoned job", func(db dbtx) error {
+		tag, err := db.Exec(ctx, sqlJobAbandon, p.ID, p.Before)
+		if err != nil {
+			return translate(err, "abandon job %s", p.ID)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("delete abandoned job %s: it is not creating, or its creation went on: %w", p.ID, store.ErrNotFound)
+		}
+		if _, err := db.Exec(ctx, sqlAbandonedLogsDelete, p.ID, limit); err != nil {
+			return translate(err, "delete logs of abandoned job %s", p.ID)
+		}
+		tag, err = db.Exec(ctx, sqlAbandonedTasksDelete, p.ID, limit)
+		if err != nil {
+			return translate(err, "delete tasks of abandoned job %s", p.ID)
+		}
+		if tag.RowsAffected() >= int64(limit) {
+			return nil
+		}
+		if _, err := db.Exec(ctx, sqlAbandonedJobDelete, p.ID); err != nil {
+			return translate(err, "delete abandoned job %s", p.ID)
+		}
+		gone = true
+		return nil
+	})
+	return gone, err
+}
