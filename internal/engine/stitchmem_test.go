@@ -1,0 +1,209 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+)
+
+// bigOutput is chunk c's output of rows rows, "id,score", with scores
+// spread so that the merge keeps replacing rows; the same (c, rows) always
+// gives the same bytes.
+func bigOutput(c, rows int) []byte {
+	var b bytes.Buffer
+	b.Grow(rows * 16)
+	b.WriteString("id,score\n")
+	for r := range rows {
+		v := uint64(c)*2654435761 + uint64(r)*40503 + 12345
+		v ^= v >> 13
+		v *= 0x9E3779B97F4A7C15
+		b.WriteString(strconv.Itoa(c))
+		b.WriteByte('-')
+		b.WriteString(strconv.Itoa(r))
+		b.WriteByte(',')
+		b.WriteString(strconv.FormatUint(v>>44, 10)) // 20 bits: ties happen
+		b.WriteByte('\n')
+	}
+	return b.Bytes()
+}
+
+// completeBigJob creates a job of chunks chunks with lease_seconds 5 and
+// max_attempts 1, top_k rows, and records bigOutput(i, rows) for every
+// chunk i, leaving its stitch task pending. It returns the job's ID.
+func completeBigJob(tb testing.TB, e *engine.Engine, chunks, rows int) string {
+	tb.Helper()
+	ctx := context.Background()
+	sp := spec(chunks)
+	sp.TopK, sp.LeaseSeconds, sp.MaxAttempts = rows, 5, 1
+	v, _, err := e.CreateJob(ctx, sp, "")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for {
+		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: 50})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if len(tasks) == 0 {
+			return v.ID
+		}
+		items := make([]engine.ResultParams, len(tasks))
+		for i, tk := range tasks {
+			items[i] = engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: bigOutput(tk.ChunkIndex, rows)}
+		}
+		for _, r := range e.CompleteMany(ctx, items) {
+			if r.Err != nil {
+				tb.Fatal(r.Err)
+			}
+		}
+	}
+}
+
+// heapSampler records the peak of the Go heap (live and not yet collected
+// objects) above a baseline taken after a full collection, every
+// millisecond until stopped.
+type heapSampler struct {
+	base uint64
+	peak uint64
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
+}
+
+func startHeapSampler() *heapSampler {
+	runtime.GC()
+	h := &heapSampler{base: heapObjects(), stop: make(chan struct{})}
+	h.wg.Go(func() {
+		t := time.NewTicker(time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := heapObjects(); v > h.peak {
+				h.peak = v
+			}
+			select {
+			case <-h.stop:
+				return
+			case <-t.C:
+			}
+		}
+	})
+	return h
+}
+
+// Stop ends the sampling and returns the peak growth over the baseline.
+func (h *heapSampler) Stop() uint64 {
+	close(h.stop)
+	h.wg.Wait()
+	if v := heapObjects(); v > h.peak {
+		h.peak = v
+	}
+	if h.peak < h.base {
+		return 0
+	}
+	return h.peak - h.base
+}
+
+// procStatus returns a field of /proc/self/status in bytes (VmHWM, VmRSS),
+// or 0 where there is none.
+func procStatus(field string) uint64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// resetHWM returns the process's freed memory to the system and resets
+// its peak resident size (VmHWM) to the current one, so that the next
+// VmHWM is the peak of what follows. It reports whether it could.
+func resetHWM() bool {
+	debug.FreeOSMemory()
+	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+}
+
+// stitchMemory is what one measured stitch took.
+type stitchMemory struct {
+	heap    uint64        // peak growth of the Go heap
+	rss     uint64        // peak growth of the resident set (VmHWM over VmRSS before); 0 when unknown
+	elapsed time.Duration // StitchReady's wall time
+}
+
+func (m stitchMemory) String() string {
+	return fmt.Sprintf("heap peak +%.1f MiB, RSS peak +%.1f MiB, %v", float64(m.heap)/(1<<20), float64(m.rss)/(1<<20), m.elapsed.Round(time.Millisecond))
+}
+
+// measureStitch runs the stitcher once over the pending stitch of jobID and
+// checks that the job completed.
+func measureStitch(tb testing.TB, e *engine.Engine, jobID string) stitchMemory {
+	tb.Helper()
+	var m stitchMemory
+	var rssBefore uint64
+	if resetHWM() {
+		rssBefore = procStatus("VmRSS")
+	}
+	h := startHeapSampler()
+	start := time.Now()
+	n, err := e.StitchReady(context.Background())
+	m.elapsed = time.Since(start)
+	m.heap = h.Stop()
+	if rssBefore > 0 {
+		if hwm := procStatus("VmHWM"); hwm > rssBefore {
+			m.rss = hwm - rssBefore
+		}
+	}
+	if err != nil || n != 1 {
+		tb.Fatalf("StitchReady = %d, %v; want 1 job stitched", n, err)
+	}
+	v, err := e.GetJob(context.Background(), jobID)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if v.Status != domain.JobCompleted {
+		tb.Fatalf("job %s is %s (%s) after the stitch; want completed", jobID, v.Status, v.Error)
+	}
+	return m
+}
+
+// BenchmarkStitchMemory measures the stitch of a job of 2,000 chunks whose
+// outputs have 10,000 rows each (top_k 10,000) on SQLite: its time and the
+// peak growth of the heap and of the resident set (reported as heap-MiB
+// and rss-MiB). Run it with -benchtime=1x -count=N.
+func BenchmarkStitchMemory(b *testing.B) {
+	chunks, rows := 2000, 10000
+	if s := os.Getenv("SCIMESH_STITCH_CHUNKS"); s != "" {
+		chunks, _ = strconv.Atoi(s)
+	}
+	for b.Loop() {
+		b.StopTimer()
+		e := newEngine(openStore(b), engine.Config{})
+		id := completeBigJob(b, e, chunks, rows)
+		b.StartTimer()
+		m := measureStitch(b, e, id)
+		b.ReportMetric(float64(m.heap)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(m.rss)/(1<<20), "rss-MiB")
+		b.Logf("%d chunks × %d rows: %v", chunks, rows, m)
+	}
+}
