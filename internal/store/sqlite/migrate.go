@@ -44,7 +44,7 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 func (s *Store) warm(ctx context.Context) error {
 	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
-		taskUpstreamDoneSQL, taskResultsSQL, taskClaimSQL, taskClaimStitchSQL,
+		taskUpstreamDoneSQL, taskResultListSQL, taskClaimSQL, taskClaimStitchSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
 		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListRefsSQL,
 		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
