@@ -100,6 +100,9 @@ type Engine struct {
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.
 	stitchPageHook func(jobID string, page int)
+	// pageBytes is what the stitcher aims to read per page of chunk
+	// outputs: stitchPageBytes, but for tests.
+	pageBytes int
 
 	// started is when the engine was made, on its clock (see PeerGiveUp).
 	started time.Time
@@ -158,6 +161,7 @@ func New(s store.Store, cfg Config) *Engine {
 		outgoing:  make(chan struct{}, 1),
 		jobs:      map[string]*domain.Job{},
 		seenLog:   seenLog{last: map[string]seenAt{}},
+		pageBytes: stitchPageBytes,
 	}
 	e.started = e.now()
 	return e

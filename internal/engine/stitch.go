@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,7 +89,13 @@ func (e *Engine) StitchReady(ctx context.Context) (int, error) {
 // job; any other error of a stitch only gives its lease back.
 type mergeFault struct{ err error }
 
-func (f *mergeFault) Error() string { return f.err.Error() }
+// Error says that the outputs cannot be merged, and why; a data error's
+// "invalid argument: " is left out, since the job's caller sent no
+// argument wrong.
+func (f *mergeFault) Error() string {
+	why := strings.TrimPrefix(f.err.Error(), domain.ErrInvalidArgument.Error()+": ")
+	return "the chunk outputs cannot be merged into the final CSV: " + why
+}
 func (f *mergeFault) Unwrap() error { return f.err }
 
 // stitchJob merges the outputs of t's job and records the final CSV,
@@ -153,7 +160,7 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 		}
 		if mergeErr != nil {
 			finished = j
-			return e.endAttempt(ctx, q, root, "stitch: "+mergeErr.Error(), false, now)
+			return e.endAttempt(ctx, q, root, mergeErr.Error(), false, now)
 		}
 		if _, err := domain.Complete(root, e.cfg.NodeID, t.Attempt, sum[:], nil, now); err != nil {
 			return err
@@ -224,7 +231,7 @@ func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, w *bytes.Buf
 			break
 		}
 		after = outs[len(outs)-1].ChunkIndex
-		limit = min(max(stitchPageBytes/max(size/len(outs), 1), 1), stitchMaxPage)
+		limit = min(max(e.pageBytes/max(size/len(outs), 1), 1), stitchMaxPage)
 	}
 	if chunks != job.ChunkCount {
 		return chunks, 0, &mergeFault{fmt.Errorf("job %s has %d completed chunk outputs of %d", job.ID, chunks, job.ChunkCount)}

@@ -216,3 +216,37 @@ func BenchmarkStitchMemory(b *testing.B) {
 		b.Logf("%d chunks × %d rows: %v", chunks, rows, m)
 	}
 }
+
+// TestStitchMemoryBounded: a job with lease_seconds 5 and max_attempts 1
+// whose chunk outputs have 10,000 rows each (top_k 10,000) completes, and
+// the stitch's heap grows by a bound far below what the outputs take
+// together: it holds a page of outputs and the best top_k rows, not every
+// output. Without the race detector: 2,000 chunks (about 320 MiB of
+// outputs) against a bound of 96 MiB (the stitch measures 15-22 MiB).
+// With it, which slows SQLite about a hundredfold and inflates the heap:
+// 200 chunks (about 30 MiB of outputs), pages of about 256 KiB, against
+// 12 MiB (it measures about 4 MiB).
+func TestStitchMemoryBounded(t *testing.T) {
+	chunks, bound := 2000, uint64(96<<20)
+	if raceEnabled {
+		chunks, bound = 200, 12<<20
+	}
+	if testing.Short() {
+		t.Skip("builds a job of 10,000-row outputs; not in -short")
+	}
+	e := newEngine(openStore(t), engine.Config{})
+	if raceEnabled {
+		e.SetStitchPageBytes(256 << 10)
+	}
+	id := completeBigJob(t, e, chunks, 10000)
+	total := chunks * len(bigOutput(chunks-1, 10000))
+	m := measureStitch(t, e, id)
+	t.Logf("%d chunks × 10,000 rows (%.0f MiB of outputs): %v", chunks, float64(total)/(1<<20), m)
+	if m.heap > bound {
+		t.Errorf("the stitch's heap grew by %.1f MiB; want at most %.0f MiB (the outputs take %.0f MiB together)",
+			float64(m.heap)/(1<<20), float64(bound)/(1<<20), float64(total)/(1<<20))
+	}
+	if uint64(total) < 2*bound {
+		t.Fatalf("the outputs take %d bytes, less than twice the bound: the test cannot tell a bounded stitch", total)
+	}
+}
