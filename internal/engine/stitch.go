@@ -113,6 +113,7 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 		return false, err
 	}
 
+	e.log.InfoContext(ctx, "stitch started", "job_id", t.JobID, "task_id", t.ID, "attempt", t.Attempt, "chunks", job.ChunkCount)
 	mctx, stop := context.WithCancelCause(ctx)
 	var wg sync.WaitGroup
 	wg.Go(func() { e.keepStitchLease(mctx, t, stop) })
