@@ -43,6 +43,9 @@ type serveConfig struct {
 	// answer before its tree is failed (engine.Config.PeerGiveUp); 0 waits
 	// for as long as it takes.
 	PeerGiveUp time.Duration
+	// StitchLease is how long a coordinator's lease on a job's stitch
+	// lasts (engine.Config.StitchLease); 0 means the engine's default.
+	StitchLease time.Duration
 	// InsecurePeers allows the peer token over plain HTTP to hosts that
 	// are not loopback.
 	InsecurePeers bool
@@ -94,6 +97,8 @@ func newServeCmd() *cobra.Command {
 		"(default "+defaultPatternGiveUp.String()+" with a pattern: topology, 0 with a static: one) (env SCIMESH_PEER_GIVE_UP)")
 	f.Bool("insecure-peers", false, "allow sending PEER_AUTH_TOKEN to other shards over plain http:// beyond loopback, "+
 		"on a network you trust (env SCIMESH_INSECURE_PEERS)")
+	f.Duration("stitch-lease", engine.DefaultStitchLease, "how long a coordinator's lease on a job's stitch lasts, renewed every third of it while it merges; "+
+		"a coordinator that stops mid-stitch leaves it to another after this long (env SCIMESH_STITCH_LEASE)")
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
@@ -150,6 +155,13 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	v := e.setting(cmd, "retention-interval", "SCIMESH_RETENTION_INTERVAL", defaultRetentionInterval.String())
 	if cfg.RetentionInterval, err = time.ParseDuration(v); err != nil || cfg.RetentionInterval <= 0 {
 		return nil, fmt.Errorf("retention interval %q must be a positive duration such as 10m (--retention-interval or SCIMESH_RETENTION_INTERVAL)", v)
+	}
+	if v := e.setting(cmd, "stitch-lease", "SCIMESH_STITCH_LEASE", ""); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return nil, fmt.Errorf("stitch lease %q must be a duration of at least 1s, such as 60s or 5m (--stitch-lease or SCIMESH_STITCH_LEASE)", v)
+		}
+		cfg.StitchLease = d
 	}
 	if err := checkShard(cfg.Shard); err != nil {
 		return nil, err
@@ -236,7 +248,7 @@ func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(a
 	defer st.Close()
 	metrics := telemetry.New(log)
 	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
-		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams,
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
 		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval}
 	if cfg.Topology.String() != "" { // other shards exist: trees may span them
 		peers := rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})

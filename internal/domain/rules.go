@@ -240,7 +240,17 @@ func TimeoutError(seconds int) string { return fmt.Sprintf("timed out after %d s
 // t is pending again at once while attempts remain. Either way, on its last
 // attempt t fails for good. It reports whether the attempt timed out and
 // whether t failed for good.
+//
+// A stitch task is the coordinators' own work, not a worker's: its lease
+// runs out only when the coordinator that held it stopped (killed,
+// restarted, cut off from the database), which says nothing about the
+// job. It goes back to pending at once, as a release does, never counted
+// against max_attempts and never failing the job.
 func ExpireLease(t *Task, reason string, backoff time.Duration, now time.Time) (timedOut, final bool) {
+	if t.Kind == KindStitch {
+		Release(t, reason, now)
+		return false, false
+	}
 	if t.TimedOut(now) {
 		return true, Retry(t, TimeoutError(t.TimeoutSeconds), true, backoff, now)
 	}

@@ -121,6 +121,10 @@ func TestExpireLease(t *testing.T) {
 		{"lease ran out before the deadline", func(t *Task) { t.LeaseExpiresAt = claimed.Add(20 * time.Second) }, 25 * time.Second, false, TaskPending, "lease expired", 25 * time.Second},
 		{"no timeout", func(t *Task) { t.AttemptDeadline, t.TimeoutSeconds = time.Time{}, 0 }, time.Hour, false, TaskPending, "lease expired", time.Hour},
 		{"no timeout, last attempt", func(t *Task) { t.AttemptDeadline, t.MaxAttempts = time.Time{}, 2 }, time.Hour, false, TaskFailed, "lease expired", 0},
+		// A stitch is the coordinators' work: its lease running out never
+		// spends the job's attempts.
+		{"stitch, last attempt", func(t *Task) { t.Kind, t.AttemptDeadline, t.MaxAttempts = KindStitch, time.Time{}, 2 }, time.Hour, false, TaskPending, "lease expired", time.Hour},
+		{"stitch, attempts past max_attempts", func(t *Task) { t.Kind, t.AttemptDeadline, t.Attempt, t.MaxAttempts = KindStitch, time.Time{}, 7, 1 }, time.Minute, false, TaskPending, "lease expired", time.Minute},
 	}
 	for _, tt := range tests {
 		task := timed(claimed)

@@ -29,7 +29,12 @@
 //   - When a chunk completes, its downstream stitch task's count of pending
 //     upstreams drops by one; at zero the stitch task becomes pending and a
 //     coordinator's stitcher leases it like any task, merges the chunk
-//     outputs and completes the job. Every loop is safe to run in several
+//     outputs and completes the job. The stitch lease is the coordinators'
+//     own (Config.StitchLease), renewed while the merge runs; when it runs
+//     out the stitch is pending again at once, never spending the job's
+//     attempts, and only outputs that cannot be merged fail the job. The
+//     outputs are read in pages, so a stitch holds one page and the best
+//     top_k rows. Every loop is safe to run in several
 //     processes sharing one database: they coordinate through leases and
 //     version-guarded writes only.
 //   - Task trees work the same way, their results handed to downstream

@@ -35,6 +35,12 @@ type Config struct {
 	// StitchInterval is how often the stitcher looks for ready jobs besides
 	// being woken by completions; default 1s.
 	StitchInterval time.Duration
+	// StitchLease is how long this process's lease on a job's stitch lasts
+	// before another process may take it over; the stitcher renews it
+	// every third of that while it merges. Default DefaultStitchLease. It
+	// is the coordinators' own and has nothing to do with the job's
+	// lease_seconds, which is the workers'.
+	StitchLease time.Duration
 	// Blobs holds uploads; nil on a coordinator without a data directory,
 	// which then refuses uploads.
 	Blobs *blob.Store
@@ -107,6 +113,13 @@ type Engine struct {
 
 	seenLog seenLog
 
+	// stitchPageHook, when set (by tests only), is called after the
+	// stitcher merged each page of a job's chunk outputs.
+	stitchPageHook func(jobID string, page int)
+	// pageBytes is what the stitcher aims to read per page of chunk
+	// outputs: stitchPageBytes, but for tests.
+	pageBytes int
+
 	// started is when the engine was made, on its clock (see PeerGiveUp).
 	started time.Time
 }
@@ -133,6 +146,9 @@ func New(s store.Store, cfg Config) *Engine {
 	}
 	if cfg.StitchInterval <= 0 {
 		cfg.StitchInterval = time.Second
+	}
+	if cfg.StitchLease <= 0 {
+		cfg.StitchLease = DefaultStitchLease
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 500 * time.Millisecond
@@ -161,6 +177,7 @@ func New(s store.Store, cfg Config) *Engine {
 		outgoing:  make(chan struct{}, 1),
 		jobs:      map[string]*domain.Job{},
 		seenLog:   seenLog{last: map[string]seenAt{}},
+		pageBytes: stitchPageBytes,
 	}
 	e.started = e.now()
 	return e

@@ -25,7 +25,7 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-func openStore(t *testing.T) store.Store {
+func openStore(t testing.TB) store.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "e.db"))
 	if err != nil {

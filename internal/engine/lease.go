@@ -455,7 +455,11 @@ func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, n
 		if t.Kind == domain.KindChunk {
 			what = fmt.Sprintf("task %s (chunk %d)", t.ID, t.ChunkIndex)
 		}
-		domain.FinishJob(j, domain.JobFailed, fmt.Sprintf("%s failed after %d attempt(s): %s", what, t.Attempt, t.Error), now)
+		reason := fmt.Sprintf("%s failed after %d attempt(s): %s", what, t.Attempt, t.Error)
+		if t.Kind == domain.KindStitch { // its attempts are coordinators' leases, not the job's
+			reason = fmt.Sprintf("stitch task %s failed: %s", t.ID, t.Error)
+		}
+		domain.FinishJob(j, domain.JobFailed, reason, now)
 		if err := q.JobUpdate(ctx, j); err != nil {
 			return err
 		}

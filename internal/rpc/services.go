@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -129,7 +130,9 @@ func jsonValue(b []byte) (*structpb.Value, error) {
 
 // Query returns a task of this shard. A chunk task's result is its CSV
 // output as a string; a job's stitch task's is the sha256 of the job's
-// final CSV, in hex.
+// final CSV, in hex. A job's stitch task lists the job's chunk tasks as
+// its upstream_ids, by chunk index: the first engine.MaxStitchUpstreams of
+// them, with the whole count in the Scimesh-Upstream-Count header.
 func (q *queue) Query(ctx context.Context, req *connect.Request[v1.QueryRequest]) (*connect.Response[v1.TaskInfo], error) {
 	v, err := q.e.GetTask(ctx, req.Msg.TaskId)
 	if err != nil {
@@ -157,13 +160,28 @@ func (q *queue) Query(ctx context.Context, req *connect.Request[v1.QueryRequest]
 			info.Result = structpb.NewStringValue(string(t.Result))
 		}
 	}
-	if t.Kind == domain.KindTree {
+	total := -1
+	switch {
+	case t.Kind == domain.KindTree:
 		if info.UpstreamIds, err = q.e.TreeArgs(ctx, t.ID); err != nil {
 			return nil, err
 		}
+	case t.Kind == domain.KindStitch && v.Job != nil:
+		info.UpstreamIds, total = engine.StitchUpstreams(v.Job, engine.MaxStitchUpstreams)
 	}
-	return connect.NewResponse(info), nil
+	resp := connect.NewResponse(info)
+	if total >= 0 {
+		// The whole count, since a job of more than MaxStitchUpstreams
+		// chunks lists only its first ones.
+		resp.Header().Set(upstreamCountHeader, strconv.Itoa(total))
+	}
+	return resp, nil
 }
+
+// upstreamCountHeader is the response header of Query that gives how many
+// upstreams a job's stitch task has: upstream_ids lists only the first
+// engine.MaxStitchUpstreams of them.
+const upstreamCountHeader = "Scimesh-Upstream-Count"
 
 func stamp(t time.Time) *timestamppb.Timestamp {
 	if t.IsZero() {

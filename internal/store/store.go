@@ -140,9 +140,12 @@ type Querier interface {
 	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
 	// reaches 0 becomes pending. It returns the task as written.
 	TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error)
-	// TaskResults returns the results of a job's completed chunk tasks by
-	// ChunkIndex ascending.
-	TaskResults(ctx context.Context, jobID string) ([]ChunkResult, error)
+	// TaskResultList returns a page of the outputs of a job's completed
+	// chunk tasks, by ChunkIndex ascending: those whose ChunkIndex is above
+	// p.AfterIndex, at most p.Limit of them (all when 0 or less). The
+	// stitcher reads a job's outputs page by page, so that what it holds
+	// does not grow with the number of chunks.
+	TaskResultList(ctx context.Context, p *TaskResultListParams) ([]ChunkResult, error)
 	// TaskFinishCounts counts a job's completed chunk tasks by when they
 	// finished: element i of the p.Buckets elements counts those that
 	// finished in [p.Start + i·p.Width, p.Start + (i+1)·p.Width), except
@@ -339,6 +342,14 @@ type Worker struct {
 	FirstSeen     time.Time
 	LastSeen      time.Time // its last call
 	LastHeartbeat time.Time // its last lease renewal; zero when none
+}
+
+// TaskResultListParams selects a page of a job's chunk outputs.
+type TaskResultListParams struct {
+	JobID string
+	// AfterIndex continues after this ChunkIndex; -1 (or less) from the start.
+	AfterIndex int
+	Limit      int
 }
 
 // ChunkResult is a completed chunk's output, for the stitcher.

@@ -33,66 +33,104 @@ type ChunkOutput struct {
 //
 // Merge keeps at most topK rows and reads one chunk at a time, in
 // O(total rows · log topK) time. A negative topK counts as 0. Nothing is
-// written unless every chunk is valid.
+// written unless every chunk is valid. To merge chunks that do not fit in
+// memory together, give them to a Merger one at a time.
 func Merge(w io.Writer, chunks []ChunkOutput, scoreColumn string, order domain.Order, topK int) (rows int, err error) {
-	if err := checkOrder(order); err != nil {
+	m, err := NewMerger(scoreColumn, order, topK)
+	if err != nil {
 		return 0, err
 	}
-	// Read chunks by index so that ties resolve the same way whatever order
-	// the caller passed them in, and so that the kept set only ever admits a
-	// row that beats the worst kept row strictly.
+	// Add chunks by index, as a Merger needs them, so that the result does
+	// not depend on the order of the slice.
 	byIndex := make([]int, len(chunks))
 	for i := range byIndex {
 		byIndex[i] = i
 	}
 	slices.SortFunc(byIndex, func(a, b int) int { return cmp.Compare(chunks[a].Index, chunks[b].Index) })
-	for i := 1; i < len(byIndex); i++ {
-		if chunks[byIndex[i]].Index == chunks[byIndex[i-1]].Index {
-			return 0, fmt.Errorf("table: merge: chunk %d is passed twice", chunks[byIndex[i]].Index)
-		}
-	}
-
-	s, err := newScanner(scoreColumn)
-	if err != nil {
-		return 0, err
-	}
-	k := &keeper{desc: order == domain.Desc, topK: topK}
-	var (
-		header      []string
-		headerChunk int
-	)
 	for _, i := range byIndex {
-		c := &chunks[i]
-		s.start(c.Data, true, c.Index)
-		if err := s.readHeader(); err != nil {
-			if err == io.EOF {
-				continue
-			}
+		if err := m.Add(chunks[i]); err != nil {
 			return 0, err
 		}
-		if header == nil {
-			header, headerChunk = s.header, c.Index
-		} else if !slices.Equal(header, s.header) {
-			return 0, headerMismatch(c.Index, s.header, headerChunk, header)
-		}
-		for row := 0; ; row++ {
-			rec, score, err := s.next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				return 0, err
-			}
-			k.offer(score, c.Index, row, rec)
-		}
 	}
-	if header == nil {
+	return m.Finish(w)
+}
+
+// Merger is Merge for chunk outputs that arrive one at a time: the stitch
+// of a job reads its chunk outputs from the database page by page, and a
+// Merger holds only the best topK rows seen so far, never a whole chunk
+// output once Add has returned. Its result is exactly Merge's over the
+// same chunks.
+type Merger struct {
+	s           *scanner
+	k           *keeper
+	header      []string
+	headerChunk int
+	last        int  // the Index of the last chunk added
+	added       bool // some chunk was added
+}
+
+// NewMerger returns a Merger of chunk outputs into a final CSV, with
+// Merge's scoreColumn, order and topK.
+func NewMerger(scoreColumn string, order domain.Order, topK int) (*Merger, error) {
+	if err := checkOrder(order); err != nil {
+		return nil, err
+	}
+	s, err := newScanner(scoreColumn)
+	if err != nil {
+		return nil, err
+	}
+	return &Merger{s: s, k: &keeper{desc: order == domain.Desc, topK: topK}}, nil
+}
+
+// Add merges the output of one chunk, whose Index must be greater than
+// that of every chunk added before (so that a chunk passed twice is
+// caught). c.Data is not used after Add returns. An error about the data
+// wraps domain.ErrInvalidArgument and names the chunk, as Merge's do;
+// after an error the Merger must not be used.
+func (m *Merger) Add(c ChunkOutput) error {
+	if m.added && c.Index <= m.last {
+		if c.Index == m.last {
+			return fmt.Errorf("table: merge: chunk %d is passed twice", c.Index)
+		}
+		return fmt.Errorf("table: merge: chunk %d is passed after chunk %d; chunks must come by ascending index", c.Index, m.last)
+	}
+	m.added, m.last = true, c.Index
+	s := m.s
+	s.start(c.Data, true, c.Index)
+	defer s.src.Reset(nil) // hold no reference to c.Data
+	if err := s.readHeader(); err != nil {
+		if err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	if m.header == nil {
+		m.header, m.headerChunk = s.header, c.Index
+	} else if !slices.Equal(m.header, s.header) {
+		return headerMismatch(c.Index, s.header, m.headerChunk, m.header)
+	}
+	for row := 0; ; row++ {
+		rec, score, err := s.next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		m.k.offer(score, c.Index, row, rec)
+	}
+}
+
+// Finish writes the final CSV of the chunks added so far — nothing when
+// none had a header — and returns the number of data rows written. Call
+// it once, after the last Add.
+func (m *Merger) Finish(w io.Writer) (rows int, err error) {
+	if m.header == nil {
 		return 0, nil
 	}
-
-	best := k.sorted()
+	best := m.k.sorted()
 	cw := csv.NewWriter(w)
-	if err := cw.Write(header); err != nil {
+	if err := cw.Write(m.header); err != nil {
 		return 0, fmt.Errorf("write final CSV: %w", err)
 	}
 	for i := range best {

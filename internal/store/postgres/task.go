@@ -26,7 +26,7 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
 
 // taskListColumns are taskColumns as lists select them: without the
-// chunk output, which only TaskGet (and the stitcher's TaskResults) reads.
+// chunk output, which only TaskGet (and the stitcher's TaskResultList) reads.
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
@@ -63,9 +63,9 @@ SET pending_upstreams = pending_upstreams - $2,
 WHERE id = $1
 RETURNING ` + taskColumns
 
-	sqlTaskResults = `SELECT chunk_index, result FROM tasks
-WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed'
-ORDER BY chunk_index`
+	sqlTaskResultList = `SELECT chunk_index, result FROM tasks
+WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' AND chunk_index > $2
+ORDER BY chunk_index LIMIT $3`
 )
 
 // TaskInsert inserts tasks, all or none, each at version Version+1, with
@@ -216,12 +216,16 @@ func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now ti
 	return t, nil
 }
 
-// TaskResults returns the results of a job's completed chunk tasks by
-// ChunkIndex ascending.
-func (q *querier) TaskResults(ctx context.Context, jobID string) ([]store.ChunkResult, error) {
-	rows, err := q.db.Query(ctx, sqlTaskResults, jobID)
+// TaskResultList returns a page of the outputs of a job's completed chunk
+// tasks by ChunkIndex ascending.
+func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListParams) ([]store.ChunkResult, error) {
+	var limit any // NULL: no limit
+	if p.Limit > 0 {
+		limit = p.Limit
+	}
+	rows, err := q.db.Query(ctx, sqlTaskResultList, p.JobID, p.AfterIndex, limit)
 	if err != nil {
-		return nil, translate(err, "read results of job %s", jobID)
+		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
 	var out []store.ChunkResult
 	var r store.ChunkResult
@@ -231,7 +235,7 @@ func (q *querier) TaskResults(ctx context.Context, jobID string) ([]store.ChunkR
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "read results of job %s", jobID)
+		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
 	return out, nil
 }

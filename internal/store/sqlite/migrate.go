@@ -44,7 +44,7 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 func (s *Store) warm(ctx context.Context) error {
 	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
-		taskUpstreamDoneSQL, taskResultsSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
+		taskUpstreamDoneSQL, taskResultListSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
 		taskClaimStitchSQL, taskRunnableSQL, jobGetResultSQL, jobCreationProgressSQL, jobListAbandonedSQL, jobAbandonSQL,
 		abandonedLogsDeleteSQL, abandonedTasksDeleteSQL, abandonedJobDeleteSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,

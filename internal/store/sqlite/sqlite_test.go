@@ -185,7 +185,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		index string
 	}{
 		{taskListExpiredSQL, []any{1, 10}, "tasks_lease_expiry"},
-		{taskResultsSQL, []any{"j1"}, "tasks_job_kind_state"},
+		{taskResultListSQL, []any{"j1", -1, 16}, "tasks_job_kind_state"},
 		{jobTaskCountsSQL, []any{"j1"}, "tasks_job_kind_state"},
 		{taskListSQLs[0], []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
 		{taskListSQLs[1], []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},

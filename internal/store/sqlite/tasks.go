@@ -30,7 +30,7 @@ const (
 )
 
 // taskListCols are taskCols as lists select them: without the chunk
-// output, which only TaskGet (and the stitcher's TaskResults) reads.
+// output, which only TaskGet (and the stitcher's TaskResultList) reads.
 var taskListCols = strings.Replace(taskCols, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
@@ -50,8 +50,9 @@ var (
 	taskUpstreamDoneSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - ?1 <= 0 THEN 'pending' ELSE state END,
 	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskCols
-	taskResultsSQL = `SELECT chunk_index, result FROM tasks
-	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY chunk_index`
+	taskResultListSQL = `SELECT chunk_index, result FROM tasks
+	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' AND chunk_index > ?
+	ORDER BY chunk_index LIMIT ?`
 )
 
 // Claims. For each kind (and each workload named) the claim reads the
@@ -393,18 +394,22 @@ func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now ti
 	return t, nil
 }
 
-// TaskResults returns the results of a job's completed chunk tasks by
-// ChunkIndex ascending.
-func (q *querier) TaskResults(ctx context.Context, jobID string) ([]store.ChunkResult, error) {
+// TaskResultList returns a page of the outputs of a job's completed chunk
+// tasks by ChunkIndex ascending.
+func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListParams) ([]store.ChunkResult, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = -1 // SQLite: no limit
+	}
 	var out []store.ChunkResult
 	err := q.query(ctx, false, func(r scanner) error {
 		var c store.ChunkResult
 		err := r.Scan(&c.ChunkIndex, &c.Result)
 		out = append(out, c)
 		return err
-	}, taskResultsSQL, jobID)
+	}, taskResultListSQL, p.JobID, p.AfterIndex, limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read results of job %s: %w", jobID, err)
+		return nil, fmt.Errorf("sqlite: read results of job %s after chunk %d: %w", p.JobID, p.AfterIndex, err)
 	}
 	return out, nil
 }

@@ -142,15 +142,15 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		}
 	})
 
-	t.Run("TaskResults", func(t *testing.T) {
+	t.Run("TaskResultList", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
-		tasks := NewTasks(j, 5)
+		tasks := NewTasks(j, 7)
 		results := map[int][]byte{}
 		for i, tk := range tasks[1:] {
 			switch i {
-			case 0, 2, 4:
+			case 0, 2, 4, 5, 6:
 				tk.State = domain.TaskCompleted
 				tk.Result = fmt.Appendf(nil, "id,score\n%d,0.%d\n\x00", i, i)
 				results[i] = tk.Result
@@ -159,28 +159,46 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			}
 		}
 		tasks[0].State, tasks[0].Result = domain.TaskCompleted, []byte("the stitch result")
-		insertTasks(t, s, tasks[5], tasks[0], tasks[3], tasks[1], tasks[4], tasks[2])
+		insertTasks(t, s, tasks[5], tasks[0], tasks[3], tasks[7], tasks[1], tasks[4], tasks[2], tasks[6])
 		ot := NewTasks(other, 1)
 		ot[1].State, ot[1].Result = domain.TaskCompleted, []byte("other job")
 		insertTasks(t, s, ot...)
 
-		got, err := s.TaskResults(t.Context(), "j1")
-		if err != nil {
-			t.Fatalf("TaskResults: %v", err)
+		list := func(after, limit int) string {
+			t.Helper()
+			got, err := s.TaskResultList(t.Context(), &store.TaskResultListParams{JobID: "j1", AfterIndex: after, Limit: limit})
+			if err != nil {
+				t.Fatalf("TaskResultList(after %d, limit %d): %v", after, limit, err)
+			}
+			var idx []int
+			for _, r := range got {
+				idx = append(idx, r.ChunkIndex)
+				if !bytes.Equal(r.Result, results[r.ChunkIndex]) {
+					t.Errorf("chunk %d result = %q, want %q", r.ChunkIndex, r.Result, results[r.ChunkIndex])
+				}
+			}
+			return fmt.Sprint(idx)
 		}
-		var idx []int
-		for _, r := range got {
-			idx = append(idx, r.ChunkIndex)
-			if !bytes.Equal(r.Result, results[r.ChunkIndex]) {
-				t.Errorf("chunk %d result = %q, want %q", r.ChunkIndex, r.Result, results[r.ChunkIndex])
+		for _, c := range []struct {
+			after, limit int
+			want         string
+		}{
+			{-1, 0, "[0 2 4 5 6]"}, // all
+			{-5, -1, "[0 2 4 5 6]"},
+			{-1, 2, "[0 2]"}, // pages, each after the last index of the one before
+			{2, 2, "[4 5]"},
+			{5, 2, "[6]"},
+			{6, 2, "[]"},
+			{0, 1, "[2]"}, // AfterIndex need not be a completed chunk's
+			{1, 10, "[2 4 5 6]"},
+		} {
+			if got := list(c.after, c.limit); got != c.want {
+				t.Errorf("TaskResultList(after %d, limit %d) chunk indexes = %s, want %s", c.after, c.limit, got, c.want)
 			}
 		}
-		if fmt.Sprint(idx) != "[0 2 4]" {
-			t.Errorf("TaskResults chunk indexes = %v, want [0 2 4]", idx)
-		}
-		got, err = s.TaskResults(t.Context(), "missing")
+		got, err := s.TaskResultList(t.Context(), &store.TaskResultListParams{JobID: "missing", AfterIndex: -1})
 		if err != nil || len(got) != 0 {
-			t.Errorf("TaskResults(missing) = %v, %v; want none, nil", got, err)
+			t.Errorf("TaskResultList(missing) = %v, %v; want none, nil", got, err)
 		}
 	})
 }

@@ -117,8 +117,8 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if err := q.TaskUpdate(ctx, tk); err != nil {
 				return err
 			}
-			if rs, err := q.TaskResults(ctx, "j1"); err != nil || len(rs) != 1 {
-				return fmt.Errorf("TaskResults inside the tx = %v, %v; want 1", rs, err)
+			if rs, err := q.TaskResultList(ctx, &store.TaskResultListParams{JobID: "j1", AfterIndex: -1, Limit: 10}); err != nil || len(rs) != 1 {
+				return fmt.Errorf("TaskResultList inside the tx = %v, %v; want 1", rs, err)
 			}
 			if ts, err := q.TaskList(ctx, &store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 10, AfterIndex: -1}); err != nil || len(ts) != 3 {
 				return fmt.Errorf("TaskList inside the tx = %d tasks, %v; want 3", len(ts), err)
