@@ -78,9 +78,9 @@ type Querier interface {
 	TaskGet(ctx context.Context, id string) (*domain.Task, error)
 	// TaskList returns a job's tasks of one kind by ChunkIndex ascending.
 	TaskList(ctx context.Context, p *TaskListParams) ([]*domain.Task, error)
-	// TaskUpdate writes t's mutable fields (State, Attempt, LeaseOwner,
-	// LeaseExpiresAt, RunAfter, Result, Metrics, Error, PendingUpstreams,
-	// UpdatedAt, FinishedAt) where the stored version equals t.Version;
+	// TaskUpdate writes t's mutable fields (State, Attempt, MaxAttempts,
+	// LeaseOwner, LeaseExpiresAt, RunAfter, Result, Metrics, Error,
+	// PendingUpstreams, UpdatedAt, FinishedAt) where the stored version equals t.Version;
 	// otherwise ErrStale (ErrNotFound when the task is gone). The
 	// AttemptDeadline is TaskClaim's alone to set.
 	TaskUpdate(ctx context.Context, t *domain.Task) error

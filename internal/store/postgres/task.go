@@ -40,7 +40,7 @@ ORDER BY chunk_index LIMIT $4`
 	sqlTaskUpdate = `UPDATE tasks
 SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
 	result = $7, metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
-	finished_at = $12, version = version + 1
+	finished_at = $12, max_attempts = $14, version = version + 1
 WHERE id = $1 AND version = $13`
 
 	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
@@ -177,7 +177,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	normTime(&t.FinishedAt)
 	tag, err := q.db.Exec(ctx, sqlTaskUpdate, t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
-		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version)
+		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}

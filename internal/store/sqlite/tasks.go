@@ -35,7 +35,8 @@ var (
 
 const (
 	taskUpdateSQL = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
-	result = ?, metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, version = version + 1
+	result = ?, metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
+	version = version + 1
 	WHERE id = ? AND version = ?`
 	taskListExpiredSQL = `SELECT ` + taskCols + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
@@ -228,7 +229,7 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	res, err := q.exec(ctx, taskUpdateSQL, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), blobArg(t.Result), textArg(t.Metrics), t.Error, t.PendingUpstreams,
-		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.ID, t.Version)
+		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, t.ID, t.Version)
 	if err == nil {
 		err = q.checkGuarded(ctx, res, taskExistsSQL, t.ID)
 	}
