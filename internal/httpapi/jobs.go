@@ -200,3 +200,16 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, jobView(v))
 }
+
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
+	if err := decodeOptional(r, &struct{}{}); err != nil { // no fields, as for cancel
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.engine.RetryJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
+}

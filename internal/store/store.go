@@ -103,6 +103,12 @@ type Querier interface {
 	// except the one with ID except (may be empty), and returns how many it
 	// moved.
 	TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error)
+	// TaskRetryJob puts every chunk task of job p.JobID that is failed or
+	// cancelled back to pending at p.Now, runnable at once, with a fresh
+	// budget: MaxAttempts becomes Attempt + p.MaxAttempts. It clears their
+	// lease expiry and finish time; Attempt (the fencing token), LeaseOwner
+	// and Error stay. It returns how many it moved.
+	TaskRetryJob(ctx context.Context, p *TaskRetryJobParams) (int, error)
 	// TaskUpstreamDone records that n upstreams of task id completed:
 	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
 	// reaches 0 becomes pending. It returns the task as written.
@@ -222,6 +228,14 @@ type TaskListParams struct {
 	Limit int
 	// AfterIndex continues after this ChunkIndex; -1 (or less) from the start.
 	AfterIndex int
+}
+
+// TaskRetryJobParams says which job's chunks to run again, and with how
+// many attempts each.
+type TaskRetryJobParams struct {
+	JobID       string
+	MaxAttempts int // attempts granted on top of those already made
+	Now         time.Time
 }
 
 // TaskClaimParams says who claims what.

@@ -177,6 +177,18 @@ func (u *UI) cancel(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
+// retry runs a failed or cancelled job's unfinished chunks again and goes
+// back to its page.
+func (u *UI) retry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := u.e.RetryJob(r.Context(), id); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.log.InfoContext(r.Context(), "job retried from the dashboard", "job_id", id)
+	http.Redirect(w, r, "/ui/jobs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
 type taskData struct {
 	Task      *engine.TaskView
 	Upstreams []string
