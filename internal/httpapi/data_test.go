@@ -270,3 +270,45 @@ func TestTaskLogs(t *testing.T) {
 		t.Errorf("log of an unknown task: %s", r)
 	}
 }
+
+// TestTaskLogAppendReplay sends the same batch of log lines twice, as a
+// worker does when the answer to the first was lost: with an offset the
+// lines are stored once; without one (an older worker) twice, as before.
+func TestTaskLogAppendReplay(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		t.Run(storeName(pg), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{tokens: tokens, postgres: pg})
+			b.createJob(1, nil)
+			tk, _ := b.claim("w", nil)
+			logPath := "/tasks/" + tk.TaskID + "/logs"
+			batch := func(offset any, lines ...string) map[string]any {
+				m := map[string]any{"worker_id": "w", "attempt": 1, "lines": lines}
+				if offset != nil {
+					m["offset"] = offset
+				}
+				return m
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(0, "one", "two")), http.StatusNoContent)
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(2, "three")), http.StatusNoContent)
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(nil, "old worker")), http.StatusNoContent)
+			}
+			if r := b.worker("POST", logPath, batch(-1, "x")); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "offset") {
+				t.Fatalf("a negative offset = %s, want 400 naming it", r)
+			}
+			if r := b.worker("POST", logPath, batch("1", "x")); r.status != http.StatusBadRequest {
+				t.Fatalf("an offset that is not a number = %s, want 400", r)
+			}
+			got := b.mustStatus(b.client("GET", logPath, nil), 200)
+			if want := "--- attempt 1 ---\none\ntwo\nthree\nold worker\nold worker\n"; string(got.body) != want {
+				t.Fatalf("log %q, want %q", got.body, want)
+			}
+		})
+	}
+}

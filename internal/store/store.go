@@ -141,7 +141,10 @@ type Querier interface {
 
 	// TaskLogAppend appends lines to a task's log, each with a new ID
 	// greater than every ID before it. A task holds at most p.MaxLines
-	// lines: the lines past that are dropped.
+	// lines: the lines past that are dropped. With p.Offset set, Lines[i]
+	// is the line at position *p.Offset+i of its attempt, and the lines at
+	// positions up to the highest already stored for the attempt are
+	// skipped, so that appending the same batch twice stores it once.
 	TaskLogAppend(ctx context.Context, p *TaskLogAppendParams) error
 	// TaskLogList returns up to p.Limit lines of a task's log with ID
 	// greater than p.After, by ID ascending.
@@ -185,9 +188,13 @@ type Querier interface {
 
 // TaskLogAppendParams is a batch of log lines of one attempt of a task.
 type TaskLogAppendParams struct {
-	TaskID   string
-	Attempt  int
-	Lines    []string
+	TaskID  string
+	Attempt int
+	Lines   []string
+	// Offset is the position of Lines[0] among the lines the attempt sent
+	// (0 for its first); nil when the sender numbers none, and then every
+	// line is appended.
+	Offset   *int64
 	Now      time.Time
 	MaxLines int
 }
