@@ -172,7 +172,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		NextCursor *string     `json:"next_cursor"`
 	}{Tasks: make([]*taskJSON, len(tasks)), NextCursor: strPtr(next)}
 	for i, t := range tasks {
-		out.Tasks[i] = taskView(t, baseURL(r))
+		out.Tasks[i] = taskView(t)
 	}
 	writeJSON(w, http.StatusOK, out)
 }

@@ -272,7 +272,9 @@ func TestShardsPage(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	topo, err := topology.Parse("static:s1=" + up.URL + ",s2=http://127.0.0.1:1")
+	// This coordinator's own shard (s0) answers since it serves the page,
+	// whatever its URL and whatever Host the request came with (a proxy's).
+	topo, err := topology.Parse("static:s0=https://behind-a-proxy.invalid,s1=" + up.URL + ",s2=http://127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,9 +289,10 @@ func TestShardsPage(t *testing.T) {
 		t.Fatalf("shards page: %d", resp.StatusCode)
 	}
 	rows := regexp.MustCompile(`(?s)<tr class="peer">.*?</tr>`).FindAllString(body, -1)
-	if len(rows) != 2 || !strings.Contains(rows[0], "s1") || !strings.Contains(rows[0], ">yes<") ||
-		!strings.Contains(rows[1], "s2") || !strings.Contains(rows[1], ">no<") || !strings.Contains(rows[1], "does not answer") {
-		t.Fatalf("peer rows %q, want s1 answering and s2 not", rows)
+	if len(rows) != 3 || !strings.Contains(rows[0], "s0") || !strings.Contains(rows[0], "this coordinator") ||
+		!strings.Contains(rows[1], "s1") || !strings.Contains(rows[1], ">yes<") ||
+		!strings.Contains(rows[2], "s2") || !strings.Contains(rows[2], ">no<") || !strings.Contains(rows[2], "does not answer") {
+		t.Fatalf("peer rows %q, want s0 this coordinator, s1 answering and s2 not", rows)
 	}
 	if got := u.peerTaskURL("s2:abc"); got != "http://127.0.0.1:1/ui/tasks/s2:abc" {
 		t.Fatalf("link to a task on s2: %q", got)
