@@ -51,7 +51,7 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newClientCmds() []*cobra.Command {
-	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd()}
+	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd()}
 	for _, c := range cmds {
 		run := c.RunE
 		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
@@ -431,6 +431,35 @@ func newCancelCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job %s is %s\n", job.JobID, job.Status)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func newRetryCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "retry JOB",
+		Short: "Run a failed or cancelled job's unfinished chunks again",
+		Long: `Run a failed or cancelled job's unfinished chunks again: its failed and
+cancelled chunks go back to pending with a fresh budget of max_attempts,
+its completed chunks and their outputs are kept, and the job is pending
+again until it completes (or fails) as usual. A job that is pending,
+running or completed cannot be retried.`,
+		Args: argsNamed("a job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			job, err := c.Retry(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "job %s is %s: %d of %d chunks to run again\n",
+				job.JobID, job.Status, job.Tasks.Total-job.Tasks.Completed, job.Tasks.Total)
 			return nil
 		},
 	}

@@ -56,6 +56,7 @@ var restRoutes = map[string]struct {
 	"GET /jobs/{job_id}/tasks":        {auth.Client, 0},
 	"GET /jobs/{job_id}/result":       {auth.Client, 0},
 	"POST /jobs/{job_id}/cancel":      {auth.Client, 1 << 20},
+	"POST /jobs/{job_id}/retry":       {auth.Client, 1 << 20},
 	"GET /tasks/{task_id}":            {auth.Client, 0},
 	"GET /tasks/{task_id}/logs":       {auth.Client, 0},
 	"POST /tasks/claim":               {auth.Worker, 1 << 20},

@@ -122,6 +122,12 @@ func IsLeaseLost(err error) bool { return hasCode(err, CodeLeaseLost) }
 // cancelled): stop working on the task.
 func IsCancelled(err error) bool { return hasCode(err, CodeCancelled) }
 
+// IsConflict reports whether err says the call contradicts what is
+// recorded (409 conflict): an Idempotency-Key reused with another body, a
+// different result for a completed task, or a retry of a job that is not
+// failed or cancelled.
+func IsConflict(err error) bool { return hasCode(err, CodeConflict) }
+
 // IsNotFound reports whether err is a 404 answer.
 func IsNotFound(err error) bool {
 	e := AsError(err)

@@ -121,6 +121,18 @@ func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {
 	return &j, nil
 }
 
+// Retry runs a failed or cancelled job's unfinished chunks again and
+// returns the job, pending again: its failed and cancelled chunks get a
+// fresh budget of attempts, its completed chunks are kept. On a job that
+// is pending, running or completed it is a 409 conflict (IsConflict).
+func (c *Client) Retry(ctx context.Context, jobID string) (*Job, error) {
+	var j Job
+	if _, _, err := c.call(ctx, &request{method: http.MethodPost, path: "/jobs/" + pathEscape(jobID) + "/retry"}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
 // GetTask returns a task: its claimed-task fields, state, lease owner and
 // error.
 func (c *Client) GetTask(ctx context.Context, taskID string) (*Task, error) {

@@ -206,7 +206,9 @@ func (c *Client) Fail(ctx context.Context, taskID string, f Failure) (*Task, err
 	return &t, nil
 }
 
-// AppendLogs appends lines to the log of a task's attempt.
+// AppendLogs appends lines to the log of a task's attempt. With
+// lines.Offset set, sending the same lines again (after an answer lost on
+// the way, say) stores them once.
 func (c *Client) AppendLogs(ctx context.Context, taskID string, lines LogLines) error {
 	_, _, err := c.call(ctx, &request{method: http.MethodPost, path: "/tasks/" + pathEscape(taskID) + "/logs", body: lines}, nil)
 	return err

@@ -236,7 +236,11 @@ type Failure struct {
 
 // LogLines is the body of POST /tasks/{id}/logs.
 type LogLines struct {
-	WorkerID string   `json:"worker_id"`
-	Attempt  int      `json:"attempt"`
-	Lines    []string `json:"lines"`
+	WorkerID string `json:"worker_id"`
+	Attempt  int    `json:"attempt"`
+	// Offset, when set, is the position of Lines[0] among the lines the
+	// attempt has sent (0 for its first). It makes sending the same batch
+	// again harmless: the coordinator skips lines it already holds.
+	Offset *int64   `json:"offset,omitempty"`
+	Lines  []string `json:"lines"`
 }

@@ -345,3 +345,38 @@ func FinishJob(j *Job, status JobStatus, reason string, now time.Time) {
 	j.UpdatedAt = now
 	j.FinishedAt = now
 }
+
+// RetryJob makes the failed or cancelled j pending again at now, without
+// its error; any other status is ErrConflict, with a message that says
+// what can be done instead.
+func RetryJob(j *Job, now time.Time) error {
+	switch j.Status {
+	case JobFailed, JobCancelled:
+	case JobCompleted:
+		return fmt.Errorf("job %s is completed: only a failed or cancelled job can be retried; its result is at GET /jobs/%s/result: %w", j.ID, j.ID, ErrConflict)
+	default:
+		return fmt.Errorf("job %s is %s: only a failed or cancelled job can be retried; cancel it first to run its chunks again: %w", j.ID, j.Status, ErrConflict)
+	}
+	j.Status = JobPending
+	j.Error = ""
+	j.UpdatedAt = now
+	j.FinishedAt = time.Time{}
+	return nil
+}
+
+// ReopenRoot makes a retried job's stitch root t wait again at now for its
+// pending chunks (runnable at once when there are none), with a fresh
+// budget of maxAttempts attempts.
+func ReopenRoot(t *Task, pending, maxAttempts int, now time.Time) {
+	t.State = TaskWaiting
+	if pending <= 0 {
+		t.State = TaskPending
+	}
+	t.PendingUpstreams = max(pending, 0)
+	t.MaxAttempts = t.Attempt + maxAttempts
+	t.Error = ""
+	t.LeaseExpiresAt = time.Time{}
+	t.RunAfter = now
+	t.UpdatedAt = now
+	t.FinishedAt = time.Time{}
+}

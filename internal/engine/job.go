@@ -559,6 +559,61 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 	return e.view(ctx, job)
 }
 
+// RetryJob runs a failed or cancelled job's unfinished chunks again: its
+// failed and cancelled chunk tasks go back to pending with a fresh budget
+// of the job's max_attempts, its completed chunks keep their outputs, its
+// stitch root waits for the chunks again, and the job is pending. A job
+// that is pending, running or completed is ErrConflict.
+func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
+	var (
+		job     *domain.Job
+		moved   int
+		rootRdy bool
+	)
+	err := e.tx(ctx, func(q store.Querier) error {
+		moved, rootRdy = 0, false
+		j, err := q.JobGet(ctx, id)
+		if err != nil {
+			return notFound(err, "job %q", id)
+		}
+		job = j
+		now := e.now()
+		if err := domain.RetryJob(j, now); err != nil {
+			return err
+		}
+		if err := q.JobUpdate(ctx, j); err != nil {
+			return err
+		}
+		if moved, err = q.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: j.ID, MaxAttempts: j.MaxAttempts, Now: now}); err != nil {
+			return err
+		}
+		counts, err := q.JobTaskCounts(ctx, []string{j.ID})
+		if err != nil {
+			return err
+		}
+		c := counts[j.ID]
+		root, err := q.TaskGet(ctx, j.RootTaskID)
+		if err != nil {
+			return fmt.Errorf("stitch task of job %s: %w", j.ID, err)
+		}
+		domain.ReopenRoot(root, c.Total-c.Completed, j.MaxAttempts, now)
+		rootRdy = root.State == domain.TaskPending
+		return q.TaskUpdate(ctx, root)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("retry job %s: %w", id, err)
+	}
+	if moved > 0 {
+		e.notifyWork(domain.KindChunk, job.Workload, moved) // after the commit, so that woken claimers see the tasks
+	}
+	if rootRdy {
+		e.stitch.Notify()
+	}
+	e.log.InfoContext(ctx, "job retry", "job_id", id, "chunks", moved)
+	job.Result = nil
+	return e.view(ctx, job)
+}
+
 // TaskView is a task with the settings of its job.
 type TaskView struct {
 	*domain.Task

@@ -23,19 +23,28 @@ type AppendLogsParams struct {
 	WorkerID string
 	Attempt  int
 	Lines    []string
+	// Offset, when set, is the position of Lines[0] among the lines the
+	// attempt sent (0 for its first): lines at positions already stored
+	// for the attempt are skipped, so a batch sent again after its answer
+	// was lost is stored once. Nil appends every line.
+	Offset *int64
 }
 
 // AppendLogs records log lines of (worker, attempt). The lease must be live,
 // or the task completed or failed by that very attempt (so that lines sent
 // just after the outcome are kept), and the attempt's deadline, if any,
 // not passed. Lines over MaxLogLineBytes are cut; a
-// task keeps its first MaxLogLinesPerTask lines and drops the rest.
+// task keeps its first MaxLogLinesPerTask lines and drops the rest. With
+// p.Offset, appending the same batch again changes nothing.
 func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
 		return err
 	}
 	if len(p.Lines) > MaxLogLinesPerRequest {
 		return domain.Invalidf("lines has %d entries; send at most %d per request", len(p.Lines), MaxLogLinesPerRequest)
+	}
+	if p.Offset != nil && *p.Offset < 0 {
+		return domain.Invalidf("offset is %d; it is the position of the first line among the attempt's lines, 0 or more", *p.Offset)
 	}
 	if len(p.Lines) == 0 {
 		return nil
@@ -57,7 +66,7 @@ func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 			return err
 		}
 		return q.TaskLogAppend(ctx, &store.TaskLogAppendParams{
-			TaskID: t.ID, Attempt: p.Attempt, Lines: lines, Now: now, MaxLines: MaxLogLinesPerTask,
+			TaskID: t.ID, Attempt: p.Attempt, Lines: lines, Offset: p.Offset, Now: now, MaxLines: MaxLogLinesPerTask,
 		})
 	})
 	if err != nil {

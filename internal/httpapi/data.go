@@ -64,6 +64,7 @@ func (s *Server) taskInput(w http.ResponseWriter, r *http.Request) {
 type logsRequest struct {
 	WorkerID string   `json:"worker_id"`
 	Attempt  int      `json:"attempt"`
+	Offset   *int64   `json:"offset"` // position of lines[0] among the attempt's lines; makes a resend harmless
 	Lines    []string `json:"lines"`
 }
 
@@ -74,7 +75,7 @@ func (s *Server) appendLogs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	err := s.engine.AppendLogs(r.Context(), engine.AppendLogsParams{
-		TaskID: r.PathValue("task_id"), WorkerID: req.WorkerID, Attempt: req.Attempt, Lines: req.Lines,
+		TaskID: r.PathValue("task_id"), WorkerID: req.WorkerID, Attempt: req.Attempt, Lines: req.Lines, Offset: req.Offset,
 	})
 	if err != nil {
 		s.writeError(w, r, err)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -32,6 +33,9 @@ func (b *bundle) upload(body string) uploadOut {
 // download GETs a worker URL and returns the body and the sha256 header.
 func (b *bundle) download(url string) (int, []byte, http.Header) {
 	b.t.Helper()
+	if strings.HasPrefix(url, "/") { // relative to the coordinator, as input.url is
+		url = b.url + url
+	}
 	req, _ := http.NewRequest("GET", url, nil)
 	req.Header.Set("Authorization", "Bearer "+b.tokens.Worker)
 	resp, err := http.DefaultClient.Do(req)
@@ -74,7 +78,7 @@ func TestUploadChunksAndInput(t *testing.T) {
 		if !ok || tk.ChunkIndex != i {
 			t.Fatalf("claim %d: %+v", i, tk)
 		}
-		if wantURL := b.url + "/tasks/" + tk.TaskID + "/input"; tk.Input.URL != wantURL {
+		if wantURL := "/tasks/" + tk.TaskID + "/input"; tk.Input.URL != wantURL {
 			t.Fatalf("input.url %q, want %q", tk.Input.URL, wantURL)
 		}
 		status, data, h := b.download(tk.Input.URL)
@@ -268,5 +272,87 @@ func TestTaskLogs(t *testing.T) {
 	r = b.client("GET", "/tasks/s0:none/logs", nil)
 	if r.status != 404 {
 		t.Errorf("log of an unknown task: %s", r)
+	}
+}
+
+// TestTaskLogAppendReplay sends the same batch of log lines twice, as a
+// worker does when the answer to the first was lost: with an offset the
+// lines are stored once; without one (an older worker) twice, as before.
+func TestTaskLogAppendReplay(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		t.Run(storeName(pg), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, options{tokens: tokens, postgres: pg})
+			b.createJob(1, nil)
+			tk, _ := b.claim("w", nil)
+			logPath := "/tasks/" + tk.TaskID + "/logs"
+			batch := func(offset any, lines ...string) map[string]any {
+				m := map[string]any{"worker_id": "w", "attempt": 1, "lines": lines}
+				if offset != nil {
+					m["offset"] = offset
+				}
+				return m
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(0, "one", "two")), http.StatusNoContent)
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(2, "three")), http.StatusNoContent)
+			}
+			for range 2 {
+				b.mustStatus(b.worker("POST", logPath, batch(nil, "old worker")), http.StatusNoContent)
+			}
+			if r := b.worker("POST", logPath, batch(-1, "x")); r.status != http.StatusBadRequest || !strings.Contains(string(r.body), "offset") {
+				t.Fatalf("a negative offset = %s, want 400 naming it", r)
+			}
+			if r := b.worker("POST", logPath, batch("1", "x")); r.status != http.StatusBadRequest {
+				t.Fatalf("an offset that is not a number = %s, want 400", r)
+			}
+			got := b.mustStatus(b.client("GET", logPath, nil), 200)
+			if want := "--- attempt 1 ---\none\ntwo\nthree\nold worker\nold worker\n"; string(got.body) != want {
+				t.Fatalf("log %q, want %q", got.body, want)
+			}
+		})
+	}
+}
+
+// TestInputURLIgnoresHostAndForwardedHeaders claims a chunk of an upload
+// with the Host and forwarding headers a proxy sets, or a caller forges:
+// input.url is the same relative reference whatever they say, so it can
+// never point a worker (and its token) at another origin.
+func TestInputURLIgnoresHostAndForwardedHeaders(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{tokens: tokens})
+	u := b.upload("id,v\na,1\nb,2\nc,3\n")
+	b.createJob(0, map[string]any{"input": map[string]any{"upload_id": u.UploadID}, "chunk_rows": 1})
+	for _, h := range []http.Header{
+		{},
+		{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"evil.example"}},
+		{"Forwarded": {`for=192.0.2.1;proto=https;host="evil.example:443"`}, "X-Forwarded-Prefix": {"/elsewhere"}},
+	} {
+		req, _ := http.NewRequest("POST", b.url+"/tasks/claim", strings.NewReader(`{"worker_id":"w"}`))
+		req.Header = h.Clone()
+		req.Header.Set("Authorization", "Bearer "+tokens.Worker)
+		req.Header.Set("Content-Type", "application/json")
+		req.Host = "proxy.example:8443"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tk task
+		err = json.NewDecoder(resp.Body).Decode(&tk)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("claim with headers %v: %d %v", h, resp.StatusCode, err)
+		}
+		if want := "/tasks/" + tk.TaskID + "/input"; tk.Input.URL != want {
+			t.Errorf("claim with Host proxy.example:8443 and %v: input.url %q, want %q", h, tk.Input.URL, want)
+		}
+		var got task
+		b.mustStatus(b.client("GET", "/tasks/"+tk.TaskID, nil), 200).decode(t, &got)
+		if got.Input.URL != tk.Input.URL {
+			t.Errorf("GET /tasks/%s input.url %q, want %q as claimed", tk.TaskID, got.Input.URL, tk.Input.URL)
+		}
 	}
 }

@@ -172,7 +172,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 		NextCursor *string     `json:"next_cursor"`
 	}{Tasks: make([]*taskJSON, len(tasks)), NextCursor: strPtr(next)}
 	for i, t := range tasks {
-		out.Tasks[i] = taskView(t, baseURL(r))
+		out.Tasks[i] = taskView(t)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -194,6 +194,19 @@ func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v, err := s.engine.CancelJob(r.Context(), r.PathValue("job_id"))
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, jobView(v))
+}
+
+func (s *Server) retryJob(w http.ResponseWriter, r *http.Request) {
+	if err := decodeOptional(r, &struct{}{}); err != nil { // no fields, as for cancel
+		s.writeError(w, r, err)
+		return
+	}
+	v, err := s.engine.RetryJob(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

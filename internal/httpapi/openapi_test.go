@@ -403,6 +403,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.do(call{token: wk, method: "POST", path: "/tasks/{task_id}/failure", params: id("task_id", dt.TaskID), body: map[string]any{"worker_id": "w2", "attempt": 1, "error": "x", "retryable": false}, status: 409})
 	c.do(call{token: wk, method: "POST", path: "/tasks/claim", body: map[string]any{"worker_id": "w"}, status: 204})
 	c.do(call{token: cl, method: "GET", path: "/jobs/{job_id}", params: id("job_id", doomed.JobID), status: 200})
+	// Retried, it runs again; a job that is not failed or cancelled is 409.
+	c.do(call{token: cl, method: "POST", path: "/jobs/{job_id}/retry", params: id("job_id", doomed.JobID), status: 200})
+	c.do(call{token: cl, method: "POST", path: "/jobs/{job_id}/retry", params: id("job_id", doomed.JobID), status: 409})
+	c.do(call{token: cl, method: "POST", path: "/jobs/{job_id}/retry", params: id("job_id", j.JobID), status: 409})
 
 	// The parts other packages serve, open to anyone: the dashboard sends
 	// a browser without a session on to its login page.

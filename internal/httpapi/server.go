@@ -52,7 +52,7 @@ func (s *Server) part(get func() http.Handler) http.Handler {
 
 // Request body bounds, by route (SPEC §7).
 const (
-	smallBody = 1 << 20   // claims, heartbeats, failures, cancels
+	smallBody = 1 << 20   // claims, heartbeats, failures, cancels, retries
 	logBody   = 16 << 20  // log lines
 	largeBody = 256 << 20 // job creation and results
 )
@@ -77,6 +77,7 @@ func (s *Server) routes() {
 	m.Handle("GET /jobs/{job_id}/tasks", client(0, false), http.HandlerFunc(s.listTasks))
 	m.Handle("GET /jobs/{job_id}/result", client(0, false), http.HandlerFunc(s.jobResult))
 	m.Handle("POST /jobs/{job_id}/cancel", client(smallBody, true), http.HandlerFunc(s.cancelJob))
+	m.Handle("POST /jobs/{job_id}/retry", client(smallBody, true), http.HandlerFunc(s.retryJob))
 	m.Handle("GET /tasks/{task_id}", client(0, false), http.HandlerFunc(s.getTask))
 	m.Handle("GET /tasks/{task_id}/logs", client(0, false), http.HandlerFunc(s.logs))
 

@@ -15,7 +15,7 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, taskView(v, baseURL(r)))
+	writeJSON(w, http.StatusOK, taskView(v))
 }
 
 type claimRequest struct {
@@ -53,14 +53,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if max == 1 {
-		writeJSON(w, http.StatusOK, taskView(tasks[0], baseURL(r)))
+		writeJSON(w, http.StatusOK, taskView(tasks[0]))
 		return
 	}
 	out := struct {
 		Tasks []*taskJSON `json:"tasks"`
 	}{Tasks: make([]*taskJSON, len(tasks))}
 	for i, t := range tasks {
-		out.Tasks[i] = taskView(t, baseURL(r))
+		out.Tasks[i] = taskView(t)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -127,7 +127,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, taskView(v, baseURL(r)))
+	writeJSON(w, http.StatusOK, taskView(v))
 }
 
 type batchResultItem struct {
@@ -203,5 +203,5 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, taskView(v, baseURL(r)))
+	writeJSON(w, http.StatusOK, taskView(v))
 }

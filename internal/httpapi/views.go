@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"encoding/json"
-	"net/http"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -76,9 +75,14 @@ type taskJSON struct {
 	UpdatedAt      time.Time        `json:"updated_at"`
 }
 
-// taskView renders a task; base is the coordinator's URL, where workers
-// download the chunks of uploads.
-func taskView(v *engine.TaskView, base string) *taskJSON {
+// taskView renders a task. The input of a chunk of an upload is on this
+// coordinator, at the relative reference /tasks/{id}/input: the worker
+// resolves it against the coordinator URL it uses, so it leads back the
+// way the worker came, through any proxy, whatever Host or scheme reached
+// the server. An absolute URL built from the request would have to trust
+// the Host and X-Forwarded-* headers that a proxy sets (or not) and any
+// caller can forge; see "Behind a reverse proxy" in ARCHITECTURE.md.
+func taskView(v *engine.TaskView) *taskJSON {
 	t := v.Task
 	out := &taskJSON{
 		TaskID: t.ID, JobID: t.JobID, ChunkIndex: t.ChunkIndex, Attempt: t.Attempt,
@@ -91,7 +95,7 @@ func taskView(v *engine.TaskView, base string) *taskJSON {
 		out.LeaseExpiresAt = timePtr(t.LeaseExpiresAt)
 	}
 	if t.InputURI == "" && t.Kind == domain.KindChunk && v.Job != nil && v.Job.UploadID != "" {
-		out.Input.URL = base + "/tasks/" + t.ID + "/input"
+		out.Input.URL = inputPath(t.ID)
 	}
 	if j := v.Job; j != nil {
 		out.Parameters, out.TopK, out.ScoreColumn = j.Parameters, j.TopK, j.ScoreColumn
@@ -115,11 +119,7 @@ func strPtr(s string) *string {
 	return &s
 }
 
-// baseURL is the coordinator's URL as the client reached it.
-func baseURL(r *http.Request) string {
-	scheme := "http"
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	return scheme + "://" + r.Host
-}
+// inputPath is where a chunk of an upload is served, relative to the
+// coordinator's URL: the claimed task's input.url. Task IDs hold only
+// characters a path segment may hold.
+func inputPath(taskID string) string { return "/tasks/" + taskID + "/input" }

@@ -105,10 +105,11 @@ type Querier interface {
 	// TaskList returns a job's tasks of one kind by ChunkIndex ascending,
 	// with Result nil: a list never reads chunk outputs.
 	TaskList(ctx context.Context, p *TaskListParams) ([]*domain.Task, error)
-	// TaskUpdate writes t's mutable fields (State, Attempt, LeaseOwner,
-	// LeaseExpiresAt, RunAfter, Metrics, Error, PendingUpstreams,
-	// UpdatedAt, FinishedAt, and Result when it is not nil: a nil Result
-	// keeps the stored one) where the stored version equals t.Version;
+	// TaskUpdate writes t's mutable fields (State, Attempt, MaxAttempts,
+	// LeaseOwner, LeaseExpiresAt, RunAfter, Metrics, Error,
+	// PendingUpstreams, UpdatedAt, FinishedAt, and Result when it is not
+	// nil: a nil Result keeps the stored one) where the stored version
+	// equals t.Version;
 	// otherwise ErrStale (ErrNotFound when the task is gone). The
 	// AttemptDeadline is TaskClaim's alone to set.
 	//
@@ -136,6 +137,12 @@ type Querier interface {
 	// except the one with ID except (may be empty), and returns how many it
 	// moved.
 	TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error)
+	// TaskRetryJob puts every chunk task of job p.JobID that is failed or
+	// cancelled back to pending at p.Now, runnable at once, with a fresh
+	// budget: MaxAttempts becomes Attempt + p.MaxAttempts. It clears their
+	// lease expiry and finish time; Attempt (the fencing token), LeaseOwner
+	// and Error stay. It returns how many it moved.
+	TaskRetryJob(ctx context.Context, p *TaskRetryJobParams) (int, error)
 	// TaskUpstreamDone records that n upstreams of task id completed:
 	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
 	// reaches 0 becomes pending. It returns the task as written.
@@ -171,7 +178,10 @@ type Querier interface {
 
 	// TaskLogAppend appends lines to a task's log, each with a new ID
 	// greater than every ID before it. A task holds at most p.MaxLines
-	// lines: the lines past that are dropped.
+	// lines: the lines past that are dropped. With p.Offset set, Lines[i]
+	// is the line at position *p.Offset+i of its attempt, and the lines at
+	// positions up to the highest already stored for the attempt are
+	// skipped, so that appending the same batch twice stores it once.
 	TaskLogAppend(ctx context.Context, p *TaskLogAppendParams) error
 	// TaskLogList returns up to p.Limit lines of a task's log with ID
 	// greater than p.After, by ID ascending.
@@ -231,9 +241,13 @@ type JobDeleteAbandonedParams struct {
 
 // TaskLogAppendParams is a batch of log lines of one attempt of a task.
 type TaskLogAppendParams struct {
-	TaskID   string
-	Attempt  int
-	Lines    []string
+	TaskID  string
+	Attempt int
+	Lines   []string
+	// Offset is the position of Lines[0] among the lines the attempt sent
+	// (0 for its first); nil when the sender numbers none, and then every
+	// line is appended.
+	Offset   *int64
 	Now      time.Time
 	MaxLines int
 }
@@ -274,6 +288,14 @@ type TaskListParams struct {
 	Limit int
 	// AfterIndex continues after this ChunkIndex; -1 (or less) from the start.
 	AfterIndex int
+}
+
+// TaskRetryJobParams says which job's chunks to run again, and with how
+// many attempts each.
+type TaskRetryJobParams struct {
+	JobID       string
+	MaxAttempts int // attempts granted on top of those already made
+	Now         time.Time
 }
 
 // TaskClaimParams says who claims what.

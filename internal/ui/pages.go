@@ -177,6 +177,18 @@ func (u *UI) cancel(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/ui/jobs/"+url.PathEscape(id), http.StatusSeeOther)
 }
 
+// retry runs a failed or cancelled job's unfinished chunks again and goes
+// back to its page.
+func (u *UI) retry(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if _, err := u.e.RetryJob(r.Context(), id); err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	u.log.InfoContext(r.Context(), "job retried from the dashboard", "job_id", id)
+	http.Redirect(w, r, "/ui/jobs/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
 type taskData struct {
 	Task      *engine.TaskView
 	Upstreams []string
@@ -334,15 +346,18 @@ func (u *UI) shards(w http.ResponseWriter, r *http.Request) {
 	for i, s := range shards {
 		base, _ := u.cfg.Topology.URL(s)
 		d.Peers[i] = peer{Shard: s, URL: base}
-		wg.Go(func() { d.Peers[i].Up, d.Peers[i].Status = u.reach(r, base) })
+		wg.Go(func() { d.Peers[i].Up, d.Peers[i].Status = u.reach(r, s, base) })
 	}
 	wg.Wait()
 	u.render(w, r, 0, "shards", "Shards and trees", "shards", d)
 }
 
-// reach asks a peer's /health whether it answers.
-func (u *UI) reach(r *http.Request, base string) (bool, string) {
-	if base == this(r) {
+// reach asks shard's coordinator, at base, whether it answers on /health;
+// this coordinator's own shard answers, since it serves the page. (Its
+// URL as the request reached it says nothing: behind a proxy, Host and
+// scheme are the proxy's.)
+func (u *UI) reach(r *http.Request, shard, base string) (bool, string) {
+	if shard == u.e.Shard() {
 		return true, "this coordinator"
 	}
 	req, err := http.NewRequestWithContext(r.Context(), http.MethodGet, base+"/health", nil)
@@ -360,8 +375,6 @@ func (u *UI) reach(r *http.Request, base string) (bool, string) {
 	}
 	return true, fmt.Sprintf("answers in %d ms", time.Since(start).Milliseconds())
 }
-
-func this(r *http.Request) string { return "http://" + r.Host }
 
 type treeData struct {
 	ID    string

@@ -7,7 +7,7 @@
 // With a client token configured, a person logs in once with it and gets a
 // session cookie (HttpOnly, SameSite=Strict) signed with a key derived from
 // the token, so every replica accepts it and changing the token ends every
-// session. Requests that change something (cancel, log out) are POSTs that
+// session. Requests that change something (cancel, retry, log out) are POSTs that
 // carry a token derived from the session and come from the dashboard's own
 // origin; others are refused.
 package ui
@@ -95,6 +95,7 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	page("GET /ui/jobs/{id}/events", u.jobEvents)
 	page("GET /ui/jobs/{id}/result", u.result)
 	handle("POST /ui/jobs/{id}/cancel", formRoute, u.guard(u.cancel))
+	handle("POST /ui/jobs/{id}/retry", formRoute, u.guard(u.retry))
 	page("GET /ui/tasks/{id}", u.task)
 	page("GET /ui/tasks/{id}/log", u.taskLog)
 	page("GET /ui/workers", u.workers)

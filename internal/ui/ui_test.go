@@ -272,7 +272,9 @@ func TestShardsPage(t *testing.T) {
 		}
 	}))
 	t.Cleanup(up.Close)
-	topo, err := topology.Parse("static:s1=" + up.URL + ",s2=http://127.0.0.1:1")
+	// This coordinator's own shard (s0) answers since it serves the page,
+	// whatever its URL and whatever Host the request came with (a proxy's).
+	topo, err := topology.Parse("static:s0=https://behind-a-proxy.invalid,s1=" + up.URL + ",s2=http://127.0.0.1:1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,11 +289,58 @@ func TestShardsPage(t *testing.T) {
 		t.Fatalf("shards page: %d", resp.StatusCode)
 	}
 	rows := regexp.MustCompile(`(?s)<tr class="peer">.*?</tr>`).FindAllString(body, -1)
-	if len(rows) != 2 || !strings.Contains(rows[0], "s1") || !strings.Contains(rows[0], ">yes<") ||
-		!strings.Contains(rows[1], "s2") || !strings.Contains(rows[1], ">no<") || !strings.Contains(rows[1], "does not answer") {
-		t.Fatalf("peer rows %q, want s1 answering and s2 not", rows)
+	if len(rows) != 3 || !strings.Contains(rows[0], "s0") || !strings.Contains(rows[0], "this coordinator") ||
+		!strings.Contains(rows[1], "s1") || !strings.Contains(rows[1], ">yes<") ||
+		!strings.Contains(rows[2], "s2") || !strings.Contains(rows[2], ">no<") || !strings.Contains(rows[2], "does not answer") {
+		t.Fatalf("peer rows %q, want s0 this coordinator, s1 answering and s2 not", rows)
 	}
 	if got := u.peerTaskURL("s2:abc"); got != "http://127.0.0.1:1/ui/tasks/s2:abc" {
 		t.Fatalf("link to a task on s2: %q", got)
+	}
+}
+
+// TestRetryButton shows the retry button only on a failed or cancelled
+// job's page, and retries the job with the form's token only.
+func TestRetryButton(t *testing.T) {
+	t.Parallel()
+	srv, e, job := setup(t)
+	c := client(t)
+	login(t, c, srv.URL, "ctok")
+	if _, page := get(t, c, srv.URL+"/ui/jobs/"+job); strings.Contains(page, `id="retry"`) {
+		t.Fatalf("a pending job's page has a retry button:\n%s", page)
+	}
+	if _, err := e.CancelJob(t.Context(), job); err != nil {
+		t.Fatal(err)
+	}
+	_, page := get(t, c, srv.URL+"/ui/jobs/"+job)
+	m := csrfRe.FindStringSubmatch(page)
+	if m == nil || !strings.Contains(page, `action="/ui/jobs/`+url.PathEscape(job)+`/retry"`) {
+		t.Fatalf("a cancelled job's page has no retry form:\n%s", page)
+	}
+	post := func(form url.Values) int {
+		req, _ := http.NewRequest("POST", srv.URL+"/ui/jobs/"+job+"/retry", strings.NewReader(form.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := post(url.Values{"csrf": {strings.Repeat("0", 64)}}); code != http.StatusForbidden {
+		t.Errorf("retry with a wrong form token: %d, want 403", code)
+	}
+	if j, _ := e.GetJob(t.Context(), job); j.Status != domain.JobCancelled {
+		t.Fatalf("retry with a wrong form token changed the job to %s", j.Status)
+	}
+	if code := post(url.Values{"csrf": {m[1]}}); code != http.StatusSeeOther {
+		t.Fatalf("retry with the form's token: %d, want 303", code)
+	}
+	if j, _ := e.GetJob(t.Context(), job); j.Status != domain.JobPending || j.Tasks.Pending != j.Tasks.Total {
+		t.Fatalf("job after retry: %s, tasks %+v; want pending with every chunk pending", j.Status, j.Tasks)
+	}
+	// A pending job cannot be retried: the dashboard says why.
+	if code := post(url.Values{"csrf": {m[1]}}); code != http.StatusConflict {
+		t.Errorf("retry of a pending job: %d, want 409", code)
 	}
 }

@@ -101,6 +101,11 @@ func (w *lineWriter) lastLines() []string {
 // stops. It gives up quietly when the coordinator has no log for the
 // attempt (no log endpoint, or the attempt's lease is gone), and keeps
 // lines for a later try while the coordinator is unreachable.
+//
+// Every batch carries its offset, the position of its first line among
+// the lines of the attempt, and a batch that did not get through is sent
+// again as it was, with the same offset, before any other: when only its
+// answer was lost, the coordinator skips the lines it already holds.
 type shipper struct {
 	sink     logSink
 	workerID string
@@ -112,16 +117,25 @@ type shipper struct {
 	pending  []string
 	dropped  int
 	disabled bool
+	next     int64     // the offset of the next new batch: lines handed to batches so far
+	retry    *logBatch // the batch to send again first; nil when none
 
 	kick chan struct{} // a batch is full
 	stop chan struct{}
 	done chan struct{}
 }
 
+// logBatch is lines of an attempt's log, the first at position offset
+// among all the lines the attempt sent.
+type logBatch struct {
+	offset int64
+	lines  []string
+}
+
 // logSink sends one batch of an attempt's log lines. An error wrapping
 // errLogGone means no batch of the attempt can ever be taken, one wrapping
 // errLogLater that this one may be taken later; any other drops the batch.
-type logSink func(ctx context.Context, lines []string) error
+type logSink func(ctx context.Context, b logBatch) error
 
 var (
 	errLogGone  = errors.New("the coordinator takes no more lines of this attempt")
@@ -130,8 +144,8 @@ var (
 
 // restLogSink sends an attempt's lines through the REST API.
 func restLogSink(c *client.Client, t *client.Task, workerID string) logSink {
-	return func(ctx context.Context, lines []string) error {
-		err := c.AppendLogs(ctx, t.TaskID, client.LogLines{WorkerID: workerID, Attempt: t.Attempt, Lines: lines})
+	return func(ctx context.Context, b logBatch) error {
+		err := c.AppendLogs(ctx, t.TaskID, client.LogLines{WorkerID: workerID, Attempt: t.Attempt, Offset: &b.offset, Lines: b.lines})
 		switch {
 		case err == nil:
 			return nil
@@ -194,24 +208,14 @@ func (s *shipper) close() {
 	<-s.done
 }
 
-// ship sends the waiting lines, a batch at a time.
+// ship sends the batch to send again, if any, then the waiting lines, a
+// batch at a time.
 func (s *shipper) ship(ctx context.Context, last bool) {
 	for {
-		s.mu.Lock()
-		if s.disabled || len(s.pending) == 0 {
-			s.mu.Unlock()
+		batch, ok := s.nextBatch()
+		if !ok {
 			return
 		}
-		var batch []string
-		if s.dropped > 0 {
-			batch = append(batch, fmt.Sprintf("[scimesh worker %s: %d earlier log lines dropped: the coordinator did not take them in time]", s.workerID, s.dropped))
-			s.dropped = 0
-		}
-		n := min(len(s.pending), s.maxBatch-len(batch))
-		batch = append(batch, s.pending[:n]...)
-		s.pending = s.pending[n:]
-		s.mu.Unlock()
-
 		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		err := s.sink(callCtx, batch)
 		cancel()
@@ -221,34 +225,55 @@ func (s *shipper) ship(ctx context.Context, last bool) {
 		case errors.Is(err, errLogGone):
 			// No log endpoint on this coordinator, or the attempt is over:
 			// no later try can succeed.
-			s.log.Debug("task log lines not shipped", "lines", len(batch), "error", err)
+			s.log.Debug("task log lines not shipped", "lines", len(batch.lines), "error", err)
 			s.disable()
 			return
 		case errors.Is(err, errLogLater) && !last:
-			s.log.Debug("task log lines not shipped yet; will retry", "lines", len(batch), "error", err)
-			s.requeue(batch)
+			// Perhaps only the answer was lost: send the very same batch
+			// again, whose offset lets the coordinator skip what it holds.
+			s.log.Debug("task log lines not shipped yet; will retry", "lines", len(batch.lines), "error", err)
+			s.mu.Lock()
+			s.retry = &batch
+			s.mu.Unlock()
 			return
 		default:
-			s.log.Warn("task log lines dropped", "lines", len(batch), "error", err)
+			s.log.Warn("task log lines dropped", "lines", len(batch.lines), "error", err)
 			return
 		}
 	}
 }
 
+// nextBatch takes the batch to send again, else makes the next one from
+// the waiting lines (with a line that counts the lines dropped before
+// them, if any); false when there is nothing to send.
+func (s *shipper) nextBatch() (logBatch, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.disabled {
+		return logBatch{}, false
+	}
+	if b := s.retry; b != nil {
+		s.retry = nil
+		return *b, true
+	}
+	if len(s.pending) == 0 {
+		return logBatch{}, false
+	}
+	var lines []string
+	if s.dropped > 0 {
+		lines = append(lines, fmt.Sprintf("[scimesh worker %s: %d earlier log lines dropped: the coordinator did not take them in time]", s.workerID, s.dropped))
+		s.dropped = 0
+	}
+	n := min(len(s.pending), s.maxBatch-len(lines))
+	lines = append(lines, s.pending[:n]...)
+	s.pending = s.pending[n:]
+	b := logBatch{offset: s.next, lines: lines}
+	s.next += int64(len(lines))
+	return b, true
+}
+
 func (s *shipper) disable() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.disabled, s.pending, s.dropped = true, nil, 0
-}
-
-// requeue puts batch back in front of the waiting lines, within bounds.
-func (s *shipper) requeue(batch []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	all := append(batch, s.pending...)
-	if over := len(all) - maxPendingLines; over > 0 {
-		all = all[over:]
-		s.dropped += over
-	}
-	s.pending = all
+	s.disabled, s.pending, s.dropped, s.retry = true, nil, 0, nil
 }

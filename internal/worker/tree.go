@@ -170,8 +170,10 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 // treeLogSink sends a tree task attempt's log lines through the Worker
 // service.
 func (w *Worker) treeLogSink(t *v1.Task) logSink {
-	return func(ctx context.Context, lines []string) error {
-		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: lines}))
+	return func(ctx context.Context, b logBatch) error {
+		// LogRequest has no offset (SPEC §5): a batch sent again after a
+		// lost answer may be stored twice.
+		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: b.lines}))
 		switch connect.CodeOf(err) {
 		case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeUnimplemented:
 			return fmt.Errorf("%w: %w", errLogGone, err)

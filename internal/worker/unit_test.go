@@ -1,7 +1,10 @@
 package worker
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -81,5 +84,49 @@ func TestBackoff(t *testing.T) {
 	b.reset()
 	if d := b.next(); d > 100*time.Millisecond {
 		t.Fatalf("after reset: %v", d)
+	}
+}
+
+// TestShipperResendsSameBatch loses the answer to a batch of log lines
+// (the coordinator stored it, the worker saw an error): the shipper sends
+// the very same batch again, with the same offset, before the next one,
+// so a coordinator that skips positions it holds stores every line once.
+func TestShipperResendsSameBatch(t *testing.T) {
+	t.Parallel()
+	var (
+		sent   []logBatch
+		stored []string
+		calls  int
+	)
+	sink := func(_ context.Context, b logBatch) error {
+		calls++
+		sent = append(sent, logBatch{offset: b.offset, lines: slices.Clone(b.lines)})
+		// The coordinator: skip the positions it already holds.
+		if skip := int64(len(stored)) - b.offset; skip < int64(len(b.lines)) {
+			stored = append(stored, b.lines[max(skip, 0):]...)
+		}
+		if calls == 1 {
+			return fmt.Errorf("%w: the answer was lost", errLogLater)
+		}
+		return nil
+	}
+	s := newShipper(sink, "w", slog.New(slog.NewTextHandler(io.Discard, nil)), time.Hour, 2)
+	for _, l := range []string{"a", "b", "c"} {
+		s.add(l)
+	}
+	s.ship(t.Context(), false) // a,b sent; the answer lost: kept for later
+	s.add("d")
+	s.ship(t.Context(), true) // a,b again, then c,d
+	want := []logBatch{{0, []string{"a", "b"}}, {0, []string{"a", "b"}}, {2, []string{"c", "d"}}}
+	if len(sent) != len(want) {
+		t.Fatalf("sent %+v, want %+v", sent, want)
+	}
+	for i := range want {
+		if sent[i].offset != want[i].offset || !slices.Equal(sent[i].lines, want[i].lines) {
+			t.Fatalf("batch %d sent as %+v, want %+v (all: %+v)", i, sent[i], want[i], sent)
+		}
+	}
+	if got := strings.Join(stored, ","); got != "a,b,c,d" {
+		t.Fatalf("stored %s, want a,b,c,d once each", got)
 	}
 }

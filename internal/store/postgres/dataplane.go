@@ -26,11 +26,14 @@ ON CONFLICT DO NOTHING`
 
 	// Appends the lines that fit under the cap, in order, so their IDs
 	// increase with their position. The count stops at the cap.
-	sqlTaskLogAppend = `INSERT INTO task_logs (task_id, attempt, created_at, line)
-SELECT $1, $2, $3, l.line
+	// A line's seq is $6 + its place in the batch, NULL when $6 is.
+	sqlTaskLogAppend = `INSERT INTO task_logs (task_id, attempt, created_at, line, seq)
+SELECT $1, $2, $3, l.line, $6::bigint + l.n - 1
 FROM unnest($4::bytea[]) WITH ORDINALITY AS l (line, n)
 WHERE l.n <= $5::bigint - (SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = $1 LIMIT $5) AS kept)
 ORDER BY l.n`
+
+	sqlTaskLogLast = `SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = $1 AND attempt = $2 AND seq IS NOT NULL`
 
 	sqlTaskLogList = `SELECT id, attempt, created_at, line FROM task_logs
 WHERE task_id = $1 AND id > $2
@@ -65,7 +68,8 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 }
 
 // TaskLogAppend appends p.Lines to the task's log, dropping those past
-// p.MaxLines lines. Appends to one task take turns (an advisory lock held
+// p.MaxLines lines and, with p.Offset, those at positions of the attempt
+// already stored. Appends to one task take turns (an advisory lock held
 // to the end of the transaction), so the cap holds and a line's ID is
 // greater than that of every line of the task committed before it: a
 // reader that pages by ID misses none.
@@ -73,15 +77,29 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 	if len(p.Lines) == 0 || p.MaxLines <= 0 {
 		return nil
 	}
-	lines := make([][]byte, len(p.Lines))
-	for i, l := range p.Lines {
-		lines[i] = []byte(l)
-	}
 	err := q.atomically(ctx, "append to a task log", func(db dbtx) error {
 		if _, err := db.Exec(ctx, sqlTaskLogLock, logLockClass, p.TaskID); err != nil {
 			return err
 		}
-		_, err := db.Exec(ctx, sqlTaskLogAppend, p.TaskID, p.Attempt, timeArg(p.Now), lines, p.MaxLines)
+		todo := p.Lines
+		var first any // NULL: not numbered
+		if p.Offset != nil {
+			// Under the task's lock: no other append of it runs meanwhile.
+			var last int64
+			if err := db.QueryRow(ctx, sqlTaskLogLast, p.TaskID, p.Attempt).Scan(&last); err != nil {
+				return err
+			}
+			skip := min(max(last+1-*p.Offset, 0), int64(len(todo)))
+			todo, first = todo[skip:], *p.Offset+skip
+		}
+		if len(todo) == 0 {
+			return nil
+		}
+		lines := make([][]byte, len(todo))
+		for i, l := range todo {
+			lines[i] = []byte(l)
+		}
+		_, err := db.Exec(ctx, sqlTaskLogAppend, p.TaskID, p.Attempt, timeArg(p.Now), lines, p.MaxLines, first)
 		return err
 	})
 	if err != nil {

@@ -44,10 +44,15 @@ ORDER BY chunk_index LIMIT $4`
 	sqlTaskUpdate = `UPDATE tasks
 SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
 	result = COALESCE($7, result), metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
-	finished_at = $12, version = version + 1
+	finished_at = $12, max_attempts = $14, version = version + 1
 WHERE id = $1 AND version = $13`
 
 	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
+
+	sqlTaskRetryJob = `UPDATE tasks
+SET state = 'pending', max_attempts = attempt + $2, run_after = $3, lease_expires_at = NULL,
+	finished_at = NULL, updated_at = $3, version = version + 1
+WHERE job_id = $1 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
 
 	sqlTaskCancelJob = `UPDATE tasks
 SET state = 'cancelled', lease_expires_at = NULL, updated_at = $3, finished_at = $3,
@@ -183,7 +188,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	domain.NormRunAfter(t)
 	tag, err := q.db.Exec(ctx, sqlTaskUpdate, t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
-		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version)
+		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}
@@ -192,6 +197,18 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	}
 	t.Version++
 	return nil
+}
+
+// TaskRetryJob puts the job's failed and cancelled chunk tasks back to
+// pending with p.MaxAttempts more attempts, and returns how many it moved.
+func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams) (int, error) {
+	now := p.Now
+	normTime(&now)
+	tag, err := q.db.Exec(ctx, sqlTaskRetryJob, p.JobID, p.MaxAttempts, now)
+	if err != nil {
+		return 0, translate(err, "retry tasks of job %s", p.JobID)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // TaskCancelJob moves every task of the job that is waiting, pending or

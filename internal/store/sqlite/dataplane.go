@@ -18,7 +18,8 @@ const (
 	// taskLogCountSQL counts a task's lines up to a bound, so that the
 	// count costs at most that many index steps.
 	taskLogCountSQL  = `SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`
-	taskLogInsertSQL = `INSERT INTO task_logs (task_id, attempt, created_at, line) VALUES (?, ?, ?, ?)`
+	taskLogInsertSQL = `INSERT INTO task_logs (task_id, attempt, created_at, line, seq) VALUES (?, ?, ?, ?, ?)`
+	taskLogLastSQL   = `SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = ? AND attempt = ? AND seq IS NOT NULL`
 	taskLogListSQL   = `SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`
 )
 
@@ -48,19 +49,37 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 }
 
 // TaskLogAppend appends p.Lines to the task's log, dropping those past
-// p.MaxLines lines in all.
+// p.MaxLines lines in all and, with p.Offset, those at positions of the
+// attempt already stored.
 func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParams) error {
 	if len(p.Lines) == 0 || p.MaxLines <= 0 {
 		return nil
 	}
 	return q.atomically(ctx, "task_log_append", func(q *querier) error {
+		lines, first := p.Lines, int64(0)
+		if p.Offset != nil {
+			var last int64
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&last) }, taskLogLastSQL, p.TaskID, p.Attempt)
+			if err != nil {
+				return fmt.Errorf("sqlite: find the last log line of task %s attempt %d: %w", p.TaskID, p.Attempt, err)
+			}
+			skip := min(max(last+1-*p.Offset, 0), int64(len(lines)))
+			lines, first = lines[skip:], *p.Offset+skip
+		}
+		if len(lines) == 0 {
+			return nil
+		}
 		var n int
 		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, taskLogCountSQL, p.TaskID, p.MaxLines)
 		if err != nil {
 			return fmt.Errorf("sqlite: count log lines of task %s: %w", p.TaskID, err)
 		}
-		for _, line := range p.Lines[:min(len(p.Lines), max(p.MaxLines-n, 0))] {
-			if _, err := q.exec(ctx, taskLogInsertSQL, p.TaskID, p.Attempt, timeArg(p.Now), line); err != nil {
+		for i, line := range lines[:min(len(lines), max(p.MaxLines-n, 0))] {
+			var seq any // NULL: not numbered
+			if p.Offset != nil {
+				seq = first + int64(i)
+			}
+			if _, err := q.exec(ctx, taskLogInsertSQL, p.TaskID, p.Attempt, timeArg(p.Now), line, seq); err != nil {
 				return fmt.Errorf("sqlite: append log of task %s: %w", p.TaskID, err)
 			}
 		}

@@ -40,10 +40,14 @@ var (
 
 var (
 	taskUpdateSQL = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
-	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, version = version + 1
+	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
+	version = version + 1
 	WHERE id = ? AND version = ?`
 	taskListExpiredSQL = `SELECT ` + taskListCols + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
+	taskRetryJobSQL = `UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
+	lease_expires_at = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
+	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
 	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
 	// In SET, every column reference is to the row before the update.
@@ -272,7 +276,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	domain.NormRunAfter(t)
 	res, err := q.exec(ctx, taskUpdateSQL, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), blobArg(t.Result), textArg(t.Metrics), t.Error, t.PendingUpstreams,
-		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.ID, t.Version)
+		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, t.ID, t.Version)
 	if err == nil {
 		err = q.checkGuarded(ctx, res, taskExistsSQL, t.ID)
 	}
@@ -377,6 +381,20 @@ func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now t
 	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", jobID, mapErr(err))
+	}
+	return int(n), nil
+}
+
+// TaskRetryJob puts the job's failed and cancelled chunk tasks back to
+// pending with p.MaxAttempts more attempts, and returns how many it moved.
+func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams) (int, error) {
+	res, err := q.exec(ctx, taskRetryJobSQL, p.MaxAttempts, timeArg(p.Now), p.JobID)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: retry tasks of job %s: %w", p.JobID, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: retry tasks of job %s: %w", p.JobID, mapErr(err))
 	}
 	return int(n), nil
 }

@@ -108,6 +108,42 @@ func exerciseTaskLogs(t *testing.T, newStore newFunc) {
 			t.Errorf("log capped at 5 lines holds %v, want the first five", lines)
 		}
 	})
+	t.Run("Offset", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		send := func(attempt int, offset *int64, lines ...string) {
+			t.Helper()
+			err := s.TaskLogAppend(ctx, &store.TaskLogAppendParams{TaskID: "t", Attempt: attempt, Lines: lines, Offset: offset, Now: Epoch(), MaxLines: 1000})
+			if err != nil {
+				t.Fatalf("TaskLogAppend(attempt %d, offset %v): %v", attempt, offset, err)
+			}
+		}
+		at := func(n int64) *int64 { return &n }
+		send(1, at(0), "a", "b")
+		send(1, at(0), "a", "b")   // the same batch again: stored once
+		send(1, at(1), "b", "c")   // overlapping: only the new line
+		send(1, at(5), "f")        // after a gap (lines lost on the way): kept
+		send(1, at(3), "d", "e")   // before the last stored: skipped
+		send(1, at(5), "f")        // again
+		send(2, at(0), "a2")       // another attempt numbers its own lines
+		send(1, nil, "unnumbered") // no offset: appended, as before
+		send(1, nil, "unnumbered") // twice
+		send(1, at(6), "g")        // numbering goes on past unnumbered lines
+		send(1, at(6), "g", "h")   // and a longer retry adds what is new
+		got, err := s.TaskLogList(ctx, &store.TaskLogListParams{TaskID: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var lines []string
+		for _, l := range got {
+			lines = append(lines, fmt.Sprintf("%d:%s", l.Attempt, l.Line))
+		}
+		want := "1:a,1:b,1:c,1:f,2:a2,1:unnumbered,1:unnumbered,1:g,1:h"
+		if strings.Join(lines, ",") != want {
+			t.Errorf("log holds %v, want %s", lines, want)
+		}
+	})
 	t.Run("InTx", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

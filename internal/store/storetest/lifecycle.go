@@ -101,6 +101,50 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		}
 	})
 
+	t.Run("TaskRetryJob", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j, other := NewJob("j1", Epoch()), NewJob("j2", Epoch())
+		tasks := NewTasks(j, 4)                                          // stitch waiting, chunks pending
+		tasks[0].State, tasks[0].FinishedAt = domain.TaskFailed, Epoch() // the stitch: not a chunk, stays
+		tasks[1].State, tasks[1].FinishedAt, tasks[1].Result, tasks[1].Attempt = domain.TaskCompleted, Epoch(), []byte("x\n"), 1
+		tasks[2].State, tasks[2].FinishedAt, tasks[2].Attempt, tasks[2].MaxAttempts = domain.TaskFailed, Epoch(), 3, 3
+		tasks[2].LeaseOwner, tasks[2].Error = "w", "boom"
+		tasks[3].State, tasks[3].FinishedAt, tasks[3].Attempt = domain.TaskCancelled, Epoch(), 1
+		tasks[3].LeaseOwner, tasks[3].LeaseExpiresAt = "w2", Epoch().Add(time.Minute)
+		// tasks[4] stays pending
+		otherTasks := NewTasks(other, 1)
+		otherTasks[1].State, otherTasks[1].FinishedAt = domain.TaskFailed, Epoch()
+		insertTasks(t, s, tasks...)
+		insertTasks(t, s, otherTasks...)
+		before := map[string]*domain.Task{}
+		for _, tk := range append(append([]*domain.Task{}, tasks...), otherTasks...) {
+			before[tk.ID] = getTask(t, s, tk.ID)
+		}
+		now := Epoch().Add(time.Hour)
+		n, err := s.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: "j1", MaxAttempts: 2, Now: now})
+		if err != nil {
+			t.Fatalf("TaskRetryJob: %v", err)
+		}
+		if n != 2 {
+			t.Errorf("TaskRetryJob moved %d tasks, want 2 (the failed and the cancelled chunk)", n)
+		}
+		moved := map[string]bool{tasks[2].ID: true, tasks[3].ID: true}
+		for id, b := range before {
+			want := cloneTask(b)
+			if moved[id] {
+				want.State, want.MaxAttempts, want.RunAfter, want.UpdatedAt = domain.TaskPending, b.Attempt+2, now, now
+				want.LeaseExpiresAt, want.FinishedAt, want.Version = time.Time{}, time.Time{}, b.Version+1
+			}
+			checkTask(t, "after TaskRetryJob", getTask(t, s, id), want)
+		}
+		n, err = s.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: "j1", MaxAttempts: 2, Now: now})
+		if err != nil || n != 0 {
+			t.Errorf("second TaskRetryJob = %d, %v; want 0, nil", n, err)
+		}
+	})
+
 	t.Run("TaskUpstreamDone", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

@@ -176,6 +176,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			now := Epoch().Add(time.Minute)
 			tk.State = domain.TaskCompleted
 			tk.Attempt = 3
+			tk.MaxAttempts = 7 // a release's bump, a retry's fresh budget
 			tk.LeaseOwner = "w-1"
 			tk.LeaseExpiresAt = now.Add(time.Minute)
 			tk.RunAfter = now.Add(-time.Second)

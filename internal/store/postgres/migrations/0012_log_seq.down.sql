@@ -1,0 +1,2 @@
+DROP INDEX IF EXISTS task_logs_seq;
+ALTER TABLE task_logs DROP COLUMN IF EXISTS seq;
