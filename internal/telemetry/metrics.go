@@ -169,6 +169,9 @@ type State interface {
 	TaskCounts(ctx context.Context) ([]store.TaskCount, error)
 	// OutboxStats is the size of this shard's outbox.
 	OutboxStats(ctx context.Context) (store.OutboxStats, error)
+	// Waiting returns how many claims of this process wait for work and
+	// how many streams it holds open.
+	Waiting() (claims, streams int)
 }
 
 // PoolReporter is implemented by stores that report their database
@@ -217,6 +220,10 @@ var (
 		"Outbox messages given up on: refused for good by their receiver.", nil, nil)
 	descOutboxAge = prometheus.NewDesc("scimesh_outbox_oldest_pending_age_seconds",
 		"Age of the oldest outbox message still to deliver; 0 when none.", nil, nil)
+	descWaitingClaims = prometheus.NewDesc("scimesh_waiting_claims",
+		"Claims of this process waiting for work (long-polls, Worker.Poll), against --max-waiting-claims.", nil, nil)
+	descOpenStreams = prometheus.NewDesc("scimesh_open_streams",
+		"Log follows and dashboard live views this process holds open, against --max-streams.", nil, nil)
 	descPoolMax = prometheus.NewDesc("scimesh_db_pool_max_connections",
 		"Most connections the pool opens; 0 when unbounded.", []string{"pool"}, nil)
 	descPoolOpen = prometheus.NewDesc("scimesh_db_pool_open_connections",
@@ -241,7 +248,7 @@ var (
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descOutboxPending, descOutboxDead, descOutboxAge} {
+	for _, d := range []*prometheus.Desc{descTasks, descOutboxPending, descOutboxDead, descOutboxAge, descWaitingClaims, descOpenStreams} {
 		ch <- d
 	}
 	if c.pools != nil {
@@ -257,6 +264,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	c.collectTasks(ctx, ch)
 	c.collectOutbox(ctx, ch)
+	claims, streams := c.state.Waiting()
+	ch <- prometheus.MustNewConstMetric(descWaitingClaims, prometheus.GaugeValue, float64(claims))
+	ch <- prometheus.MustNewConstMetric(descOpenStreams, prometheus.GaugeValue, float64(streams))
 	if c.pools != nil {
 		for _, p := range c.pools.PoolStats() {
 			ch <- prometheus.MustNewConstMetric(descPoolMax, prometheus.GaugeValue, float64(p.Max), p.Name)

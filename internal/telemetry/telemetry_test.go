@@ -243,6 +243,8 @@ func (f fakeState) OutboxStats(context.Context) (store.OutboxStats, error) {
 	return store.OutboxStats{Pending: 2, Dead: 1, Oldest: time.Now().Add(-time.Minute)}, f.err
 }
 
+func (f fakeState) Waiting() (claims, streams int) { return 4, 2 }
+
 func TestStateMetrics(t *testing.T) {
 	t.Parallel()
 	m := telemetry.New(slog.New(slog.DiscardHandler))
@@ -268,6 +270,9 @@ func TestStateMetrics(t *testing.T) {
 	}
 	if n := len(mfs["scimesh_tasks"].GetMetric()); n != 18 {
 		t.Errorf("%d series of scimesh_tasks, want 18 (3 kinds × 6 states)", n)
+	}
+	if c, s := gauge("scimesh_waiting_claims", nil), gauge("scimesh_open_streams", nil); c != 4 || s != 2 {
+		t.Errorf("waiting claims %v and open streams %v, want 4 and 2", c, s)
 	}
 	if got := gauge("scimesh_outbox_pending_messages", nil); got != 2 {
 		t.Errorf("outbox pending %v, want 2", got)
