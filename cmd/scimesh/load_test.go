@@ -1,14 +1,20 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -205,5 +211,173 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 			t.Fatalf("%d of %d jobs completed after 30 s", len(js), jobs)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// createdTasks counts, straight from the database, the tasks of jobs still
+// being created (hidden) and of visible jobs.
+func createdTasks(ctx context.Context, conn *pgx.Conn) (hiddenJob string, hidden, visible int, err error) {
+	rows, err := conn.Query(ctx, `SELECT j.id, j.creating, count(t.id) FROM jobs j LEFT JOIN tasks t ON t.job_id = j.id GROUP BY j.id, j.creating`)
+	if err != nil {
+		return "", 0, 0, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id string
+		var creating bool
+		var n int
+		if err := rows.Scan(&id, &creating, &n); err != nil {
+			return "", 0, 0, err
+		}
+		if creating {
+			hiddenJob, hidden = id, n
+		} else {
+			visible += n
+		}
+	}
+	return hiddenJob, hidden, visible, rows.Err()
+}
+
+// TestKilledMidCreation SIGKILLs a coordinator on PostgreSQL in the middle
+// of a POST /jobs of 60,000 hosted chunks (12 batches of CreateBatch), once
+// its first batch is in the database. After a restart the partial job is
+// never visible to clients, the reaper deletes it and its tasks once its
+// creation is stale, and the same request with the same Idempotency-Key
+// then creates the whole job.
+func TestKilledMidCreation(t *testing.T) {
+	t.Parallel()
+	const chunks = 60000
+	if chunks <= 2*engine.CreateBatch {
+		t.Fatalf("%d chunks do not make several batches of %d", chunks, engine.CreateBatch)
+	}
+	db := pgtest.URL(t)
+	dir := t.TempDir()
+	addr := freeAddr(t)
+	p := serveOn(t, dir, addr, tokenEnv, "--db", db, "--log-level", "warn")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+
+	body, err := json.Marshal(map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(chunks)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(url string) (int, jobOut, error) {
+		req, _ := http.NewRequest("POST", url+"/jobs", bytes.NewReader(body))
+		req.Header.Set("Authorization", "Bearer ctok")
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Idempotency-Key", "big-job-1")
+		var j jobOut
+		resp, err := (&http.Client{Timeout: time.Minute}).Do(req)
+		if err != nil {
+			return 0, j, err
+		}
+		defer resp.Body.Close()
+		err = json.NewDecoder(resp.Body).Decode(&j)
+		return resp.StatusCode, j, err
+	}
+	answered := make(chan int, 1)
+	go func() {
+		s, _, _ := post(p.url) // the kill cuts it short
+		answered <- s
+	}()
+
+	// Kill once the first batch is written (the stitch root and at least
+	// one batch of chunks), well before the last.
+	var hiddenJob string
+	var hidden int
+	for deadline := time.Now().Add(time.Minute); ; {
+		id, n, visible, err := createdTasks(ctx, conn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if visible > 0 {
+			t.Fatalf("the job became visible (%d tasks) before the kill: too few chunks to catch it in the middle", visible)
+		}
+		if n > engine.CreateBatch {
+			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			<-p.done
+			p.done <- nil
+			hiddenJob = id
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no batch of the job written after a minute")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if s := <-answered; s == http.StatusCreated || s == http.StatusOK {
+		t.Fatalf("POST /jobs answered %d though its coordinator was killed in the middle", s)
+	}
+	if _, n, _, err := createdTasks(ctx, conn); err != nil {
+		t.Fatal(err)
+	} else {
+		hidden = n
+	}
+	if hidden <= engine.CreateBatch || hidden >= chunks+1 {
+		t.Fatalf("after the kill the hidden job %s has %d tasks, want a part of %d", hiddenJob, hidden, chunks+1)
+	}
+	t.Logf("killed with %d of %d tasks of job %s written", hidden, chunks+1, hiddenJob)
+
+	p = serveOn(t, dir, addr, tokenEnv, "--db", db, "--log-level", "warn")
+	invisible := func() {
+		t.Helper()
+		var list struct {
+			Jobs []jobOut `json:"jobs"`
+		}
+		if s := call(t, "GET", p.url+"/jobs?limit=100", "ctok", nil, &list); s != 200 || len(list.Jobs) != 0 {
+			t.Fatalf("GET /jobs: %d with %d jobs, want 200 with none", s, len(list.Jobs))
+		}
+		if s := call(t, "GET", p.url+"/jobs/"+hiddenJob, "ctok", nil, nil); s != http.StatusNotFound {
+			t.Fatalf("GET /jobs/%s of the partial job: %d, want 404", hiddenJob, s)
+		}
+	}
+	// The reaper gives up on it after CreationStale without progress, and
+	// sweeps every CreationStale/2.
+	start := time.Now()
+	for deadline := start.Add(3 * engine.CreationStale); ; {
+		invisible()
+		var jobs, tasks int
+		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM jobs WHERE id = $1), (SELECT count(*) FROM tasks WHERE job_id = $1)`, hiddenJob).Scan(&jobs, &tasks); err != nil {
+			t.Fatal(err)
+		}
+		if jobs == 0 && tasks == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the abandoned job is still there after %v: %d job rows, %d tasks", 3*engine.CreationStale, jobs, tasks)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("the abandoned creation was swept %v after the restart", time.Since(start).Round(100*time.Millisecond))
+
+	s, j, err := post(p.url)
+	if err != nil || s != http.StatusCreated {
+		t.Fatalf("the same request again: %d %v, want 201", s, err)
+	}
+	var creating bool
+	var tasks int
+	if err := conn.QueryRow(ctx, `SELECT creating, (SELECT count(*) FROM tasks WHERE job_id = $1) FROM jobs WHERE id = $1`, j.JobID).Scan(&creating, &tasks); err != nil {
+		t.Fatal(err)
+	}
+	if creating || tasks != chunks+1 {
+		t.Fatalf("job %s: creating %v with %d tasks, want visible with %d", j.JobID, creating, tasks, chunks+1)
+	}
+	var got struct {
+		Status string         `json:"status"`
+		Tasks  map[string]int `json:"tasks"`
+	}
+	if s := call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got); s != 200 || got.Tasks["pending"] != chunks {
+		t.Fatalf("GET /jobs/%s: %d, status %s, tasks %v; want 200 with %d pending", j.JobID, s, got.Status, got.Tasks, chunks)
+	}
+	// A replay answers with that job, not another.
+	if s, again, err := post(p.url); err != nil || s != http.StatusOK || again.JobID != j.JobID {
+		t.Fatalf("replay: %d %v job %s, want 200 with job %s", s, err, again.JobID, j.JobID)
 	}
 }
