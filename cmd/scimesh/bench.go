@@ -35,6 +35,9 @@ type benchConfig struct {
 	// CreateChunks, when positive, has bench create one more job of that
 	// many hosted chunks over REST while the workers run (see benchCreate).
 	CreateChunks int
+	// Quiet is how long benchCreate runs the workers alone before and
+	// after the creation; 0 means benchQuiet.
+	Quiet time.Duration
 	// LogLevel is the server's: warn (the default) leaves out the line
 	// serve logs at info for every request.
 	LogLevel slog.Level

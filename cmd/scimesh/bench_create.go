@@ -18,9 +18,9 @@ import (
 const benchQuiet = 3 * time.Second
 
 // benchCreate measures a job creation under load: the workers of drive run
-// on the seeded job, alone for benchQuiet, then while a job of
+// on the seeded job, alone for c.Quiet (benchQuiet), then while a job of
 // c.CreateChunks hosted chunks is created with one POST /jobs, then alone
-// again for benchQuiet. One more worker holds a lease and heartbeats it
+// again for as long. One more worker holds a lease and heartbeats it
 // every 20 ms throughout. It reports the creation's time and, for each
 // window, the workers' lifecycles per second and their longest claim,
 // result and heartbeat.
@@ -35,6 +35,10 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 		return err
 	}
 	chunks = nil
+	quiet := c.Quiet
+	if quiet <= 0 {
+		quiet = benchQuiet
+	}
 
 	hb, err := startHeartbeats(ctx, base)
 	if err != nil {
@@ -46,7 +50,7 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 	start := time.Now()
 	go func() { results <- drive(wctx, base, c) }()
 
-	time.Sleep(benchQuiet)
+	time.Sleep(quiet)
 	t0 := time.Now()
 	resp, err := http.Post(base+"/jobs", "application/json", bytes.NewReader(body))
 	t1 := time.Now()
@@ -62,7 +66,7 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 		<-results
 		return fmt.Errorf("create the big job: %d %s", resp.StatusCode, raw)
 	}
-	time.Sleep(benchQuiet)
+	time.Sleep(quiet)
 	stopWorkers()
 	res := <-results
 	end := time.Now()
