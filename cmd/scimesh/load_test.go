@@ -3,15 +3,17 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx", to read the database directly
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
@@ -214,10 +216,31 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 	}
 }
 
-// createdTasks counts, straight from the database, the tasks of jobs still
-// being created (hidden) and of visible jobs.
-func createdTasks(ctx context.Context, conn *pgx.Conn) (hiddenJob string, hidden, visible int, err error) {
-	rows, err := conn.Query(ctx, `SELECT j.id, j.creating, count(t.id) FROM jobs j LEFT JOIN tasks t ON t.job_id = j.id GROUP BY j.id, j.creating`)
+// openDB opens the database at url (from newDB) for the test to read it
+// directly, and returns a placeholder maker for its dialect.
+func openDB(t *testing.T, url string, pg bool) (*sql.DB, func(n int) string) {
+	t.Helper()
+	var db *sql.DB
+	var err error
+	if pg {
+		db, err = sql.Open("pgx", url)
+	} else {
+		db, err = sql.Open("sqlite", strings.TrimPrefix(url, "sqlite:")+"?_pragma=busy_timeout(10000)&_pragma=query_only(1)")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if pg {
+		return db, func(n int) string { return fmt.Sprintf("$%d", n) }
+	}
+	return db, func(int) string { return "?" }
+}
+
+// createdTasks counts, straight from the database, the tasks of a job
+// still being created (hidden) and those of visible jobs.
+func createdTasks(ctx context.Context, db *sql.DB) (hiddenJob string, hidden, visible int, err error) {
+	rows, err := db.QueryContext(ctx, `SELECT j.id, j.creating, count(t.id) FROM jobs j LEFT JOIN tasks t ON t.job_id = j.id GROUP BY j.id, j.creating`)
 	if err != nil {
 		return "", 0, 0, err
 	}
@@ -238,29 +261,29 @@ func createdTasks(ctx context.Context, conn *pgx.Conn) (hiddenJob string, hidden
 	return hiddenJob, hidden, visible, rows.Err()
 }
 
-// TestKilledMidCreation SIGKILLs a coordinator on PostgreSQL in the middle
-// of a POST /jobs of 60,000 hosted chunks (12 batches of CreateBatch), once
-// its first batch is in the database. After a restart the partial job is
-// never visible to clients, the reaper deletes it and its tasks once its
+// TestKilledMidCreation SIGKILLs a coordinator in the middle of a POST
+// /jobs of 60,000 hosted chunks (12 batches of CreateBatch), once its first
+// batch is in the database, on each store. After a restart the partial job
+// is never visible to clients, the reaper deletes it and its tasks once its
 // creation is stale, and the same request with the same Idempotency-Key
 // then creates the whole job.
 func TestKilledMidCreation(t *testing.T) {
 	t.Parallel()
+	onEachStore(t, killedMidCreation)
+}
+
+func killedMidCreation(t *testing.T, pg bool) {
 	const chunks = 60000
 	if chunks <= 2*engine.CreateBatch {
 		t.Fatalf("%d chunks do not make several batches of %d", chunks, engine.CreateBatch)
 	}
-	db := pgtest.URL(t)
 	dir := t.TempDir()
+	url := newDB(t, dir, pg)
 	addr := freeAddr(t)
-	p := serveOn(t, dir, addr, tokenEnv, "--db", db, "--log-level", "warn")
+	p := serveOn(t, dir, addr, tokenEnv, "--db", url, "--log-level", "warn")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
+	conn, ph := openDB(t, url, pg)
 
 	body, err := json.Marshal(map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(chunks)}})
 	if err != nil {
@@ -325,7 +348,7 @@ func TestKilledMidCreation(t *testing.T) {
 	}
 	t.Logf("killed with %d of %d tasks of job %s written", hidden, chunks+1, hiddenJob)
 
-	p = serveOn(t, dir, addr, tokenEnv, "--db", db, "--log-level", "warn")
+	p = serveOn(t, dir, addr, tokenEnv, "--db", url, "--log-level", "warn")
 	invisible := func() {
 		t.Helper()
 		var list struct {
@@ -344,7 +367,7 @@ func TestKilledMidCreation(t *testing.T) {
 	for deadline := start.Add(3 * engine.CreationStale); ; {
 		invisible()
 		var jobs, tasks int
-		if err := conn.QueryRow(ctx, `SELECT (SELECT count(*) FROM jobs WHERE id = $1), (SELECT count(*) FROM tasks WHERE job_id = $1)`, hiddenJob).Scan(&jobs, &tasks); err != nil {
+		if err := conn.QueryRowContext(ctx, `SELECT (SELECT count(*) FROM jobs WHERE id = `+ph(1)+`), (SELECT count(*) FROM tasks WHERE job_id = `+ph(2)+`)`, hiddenJob, hiddenJob).Scan(&jobs, &tasks); err != nil {
 			t.Fatal(err)
 		}
 		if jobs == 0 && tasks == 0 {
@@ -363,7 +386,7 @@ func TestKilledMidCreation(t *testing.T) {
 	}
 	var creating bool
 	var tasks int
-	if err := conn.QueryRow(ctx, `SELECT creating, (SELECT count(*) FROM tasks WHERE job_id = $1) FROM jobs WHERE id = $1`, j.JobID).Scan(&creating, &tasks); err != nil {
+	if err := conn.QueryRowContext(ctx, `SELECT creating, (SELECT count(*) FROM tasks WHERE job_id = `+ph(1)+`) FROM jobs WHERE id = `+ph(2), j.JobID, j.JobID).Scan(&creating, &tasks); err != nil {
 		t.Fatal(err)
 	}
 	if creating || tasks != chunks+1 {
