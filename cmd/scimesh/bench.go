@@ -32,6 +32,12 @@ type benchConfig struct {
 	Tasks   int
 	Batch   int
 	Profile string
+	// CreateChunks, when positive, has bench create one more job of that
+	// many hosted chunks over REST while the workers run (see benchCreate).
+	CreateChunks int
+	// Quiet is how long benchCreate runs the workers alone before and
+	// after the creation; 0 means benchQuiet.
+	Quiet time.Duration
 	// LogLevel is the server's: warn (the default) leaves out the line
 	// serve logs at info for every request.
 	LogLevel slog.Level
@@ -62,6 +68,7 @@ throwaway PostgreSQL cluster from the installed server binaries.`,
 	f.IntVar(&c.Backlog, "backlog", 10000, "pending tasks left over when the measured ones are done")
 	f.IntVar(&c.Tasks, "tasks", 30000, "task lifecycles to measure")
 	f.IntVar(&c.Batch, "batch", 1, "tasks per claim (max_tasks) and per result request; 1 uses the single forms")
+	f.IntVar(&c.CreateChunks, "create-chunks", 0, "while the workers run, create a job of this many hosted chunks over REST and report the workers' throughput and worst waits during its creation; --tasks must outlast it")
 	f.StringVar(&c.Profile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
 	c.LogLevel = slog.LevelWarn
 	f.TextVar(&c.LogLevel, "log-level", &c.LogLevel, "the server's log level, to stderr: info logs every request as serve does by default")
@@ -101,6 +108,13 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 
 	stop, err := startProfile(c.Profile)
 	if err != nil {
+		return err
+	}
+	if c.CreateChunks > 0 {
+		err := benchCreate(ctx, out, base, c)
+		stop()
+		cancel()
+		_ = waitServer()
 		return err
 	}
 	res := drive(ctx, base, c)
@@ -172,7 +186,17 @@ type benchResult struct {
 	done      int64
 	elapsed   time.Duration
 	latencies []time.Duration
-	err       error
+	// samples are every lifecycle's claim and result requests, in no
+	// particular order, for measuring a window of the run (benchCreate).
+	samples []lifecycle
+	err     error
+}
+
+// lifecycle is one claim and its result(s), as a worker timed them.
+type lifecycle struct {
+	end           time.Time // when the result was answered
+	claim, result time.Duration
+	tasks         int
 }
 
 // drive runs the workers until c.Tasks lifecycles completed.
@@ -183,6 +207,7 @@ func drive(ctx context.Context, base string, c benchConfig) benchResult {
 		remaining atomic.Int64
 		mu        sync.Mutex
 		lat       []time.Duration
+		samples   []lifecycle
 		firstErr  error
 		wg        sync.WaitGroup
 	)
@@ -222,9 +247,11 @@ func drive(ctx context.Context, base string, c benchConfig) benchResult {
 		wg.Go(func() {
 			id := fmt.Sprintf("bench-%d", w)
 			var local []time.Duration
+			var mine []lifecycle
 			defer func() {
 				mu.Lock()
 				lat = append(lat, local...)
+				samples = append(samples, mine...)
 				mu.Unlock()
 			}()
 			for ctx.Err() == nil {
@@ -249,11 +276,13 @@ func drive(ctx context.Context, base string, c benchConfig) benchResult {
 					}
 					tasks = many.Tasks
 				}
-				local = append(local, time.Since(t0))
+				claimed := time.Since(t0)
+				local = append(local, claimed)
 				if len(tasks) == 0 {
 					fail(fmt.Errorf("claim found nothing with tasks left; the backlog ran out"))
 					return
 				}
+				t1 := time.Now()
 				if c.Batch == 1 {
 					t := tasks[0]
 					if _, err := post("/tasks/"+t.TaskID+"/result", map[string]any{"worker_id": id, "attempt": t.Attempt, "output": "id,score\nx,1\n"}, nil); err != nil {
@@ -277,12 +306,14 @@ func drive(ctx context.Context, base string, c benchConfig) benchResult {
 						}
 					}
 				}
+				end := time.Now()
+				mine = append(mine, lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: len(tasks)})
 				done.Add(int64(len(tasks)))
 			}
 		})
 	}
 	wg.Wait()
-	return benchResult{done: done.Load(), elapsed: time.Since(start), latencies: lat, err: firstErr}
+	return benchResult{done: done.Load(), elapsed: time.Since(start), latencies: lat, samples: samples, err: firstErr}
 }
 
 // reserve takes up to n from *left and returns how many it took.

@@ -230,6 +230,12 @@ func call(t *testing.T, method, url, token string, body any, out any) int {
 
 // send is call for any goroutine: it returns what went wrong.
 func send(method, url, token string, body any, out any) (int, error) {
+	return sendWith(http.DefaultClient, method, url, token, body, out)
+}
+
+// sendWith is send through client: one with a timeout turns a request
+// that never gets an answer into an error instead of a hung test.
+func sendWith(client *http.Client, method, url, token string, body any, out any) (int, error) {
 	var rd io.Reader
 	if body != nil {
 		data, _ := json.Marshal(body)
@@ -242,7 +248,7 @@ func send(method, url, token string, body any, out any) (int, error) {
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, fmt.Errorf("%s %s: %w", method, url, err)
 	}
