@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
@@ -358,12 +359,27 @@ func TestHostileCallers(t *testing.T) {
 			h.restRoute(t, method, path, want.role, want.body)
 		})
 	}
-	for _, proc := range rpc.Procedures() {
+	for _, proc := range procedures() {
 		svc := strings.Split(proc, "/")[1]
 		t.Run(proc, func(t *testing.T) { h.rpcProcedure(t, proc, rpcRoles[svc]) })
 	}
 	t.Run("grpc", func(t *testing.T) { h.grpcProtocol(t) })
 	h.unchanged(t)
+}
+
+// procedures lists the full names of every procedure of the scimesh.v1
+// services, from their descriptors: a new one is attacked too.
+func procedures() []string {
+	var out []string
+	for _, fd := range []protoreflect.FileDescriptor{v1.File_scimesh_v1_queue_proto, v1.File_scimesh_v1_worker_proto, v1.File_scimesh_v1_internal_proto} {
+		for i := range fd.Services().Len() {
+			sd := fd.Services().Get(i)
+			for j := range sd.Methods().Len() {
+				out = append(out, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(j).Name()))
+			}
+		}
+	}
+	return out
 }
 
 func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, bound int64) {

@@ -125,42 +125,38 @@ func (e *Engine) FollowLogs(ctx context.Context, taskID string, follow bool, emi
 		}
 		defer release()
 	}
+	b, done := e.followers.watch(taskID)
+	defer done()
 	var after int64
 	for first := true; ; first = false {
-		woken, done := e.followers.watch(taskID) // before reading: no append is missed
+		woken := b.Wait() // before reading: no append is missed
 		p, err := e.Logs(ctx, taskID, after, logFollowPage)
 		if err != nil {
-			done()
 			return err
 		}
 		if len(p.Lines) > 0 || first {
 			if err := emit(p.Lines); err != nil {
-				done()
 				return err
 			}
 		}
 		if n := len(p.Lines); n > 0 {
 			after = p.Lines[n-1].ID
 		}
-		if len(p.Lines) == logFollowPage {
-			done()
+		switch {
+		case len(p.Lines) == logFollowPage:
 			continue
-		}
-		if !follow || p.Final {
-			done()
+		case !follow || p.Final:
 			return nil
 		}
 		t := time.NewTimer(logPoll)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
 		case <-woken:
 		case <-t.C:
 		}
 		t.Stop()
-		done()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
 	}
 }
 

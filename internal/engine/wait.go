@@ -112,9 +112,9 @@ type followers struct {
 	count map[string]int
 }
 
-// watch returns the channel closed at the next notify of taskID, and a
-// function to call when the follower is done with it.
-func (f *followers) watch(taskID string) (<-chan struct{}, func()) {
+// watch returns the broadcast of taskID's log, notified at each append,
+// and a function to call when the follower is done with it.
+func (f *followers) watch(taskID string) (*broadcast, func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.tasks[taskID]
@@ -123,14 +123,14 @@ func (f *followers) watch(taskID string) (<-chan struct{}, func()) {
 		f.tasks[taskID] = b
 	}
 	f.count[taskID]++
-	return b.Wait(), func() {
+	return b, sync.OnceFunc(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.count[taskID]--; f.count[taskID] == 0 {
 			delete(f.count, taskID)
 			delete(f.tasks, taskID)
 		}
-	}
+	})
 }
 
 // notify wakes the followers of taskID's log.

@@ -80,8 +80,9 @@ func TestClaimersWakeOnlyWhomTheWorkFeeds(t *testing.T) {
 
 func TestFollowersWakeOnlyTheirTask(t *testing.T) {
 	f := &followers{tasks: map[string]*broadcast{}, count: map[string]int{}}
-	a, doneA := f.watch("s0:a")
-	b, doneB := f.watch("s0:b")
+	ba, doneA := f.watch("s0:a")
+	bb, doneB := f.watch("s0:b")
+	a, b := ba.Wait(), bb.Wait()
 	f.notify("s0:a")
 	select {
 	case <-a:

@@ -17,21 +17,15 @@ import (
 const DefaultMaxUploadBytes = 64 << 30
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	tooBig := fmt.Errorf("the upload is over this coordinator's limit of %d bytes; split the table or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES: %w",
-		s.MaxUploadBytes, domain.ErrTooLarge)
-	if r.ContentLength > s.MaxUploadBytes {
-		s.writeError(w, r, tooBig)
-		return
-	}
-	u, err := s.engine.Upload(r.Context(), http.MaxBytesReader(w, r.Body, s.MaxUploadBytes))
+	u, err := s.engine.Upload(r.Context(), r.Body) // bounded by the gate at MaxUploadBytes
 	if err != nil {
 		var over *http.MaxBytesError
 		var slow *auth.SlowBodyError
 		switch {
 		case errors.As(err, &over):
-			err = tooBig
+			err = fmt.Errorf("%s: %w", uploadTooLarge(over.Limit), domain.ErrTooLarge)
 		case errors.As(err, &slow):
-			err = domain.Invalidf("%v", slow)
+			err = bodyError(err)
 		}
 		s.writeError(w, r, err)
 		return
@@ -39,6 +33,19 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusCreated, map[string]any{
 		"upload_id": u.ID, "bytes": u.Bytes, "sha256": u.SHA256, "rows": u.Rows,
 	})
+}
+
+// uploadTooLarge says what to do about an upload over limit.
+func uploadTooLarge(limit int64) string {
+	return fmt.Sprintf("the upload is over this coordinator's limit of %d bytes; split the table or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES", limit)
+}
+
+// denyUpload is deny, with a declared upload over the bound told what to do.
+func (s *Server) denyUpload(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+	if e.Status == http.StatusRequestEntityTooLarge {
+		e = &auth.Error{Status: e.Status, Code: e.Code, Message: uploadTooLarge(s.MaxUploadBytes)}
+	}
+	deny(w, r, e)
 }
 
 func (s *Server) taskInput(w http.ResponseWriter, r *http.Request) {

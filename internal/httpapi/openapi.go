@@ -40,7 +40,9 @@ func (m routeMux) Handle(pattern string, rt auth.Route, h http.Handler) {
 	m.mount(pattern, m.s.gate.Guard(rt, deny, h))
 }
 
-// mount registers a part that guards its own routes.
+// mount registers a handler that puts its requests behind the gate itself
+// (the dashboard, whose routes each have their own; the upload, whose
+// bound is read per request).
 func (m routeMux) mount(pattern string, h http.Handler) {
 	m.s.mux.Handle(pattern, h)
 	m.s.patterns = append(m.s.patterns, pattern)

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"log/slog"
-	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -70,7 +69,10 @@ func (s *Server) routes() {
 		return auth.Route{Role: auth.Client, MaxBody: body, JSON: json}
 	}
 	worker := func(body int64) auth.Route { return auth.Route{Role: auth.Worker, MaxBody: body, JSON: true} }
-	m.Handle("POST /upload", auth.Route{Role: auth.Client, MaxBody: math.MaxInt64}, http.HandlerFunc(s.upload))
+	// The upload's bound is MaxUploadBytes, which may be set after New.
+	m.mount("POST /upload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.gate.Guard(auth.Route{Role: auth.Client, MaxBody: s.MaxUploadBytes}, s.denyUpload, http.HandlerFunc(s.upload)).ServeHTTP(w, r)
+	}))
 	m.Handle("POST /jobs", client(largeBody, true), http.HandlerFunc(s.createJob))
 	m.Handle("GET /jobs", client(0, false), http.HandlerFunc(s.listJobs))
 	m.Handle("GET /jobs/{job_id}", client(0, false), http.HandlerFunc(s.getJob))

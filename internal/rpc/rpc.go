@@ -19,12 +19,9 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 
-	"google.golang.org/protobuf/reflect/protoreflect"
-
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
-	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
@@ -63,23 +60,6 @@ func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(str
 	// by one (opts), its body as a whole is not.
 	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1(reflector, opts))
 	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1Alpha(reflector, opts))
-}
-
-// Procedures lists the full names of every procedure of the scimesh.v1
-// services (as "/scimesh.v1.Queue/Submit"), for callers that must cover
-// them all.
-func Procedures() []string {
-	var out []string
-	for _, fd := range []protoreflect.FileDescriptor{v1.File_scimesh_v1_queue_proto, v1.File_scimesh_v1_worker_proto, v1.File_scimesh_v1_internal_proto} {
-		svcs := fd.Services()
-		for i := range svcs.Len() {
-			sd := svcs.Get(i)
-			for j := range sd.Methods().Len() {
-				out = append(out, "/"+string(sd.FullName())+"/"+string(sd.Methods().Get(j).Name()))
-			}
-		}
-	}
-	return out
 }
 
 // errorWriter writes the gate's refusals in the caller's protocol.
