@@ -297,7 +297,6 @@ func (e *Engine) jobSettingsIn(ctx context.Context, q store.Querier, id string) 
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("job %s: %w", id, err))
 	}
-	j.Result = nil // settings only; never keep a large result in memory
 	e.jobsMu.Lock()
 	if len(e.jobs) >= 4096 {
 		clear(e.jobs)

@@ -580,6 +580,9 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 		if err != nil {
 			return notFound(err, "job %q", id)
 		}
+		if j.Creating { // hidden, as from every other route
+			return fmt.Errorf("job %q: %w", id, domain.ErrNotFound)
+		}
 		job = j
 		now := e.now()
 		if err := domain.RetryJob(j, now); err != nil {

@@ -53,19 +53,28 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 	if p.Wait < 0 || p.Wait > MaxClaimWait {
 		return nil, domain.Invalidf("wait_seconds is %v; it must be between 0 and 60", p.Wait.Seconds())
 	}
+	// The same workload twice would count twice against Max in the store.
+	p.Workloads = slices.Compact(slices.Sorted(slices.Values(p.Workloads)))
 	e.seen(ctx, p.WorkerID, false)
-	tasks, err := e.claimOnce(ctx, p)
-	if err != nil || len(tasks) > 0 || p.Wait == 0 {
-		return tasks, err
+	if p.Wait == 0 {
+		return e.claimOnce(ctx, p)
 	}
-	// Nothing yet: wait in line, joined before each claim so that no
-	// wake-up is missed between a claim and the wait.
-	kind := cmp.Or(p.kind, domain.KindChunk)
-	w, err := e.claimers.join(kind, p.Workloads, p.Max)
+	// A claim that may wait joins the line before its first claim, so that
+	// no wake-up is missed between a claim and the wait. With the line
+	// full it may still take what is there, but not wait.
+	w, err := e.claimers.join(cmp.Or(p.kind, domain.KindChunk), p.Workloads, p.Max)
 	if err != nil {
+		tasks, cerr := e.claimOnce(ctx, p)
+		if cerr != nil || len(tasks) > 0 {
+			return tasks, cerr
+		}
 		return nil, err
 	}
 	defer e.claimers.leave(w)
+	tasks, err := e.claimOnce(ctx, p)
+	if err != nil || len(tasks) > 0 {
+		return tasks, err
+	}
 	deadline := time.Now().Add(p.Wait)
 	for {
 		left := time.Until(deadline)

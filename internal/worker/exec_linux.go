@@ -60,7 +60,9 @@ func startShell(ctx context.Context, s shellSpec) (*shell, error) {
 	// supervisor itself be killed.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error { return controlW.Close() }
-	cmd.WaitDelay = waitDelay
+	// Long enough for the supervisor's kill passes (killDescendants, up to
+	// 10 s) to end before exec gives up on it and kills it mid-sweep.
+	cmd.WaitDelay = waitDelay + killPasses
 	err = cmd.Start()
 	controlR.Close()
 	statusW.Close()

@@ -51,7 +51,7 @@ func parseHostPolicy(patterns []string) (*hostPolicy, error) {
 			if !validHostName(pat[2:]) {
 				return nil, fmt.Errorf("--allow-input-host %q: after \"*.\" give a domain such as example.org", raw)
 			}
-			p.suffixes = append(p.suffixes, pat[1:])
+			p.suffixes = append(p.suffixes, strings.TrimSuffix(pat[1:], "."))
 		case validHostName(pat):
 			p.names = append(p.names, strings.TrimSuffix(pat, "."))
 		default:
@@ -97,6 +97,13 @@ func validHostName(s string) bool {
 	return true
 }
 
+// metadataAddrs are cloud metadata endpoints outside the link-local
+// ranges: AWS's over IPv6 and Alibaba Cloud's.
+var metadataAddrs = map[netip.Addr]bool{
+	netip.MustParseAddr("fd00:ec2::254"):   true,
+	netip.MustParseAddr("100.100.100.200"): true,
+}
+
 // localKind names what makes a an address hosted inputs may not come from
 // by default; "" when it is none of those.
 func localKind(a netip.Addr) string {
@@ -108,6 +115,8 @@ func localKind(a netip.Addr) string {
 	case a.IsUnspecified(), a.Is4() && a.As4()[0] == 0:
 		// Connecting to 0.0.0.0 or :: reaches this machine.
 		return "unspecified (this machine)"
+	case metadataAddrs[a.Unmap()]:
+		return "cloud metadata"
 	}
 	return ""
 }

@@ -25,6 +25,9 @@ func TestHostPolicy(t *testing.T) {
 		{nil, "x", "fe80::1%eth0", "link-local"},
 		{nil, "0.0.0.0", "0.0.0.0", "unspecified"},
 		{nil, "x", "::", "unspecified"},
+		{nil, "x", "fd00:ec2::254", "cloud metadata"},
+		{nil, "x", "100.100.100.200", "cloud metadata"},
+		{[]string{"*.example.org."}, "data.example.org", "93.184.216.34", ""},
 		// Names, exact and wildcard.
 		{[]string{"data.example.org"}, "data.example.org", "93.184.216.34", ""},
 		{[]string{"data.example.org"}, "DATA.example.org.", "93.184.216.34", ""},

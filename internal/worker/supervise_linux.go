@@ -133,12 +133,15 @@ func reap(shell int, exited chan<- syscall.WaitStatus) {
 	}
 }
 
+// killPasses is how long killDescendants goes on.
+const killPasses = 10 * time.Second
+
 // killDescendants kills every descendant of this process, pass after pass
 // (a process may fork before its kill lands; its child is then an orphan
 // the next pass finds), until none is left alive or 10 s have gone by.
 func killDescendants() {
 	self := os.Getpid()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(killPasses)
 	for pause := time.Millisecond; ; pause = min(2*pause, 20*time.Millisecond) {
 		pids := descendants(self)
 		if len(pids) == 0 || time.Now().After(deadline) {

@@ -19,12 +19,12 @@ import (
 // second deletes nothing.
 const (
 	sqlJobListExpired = `SELECT id, finished_at, upload_id FROM jobs
-WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1
+WHERE status IN ('completed', 'failed', 'cancelled') AND finished_at < $1 AND NOT creating
 	AND ($2::timestamptz IS NULL OR (finished_at, id) > ($2, $3))
 ORDER BY finished_at, id LIMIT $4`
 
 	sqlJobDelete = `WITH d AS (
-	DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'cancelled') AND finished_at < $2
+	DELETE FROM jobs WHERE id = ANY($1) AND status IN ('completed', 'failed', 'cancelled') AND finished_at < $2 AND NOT creating
 	RETURNING id, finished_at, upload_id
 ), p AS (
 	INSERT INTO purges (id, kind, created_at) SELECT id, 'job', $3 FROM d ON CONFLICT DO NOTHING

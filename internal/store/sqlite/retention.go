@@ -19,9 +19,9 @@ const (
 	finalTask = `('completed', 'failed', 'cancelled')`
 
 	jobListExpiredSQL = `SELECT id, finished_at, upload_id FROM jobs
-	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
+	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND NOT creating AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
 	ORDER BY finished_at, id LIMIT ?4`
-	jobDeleteSQL = `DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2
+	jobDeleteSQL = `DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2 AND NOT creating
 	RETURNING id, finished_at, upload_id`
 	purgeInsertSQL = `INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
 
