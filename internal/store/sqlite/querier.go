@@ -18,16 +18,28 @@ type querier struct {
 
 // stmt returns the prepared statement for query: on the writer when write
 // is set or a transaction is open (bound to that transaction), else on the
-// read pool. Call done when finished with it.
+// read pool. Call done when finished with it: outside a transaction, a
+// write statement holds the writer's turn until then.
 //
 // Inside a transaction a statement not prepared yet is prepared on the
 // transaction alone: preparing it on the writer pool would wait for the one
 // connection the transaction holds. Store.warm prepares every statement the
 // store runs, so that happens only before the schema exists.
 func (q *querier) stmt(ctx context.Context, query string, write bool) (st *sql.Stmt, done func(), err error) {
-	if q.tx == nil {
-		st, err = q.stmts.get(ctx, query, write)
+	if q.tx == nil && !write {
+		st, err = q.stmts.get(ctx, query, false)
 		return st, func() {}, err
+	}
+	if q.tx == nil {
+		release, err := q.stmts.takeTurn(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if st, err = q.stmts.get(ctx, query, true); err != nil {
+			release()
+			return nil, nil, err
+		}
+		return st, release, nil
 	}
 	if st = q.stmts.cached(query); st != nil {
 		st = q.tx.StmtContext(ctx, st)

@@ -34,6 +34,7 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sync/semaphore"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
@@ -131,6 +132,11 @@ func (s *Store) Path() string { return s.path }
 // the Querier it is given: a write through the Store itself would wait for
 // the connection fn is holding.
 func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err error) {
+	release, err := s.stmts.takeTurn(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("sqlite: begin: %w", mapErr(err))
@@ -186,8 +192,16 @@ func (s *Store) Close() error {
 // stmtCache holds the statements prepared so far, one set per pool. A
 // statement on the writer pool is bound to a transaction with Tx.StmtContext,
 // which reuses the connection's prepared statement.
+//
+// It also keeps the writer's line: every use of the writer connection
+// takes its turn first (takeTurn), and turns are given in the order they
+// were asked for. database/sql hands a pool's free connection to a waiter
+// picked at random, so behind a long run of transactions (a job of a
+// million chunks created in batches) a heartbeat could wait out many of
+// them; in line, it waits for those ahead of it only.
 type stmtCache struct {
 	writer, reader *sql.DB
+	turn           *semaphore.Weighted // of weight 1; FIFO
 
 	mu sync.RWMutex
 	w  map[string]*sql.Stmt
@@ -195,7 +209,16 @@ type stmtCache struct {
 }
 
 func newStmtCache(writer, reader *sql.DB) *stmtCache {
-	return &stmtCache{writer: writer, reader: reader, w: map[string]*sql.Stmt{}, r: map[string]*sql.Stmt{}}
+	return &stmtCache{writer: writer, reader: reader, turn: semaphore.NewWeighted(1), w: map[string]*sql.Stmt{}, r: map[string]*sql.Stmt{}}
+}
+
+// takeTurn waits for the writer connection's turn, in line with every
+// other use of it, and returns the function that gives the turn back.
+func (c *stmtCache) takeTurn(ctx context.Context) (release func(), err error) {
+	if err := c.turn.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("sqlite: wait for the writer: %w", err)
+	}
+	return func() { c.turn.Release(1) }, nil
 }
 
 func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stmt, error) {
@@ -222,7 +245,8 @@ func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stm
 	return st, nil
 }
 
-// checkpoint runs Store.checkpoint's statement on the writer.
+// checkpoint runs Store.checkpoint's statement on the writer; the caller
+// holds the writer's turn.
 func (c *stmtCache) checkpoint(ctx context.Context) {
 	_, _ = c.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 }

@@ -167,7 +167,10 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	}
 	if len(tasks) >= bigInsert {
 		if q.tx == nil {
-			q.stmts.checkpoint(ctx)
+			if release, err := q.stmts.takeTurn(ctx); err == nil {
+				q.stmts.checkpoint(ctx)
+				release()
+			}
 		} else {
 			q.bigWrite = true
 		}
@@ -211,6 +214,11 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 // savepoint named name inside one, so that its statements apply all or none.
 func (q *querier) atomically(ctx context.Context, name string, fn func(q *querier) error) error {
 	if q.tx == nil {
+		release, err := q.stmts.takeTurn(ctx)
+		if err != nil {
+			return err
+		}
+		defer release()
 		tx, err := q.stmts.writer.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("begin: %w", mapErr(err))
