@@ -279,6 +279,8 @@ func FuzzWorkerRequests(f *testing.F) {
 		&v1.PollRequest{WorkerId: "", WaitSeconds: -1},
 		&v1.KeepaliveRequest{TaskId: "s0:t", WorkerId: "w1", Attempt: 3},
 		&v1.LogRequest{TaskId: "s0:t", WorkerId: "w1", Attempt: 1, Lines: []string{"started", "", "ünïcode"}},
+		&v1.LogRequest{TaskId: "s0:t", WorkerId: "w1", Attempt: 1, Lines: []string{"again"}, Offset: proto.Int64(0)},
+		&v1.LogRequest{TaskId: "s0:t", WorkerId: "w1", Attempt: 1, Offset: proto.Int64(-1)},
 	)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, m := range wireForms(t, data, func() *v1.PollRequest { return &v1.PollRequest{} }) {

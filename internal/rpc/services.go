@@ -277,7 +277,9 @@ func (w *worker) Keepalive(ctx context.Context, req *connect.Request[v1.Keepaliv
 // Log appends lines to the task's log for the lease (worker_id, attempt).
 func (w *worker) Log(ctx context.Context, req *connect.Request[v1.LogRequest]) (*connect.Response[emptypb.Empty], error) {
 	m := req.Msg
-	err := w.e.AppendLogs(ctx, engine.AppendLogsParams{TaskID: m.TaskId, WorkerID: m.WorkerId, Attempt: int(m.Attempt), Lines: m.Lines})
+	// The engine refuses a negative offset and skips the positions it
+	// already holds; an unset one (nil) appends every line.
+	err := w.e.AppendLogs(ctx, engine.AppendLogsParams{TaskID: m.TaskId, WorkerID: m.WorkerId, Attempt: int(m.Attempt), Lines: m.Lines, Offset: m.Offset})
 	if err != nil {
 		return nil, err
 	}

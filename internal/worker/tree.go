@@ -168,12 +168,11 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 }
 
 // treeLogSink sends a tree task attempt's log lines through the Worker
-// service.
+// service, each batch with its offset, so that one sent again after a lost
+// answer is stored once.
 func (w *Worker) treeLogSink(t *v1.Task) logSink {
 	return func(ctx context.Context, b logBatch) error {
-		// LogRequest has no offset (SPEC §5): a batch sent again after a
-		// lost answer may be stored twice.
-		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: b.lines}))
+		_, err := w.cfg.Trees.Log(ctx, connect.NewRequest(&v1.LogRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt, Lines: b.lines, Offset: &b.offset}))
 		switch connect.CodeOf(err) {
 		case connect.CodeNotFound, connect.CodeFailedPrecondition, connect.CodeUnimplemented:
 			return fmt.Errorf("%w: %w", errLogGone, err)

@@ -66,6 +66,18 @@ func TestJSONNames(t *testing.T) {
 			},
 			json: `{"taskId":"s0:t1","upstreamId":"s1:t2","result":["a",null]}`,
 		},
+		{
+			// offset is optional: an offset of 0 (a first batch) is sent,
+			// not taken for unset.
+			name: "LogRequest with offset 0",
+			msg:  &scimeshv1.LogRequest{TaskId: "s0:t1", WorkerId: "w1", Attempt: 1, Lines: []string{"a"}, Offset: proto.Int64(0)},
+			json: `{"taskId":"s0:t1","workerId":"w1","attempt":1,"lines":["a"],"offset":"0"}`,
+		},
+		{
+			name: "LogRequest without offset",
+			msg:  &scimeshv1.LogRequest{TaskId: "s0:t1", WorkerId: "w1", Attempt: 1, Lines: []string{"a"}},
+			json: `{"taskId":"s0:t1","workerId":"w1","attempt":1,"lines":["a"]}`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

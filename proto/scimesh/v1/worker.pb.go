@@ -350,7 +350,13 @@ type LogRequest struct {
 	// attempt is the attempt that logged the lines.
 	Attempt int32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// lines are the lines to append, oldest first, without their line ends.
-	Lines         []string `protobuf:"bytes,4,rep,name=lines,proto3" json:"lines,omitempty"`
+	Lines []string `protobuf:"bytes,4,rep,name=lines,proto3" json:"lines,omitempty"`
+	// offset is the position of lines[0] among the lines this attempt has
+	// sent, counting from 0. When set, lines at positions already stored for
+	// the attempt are skipped, so a batch sent again after its answer was
+	// lost is stored once; unset appends every line, as before. It must not
+	// be negative.
+	Offset        *int64 `protobuf:"varint,5,opt,name=offset,proto3,oneof" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -413,6 +419,13 @@ func (x *LogRequest) GetLines() []string {
 	return nil
 }
 
+func (x *LogRequest) GetOffset() int64 {
+	if x != nil && x.Offset != nil {
+		return *x.Offset
+	}
+	return 0
+}
+
 var File_scimesh_v1_worker_proto protoreflect.FileDescriptor
 
 const file_scimesh_v1_worker_proto_rawDesc = "" +
@@ -440,13 +453,15 @@ const file_scimesh_v1_worker_proto_rawDesc = "" +
 	"\asuccess\x18\x04 \x01(\bR\asuccess\x12.\n" +
 	"\x06result\x18\x05 \x01(\v2\x16.google.protobuf.ValueR\x06result\x12\x14\n" +
 	"\x05error\x18\x06 \x01(\tR\x05error\x12\x1c\n" +
-	"\tretryable\x18\a \x01(\bR\tretryable\"r\n" +
+	"\tretryable\x18\a \x01(\bR\tretryable\"\x9a\x01\n" +
 	"\n" +
 	"LogRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12\x18\n" +
 	"\aattempt\x18\x03 \x01(\x05R\aattempt\x12\x14\n" +
-	"\x05lines\x18\x04 \x03(\tR\x05lines2\xf6\x01\n" +
+	"\x05lines\x18\x04 \x03(\tR\x05lines\x12\x1b\n" +
+	"\x06offset\x18\x05 \x01(\x03H\x00R\x06offset\x88\x01\x01B\t\n" +
+	"\a_offset2\xf6\x01\n" +
 	"\x06Worker\x121\n" +
 	"\x04Poll\x12\x17.scimesh.v1.PollRequest\x1a\x10.scimesh.v1.Task\x12A\n" +
 	"\tKeepalive\x12\x1c.scimesh.v1.KeepaliveRequest\x1a\x16.google.protobuf.Empty\x12?\n" +
@@ -500,6 +515,7 @@ func file_scimesh_v1_worker_proto_init() {
 	if File_scimesh_v1_worker_proto != nil {
 		return
 	}
+	file_scimesh_v1_worker_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

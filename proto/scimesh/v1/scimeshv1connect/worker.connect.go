@@ -58,7 +58,8 @@ type WorkerClient interface {
 	// is down, and none is applied twice when it comes back. Replaying the same
 	// outcome for the same attempt succeeds and changes nothing.
 	Done(context.Context, *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error)
-	// Log appends lines to the task's log.
+	// Log appends lines to the task's log. A batch with an offset may be
+	// sent again after a lost answer: its lines are stored once.
 	Log(context.Context, *connect.Request[v1.LogRequest]) (*connect.Response[emptypb.Empty], error)
 }
 
@@ -142,7 +143,8 @@ type WorkerHandler interface {
 	// is down, and none is applied twice when it comes back. Replaying the same
 	// outcome for the same attempt succeeds and changes nothing.
 	Done(context.Context, *connect.Request[v1.TaskStateTransition]) (*connect.Response[emptypb.Empty], error)
-	// Log appends lines to the task's log.
+	// Log appends lines to the task's log. A batch with an offset may be
+	// sent again after a lost answer: its lines are stored once.
 	Log(context.Context, *connect.Request[v1.LogRequest]) (*connect.Response[emptypb.Empty], error)
 }
 
