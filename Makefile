@@ -28,11 +28,16 @@ unit:
 	fi; rm -f $$log; exit $$status
 
 # Regenerate the gRPC/Connect code beside the protos (proto/scimesh/v1) after
-# formatting and linting them. buf runs from its own tool module (tools/go.mod)
-# and the plugins are this module's tools; see buf.gen.yaml.
+# formatting and linting them, then stamp it: proto/scimesh/v1/generated.sum
+# records the hashes of the inputs and of the generated files and the
+# generators' versions, and the test of proto/stamp checks the tree against it
+# in milliseconds, without building buf. Every generated file under proto/ is
+# deleted first, so none is left behind. buf runs from its own tool module
+# (tools/go.mod) and the plugins are this module's tools; see buf.gen.yaml.
 BUF = go tool -modfile=tools/go.mod buf
 proto:
 	$(BUF) format -w
 	$(BUF) lint
-	rm -f proto/scimesh/v1/*.pb.go proto/scimesh/v1/scimeshv1connect/*.connect.go
+	find proto \( -name '*.pb.go' -o -name '*.connect.go' \) -delete
 	$(BUF) generate
+	go run ./proto/stamp
