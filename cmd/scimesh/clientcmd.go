@@ -246,21 +246,25 @@ func writeResult(ctx context.Context, cmd *cobra.Command, c *client.Client, id, 
 		return fmt.Errorf("download the result of job %s: %w", id, err)
 	}
 	defer rc.Close()
-	var w io.Writer = cmd.OutOrStdout()
-	if output != "" {
-		f, err := os.Create(output)
-		if err != nil {
-			return fmt.Errorf("write the result: %w", err)
+	if output == "" {
+		if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
+			return fmt.Errorf("download the result of job %s: %w", id, err)
 		}
-		defer f.Close()
-		w = f
+		return nil
 	}
-	if _, err := io.Copy(w, rc); err != nil {
-		return fmt.Errorf("download the result of job %s: %w", id, err)
+	f, err := os.Create(output)
+	if err != nil {
+		return fmt.Errorf("write the result: %w", err)
 	}
-	if output != "" {
-		fmt.Fprintf(cmd.ErrOrStderr(), "result written to %s\n", output)
+	_, err = io.Copy(f, rc)
+	// A write the file system defers may fail only at Close.
+	if cerr := f.Close(); err == nil && cerr != nil {
+		return fmt.Errorf("write the result to %s: %w", output, cerr)
 	}
+	if err != nil {
+		return fmt.Errorf("download the result of job %s: %w; %s is incomplete", id, err, output)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "result written to %s\n", output)
 	return nil
 }
 

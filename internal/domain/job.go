@@ -29,7 +29,8 @@ type Job struct {
 	InputHeader    []byte // the header line every chunk of an upload repeats; nil when none
 	IdempotencyKey string // empty when the client sent none
 	RequestHash    string // sha256 of the creating request, to compare replays
-	Result         []byte // the final CSV, once completed; only the store's JobGetResult reads it
+	Result         []byte // the final CSV, once completed; only the store's JobResultRead reads it
+	ResultBytes    int64  // the final CSV's size, read from the store (0 before it is stitched); never written
 	ResultSHA256   string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time

@@ -131,8 +131,8 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 					t.Errorf("GetJob of %s read the final CSV; only JobResult may", id)
 				}
 				want := fmt.Sprintf("id,score\n%s-2,2\n", id)
-				if got, err := a.JobResult(t.Context(), id); err != nil || string(got) != want {
-					t.Fatalf("result of %s = %q, %v; want %q", id, got, err, want)
+				if got := readResult(t, a, id); string(got) != want {
+					t.Fatalf("result of %s = %q; want %q", id, got, want)
 				}
 				break
 			}

@@ -512,26 +512,6 @@ func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView,
 	return views, next, nil
 }
 
-// JobResult returns a completed job's final CSV; before that, ErrNotReady.
-// It is the one read of the final CSV.
-func (e *Engine) JobResult(ctx context.Context, id string) ([]byte, error) {
-	j, err := e.store.JobGet(ctx, id)
-	if err == nil && j.Creating {
-		err = store.ErrNotFound
-	}
-	if err != nil {
-		return nil, notFound(err, "job %q", id)
-	}
-	if j.Status != domain.JobCompleted {
-		return nil, fmt.Errorf("job %s is %s; its result exists once it is completed: %w", id, j.Status, domain.ErrNotReady)
-	}
-	b, err := e.store.JobGetResult(ctx, id)
-	if err != nil {
-		return nil, notFound(err, "job %q", id)
-	}
-	return b, nil
-}
-
 // CancelJob cancels a job and every task of it not yet final. Cancelling a
 // job that is already final changes nothing and returns it as it is.
 func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {

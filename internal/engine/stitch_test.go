@@ -2,6 +2,8 @@ package engine_test
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -63,9 +65,9 @@ func checkCompleted(t *testing.T, e *engine.Engine, id string, want []byte, want
 	if v.Status != domain.JobCompleted {
 		t.Fatalf("job is %s (%q); want completed", v.Status, v.Error)
 	}
-	got, err := e.JobResult(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
+	got := readResult(t, e, id)
+	if sum := sha256.Sum256(got); v.ResultSHA256 != hex.EncodeToString(sum[:]) {
+		t.Errorf("result_sha256 %s, want %x", v.ResultSHA256, sum)
 	}
 	if !bytes.Equal(got, want) {
 		t.Errorf("final CSV =\n%s\nwant\n%s", got, want)

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -177,15 +178,29 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
+// jobResult streams a completed job's final CSV from the store, a piece at
+// a time. Once the headers are out an error (the job deleted by retention
+// meanwhile, the database gone) can only cut the body short of its
+// Content-Length, which the client sees as an incomplete download.
 func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
-	csv, err := s.engine.JobResult(r.Context(), r.PathValue("job_id"))
+	id := r.PathValue("job_id")
+	res, err := s.engine.JobResult(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Length", strconv.Itoa(len(csv)))
-	_, _ = w.Write(csv)
+	h := w.Header()
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
+	if res.SHA256 != "" {
+		h.Set("ETag", `"sha256:`+res.SHA256+`"`)
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, res); err != nil && r.Context().Err() == nil {
+		s.log.WarnContext(r.Context(), "job result cut short", "job_id", id, "error", err)
+	}
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {

@@ -66,6 +66,9 @@ type options struct {
 	noLoops   bool // do not run the reaper and stitcher in the background
 	frozen    bool // time moves only by Advance
 	maxUpload int64
+	// wrap, when set, stands between the engine and the store: a test
+	// watches or breaks the store's calls through it.
+	wrap func(store.Store) store.Store
 }
 
 func sqliteStore(t *testing.T) store.Store {
@@ -107,7 +110,11 @@ func setup(t *testing.T, opts options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := engine.New(st, engine.Config{
+	engStore := st
+	if opts.wrap != nil {
+		engStore = opts.wrap(st)
+	}
+	eng := engine.New(engStore, engine.Config{
 		Shard: "s0", Logger: log, Now: c.Now, Blobs: blobs,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})

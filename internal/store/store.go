@@ -56,24 +56,34 @@ type Store interface {
 type Querier interface {
 	RetentionQuerier
 
-	// JobInsert inserts j. A taken ID or idempotency key is ErrDuplicate.
+	// JobInsert inserts j and sets j.ResultBytes to the length of its
+	// Result (ResultBytes is never written: the store derives it). A taken
+	// ID or idempotency key is ErrDuplicate.
 	JobInsert(ctx context.Context, j *domain.Job) error
 	// JobGet returns the job with id, creating or not, or ErrNotFound. It
-	// leaves Result nil: only JobGetResult reads the final CSV.
+	// leaves Result nil (only JobResultRead reads the final CSV) and sets
+	// ResultBytes, the CSV's size, which the database knows without
+	// reading the value.
 	JobGet(ctx context.Context, id string) (*domain.Job, error)
 	// JobGetByIdempotencyKey returns the job created with key, creating or
-	// not, or ErrNotFound. It leaves Result nil.
+	// not, or ErrNotFound. It leaves Result nil and sets ResultBytes.
 	JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error)
 	// JobList returns jobs newest first (CreatedAt, then ID, descending),
-	// leaving out those still creating. It leaves Result nil.
+	// leaving out those still creating. It leaves Result nil and sets
+	// ResultBytes.
 	JobList(ctx context.Context, p *JobListParams) ([]*domain.Job, error)
-	// JobGetResult returns the final CSV of the job with id (nil until it
-	// is stitched), or ErrNotFound. It is the one method that reads it.
-	JobGetResult(ctx context.Context, id string) ([]byte, error)
+	// JobResultRead returns at most p.Limit bytes of the final CSV of job
+	// p.ID from byte p.Offset on: fewer at its end, none past it or before
+	// the job is stitched; ErrNotFound when there is no such job. It is the
+	// one method that reads the CSV, so that a download holds a piece of
+	// it at a time, never the whole (the job's ResultBytes says where it
+	// ends). A negative Offset or Limit is an error.
+	JobResultRead(ctx context.Context, p *JobResultReadParams) ([]byte, error)
 	// JobUpdate writes j's mutable fields (Status, Error, ResultSHA256,
 	// UpdatedAt, FinishedAt, and Result when it is not nil: a nil Result
 	// keeps the stored one) where the stored version equals j.Version;
-	// otherwise ErrStale (ErrNotFound when the job is gone).
+	// otherwise ErrStale (ErrNotFound when the job is gone). A Result
+	// written sets j.ResultBytes to its length, as JobInsert does.
 	JobUpdate(ctx context.Context, j *domain.Job) error
 	// JobCreationProgress records that the creation of job p.ID went on at
 	// p.Now (UpdatedAt); with p.Done the job is whole and no longer
@@ -229,6 +239,13 @@ type JobCreationProgressParams struct {
 	ID   string
 	Now  time.Time
 	Done bool
+}
+
+// JobResultReadParams says which bytes of a job's final CSV to read.
+type JobResultReadParams struct {
+	ID     string
+	Offset int64 // bytes from the start, 0 or more
+	Limit  int   // bytes at most, 0 or more
 }
 
 // JobDeleteAbandonedParams says which abandoned job to delete and how much

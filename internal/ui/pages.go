@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -153,17 +155,29 @@ func (u *UI) streamFailed(sse *events, r *http.Request, err error) {
 	sse.send("failure", msg)
 }
 
-// result downloads a completed job's CSV.
+// result downloads a completed job's CSV, streamed from the store as the
+// REST API's GET /jobs/{id}/result streams it: an error once the headers
+// are out cuts the download short of its Content-Length.
 func (u *UI) result(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	b, err := u.e.JobResult(r.Context(), id)
+	res, err := u.e.JobResult(r.Context(), id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(id, ":", "_")+".csv"))
-	_, _ = w.Write(b)
+	h := w.Header()
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(id, ":", "_")+".csv"))
+	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
+	if res.SHA256 != "" {
+		h.Set("ETag", `"sha256:`+res.SHA256+`"`)
+	}
+	if r.Method == http.MethodHead {
+		return
+	}
+	if _, err := io.Copy(w, res); err != nil && r.Context().Err() == nil {
+		u.log.WarnContext(r.Context(), "job result cut short", "job_id", id, "error", err)
+	}
 }
 
 // cancel cancels a job and goes back to its page.

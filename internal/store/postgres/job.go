@@ -20,9 +20,12 @@ const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_
 	root_task_id, chunk_count, idempotency_key, request_hash, result, result_sha256,
 	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating`
 
-// jobSelectColumns are jobColumns as reads select them: without the final
-// CSV, which only JobGetResult reads.
-var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, NULL,", 1)
+// jobSelectColumns are jobColumns as reads select them: the final CSV's
+// size in place of the CSV, which only JobResultRead reads. octet_length
+// of a value stored out of line reads its TOAST pointer, which holds the
+// size, not the value.
+var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,",
+	"request_hash, coalesce(octet_length(result), 0)::bigint,", 1)
 
 var (
 	// ON CONFLICT DO NOTHING reports a taken ID or idempotency key as zero
@@ -58,7 +61,10 @@ WHERE id = $1 AND version = $8`
 
 	sqlJobExists = `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = $1)`
 
-	sqlJobGetResult = `SELECT result FROM jobs WHERE id = $1`
+	// A slice of a value stored out of line and uncompressed reads only the
+	// TOAST chunks it spans (migration 0013 stores results so); a
+	// compressed one is decompressed from its start to the slice's end.
+	sqlJobResultRead = `SELECT substring(result FROM $2 FOR $3) FROM jobs WHERE id = $1`
 
 	sqlJobMarkRunning = `UPDATE jobs
 SET status = 'running', updated_at = $2, version = version + 1
@@ -69,8 +75,9 @@ WHERE job_id = ANY($1) AND kind = 'chunk'
 GROUP BY job_id, state`
 )
 
-// JobInsert inserts j at version j.Version+1. A taken ID or idempotency key
-// is store.ErrDuplicate, and leaves a transaction usable.
+// JobInsert inserts j at version j.Version+1 and sets j.ResultBytes to the
+// length of its Result. A taken ID or idempotency key is
+// store.ErrDuplicate, and leaves a transaction usable.
 func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 	normTime(&j.CreatedAt)
 	normTime(&j.UpdatedAt)
@@ -91,6 +98,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("insert job %s: its ID or idempotency key is taken: %w", j.ID, store.ErrDuplicate)
 	}
+	j.ResultBytes = int64(len(j.Result))
 	j.Version++
 	return nil
 }
@@ -117,12 +125,22 @@ func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*doma
 	return j, nil
 }
 
-// JobGetResult returns the final CSV of the job with id, or
-// store.ErrNotFound.
-func (q *querier) JobGetResult(ctx context.Context, id string) ([]byte, error) {
+// maxBytea is the size of the largest bytea value, and so the most a
+// result read can return; substring takes int4 positions.
+const maxBytea = 1 << 30
+
+// JobResultRead returns at most p.Limit bytes of job p.ID's final CSV from
+// p.Offset on, or store.ErrNotFound.
+func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParams) ([]byte, error) {
+	if p.Offset < 0 || p.Limit < 0 {
+		return nil, fmt.Errorf("read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
+	}
+	// Past maxBytea there is nothing, but the job may still be missing.
+	start := min(p.Offset, maxBytea) + 1
+	limit := min(p.Limit, maxBytea)
 	var b []byte
-	if err := q.db.QueryRow(ctx, sqlJobGetResult, id).Scan(&b); err != nil {
-		return nil, translate(err, "get result of job %s", id)
+	if err := q.db.QueryRow(ctx, sqlJobResultRead, p.ID, int32(start), int32(limit)).Scan(&b); err != nil {
+		return nil, translate(err, "read result of job %s at %d", p.ID, p.Offset)
 	}
 	return b, nil
 }
@@ -169,6 +187,9 @@ func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
 	}
 	if tag.RowsAffected() == 0 {
 		return q.missing(ctx, sqlJobExists, "job", j.ID, j.Version)
+	}
+	if j.Result != nil {
+		j.ResultBytes = int64(len(j.Result))
 	}
 	j.Version++
 	return nil
@@ -233,7 +254,7 @@ func scanJob(row pgx.Row) (*domain.Job, error) {
 	)
 	err := row.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK,
 		&j.ScoreColumn, &order, &j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error,
-		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.Result, &j.ResultSHA256,
+		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.ResultBytes, &j.ResultSHA256,
 		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
 	if err != nil {
 		return nil, err

@@ -18,16 +18,20 @@ const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, 
 	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
 	timeout_seconds, creating`
 
-// jobSelectCols are jobCols as reads select them: without the final CSV,
-// which only JobGetResult reads.
-var jobSelectCols = strings.Replace(jobCols, "request_hash, result,", "request_hash, NULL,", 1)
+// jobSelectCols are jobCols as reads select them: the final CSV's size in
+// place of the CSV, which only JobResultRead reads. length() of a BLOB
+// column reads the row's header, not the value's overflow pages.
+var jobSelectCols = strings.Replace(jobCols, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
 
 var (
-	jobInsertSQL    = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(28) + `)`
-	jobGetSQL       = `SELECT ` + jobSelectCols + ` FROM jobs WHERE id = ?`
-	jobByKeySQL     = `SELECT ` + jobSelectCols + ` FROM jobs WHERE idempotency_key = ?`
-	jobExistsSQL    = `SELECT 1 FROM jobs WHERE id = ?`
-	jobGetResultSQL = `SELECT result FROM jobs WHERE id = ?`
+	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(28) + `)`
+	jobGetSQL    = `SELECT ` + jobSelectCols + ` FROM jobs WHERE id = ?`
+	jobByKeySQL  = `SELECT ` + jobSelectCols + ` FROM jobs WHERE idempotency_key = ?`
+	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
+	// substr counts bytes in a BLOB, from 1. SQLite hands a function the
+	// whole value (read from its pages, most often in the page cache) and
+	// frees it with the statement; only the slice reaches Go.
+	jobResultReadSQL = `SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`
 )
 
 const (
@@ -59,9 +63,9 @@ func jobListSQL(status, after bool) string {
 	return `SELECT ` + jobSelectCols + ` FROM jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
-// JobInsert inserts j with version j.Version+1 and sets j.Version to it. A
-// nil Parameters is stored as {}. A taken ID or idempotency key is
-// store.ErrDuplicate.
+// JobInsert inserts j with version j.Version+1 and sets j.Version to it,
+// and j.ResultBytes to the length of its Result. A nil Parameters is stored
+// as {}. A taken ID or idempotency key is store.ErrDuplicate.
 func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 	params := string(j.Parameters)
 	if j.Parameters == nil {
@@ -79,6 +83,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 	if j.Parameters == nil {
 		j.Parameters = json.RawMessage(params)
 	}
+	j.ResultBytes = int64(len(j.Result))
 	j.Version++
 	return nil
 }
@@ -104,13 +109,16 @@ func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*doma
 	return j, nil
 }
 
-// JobGetResult returns the final CSV of the job with id, or
-// store.ErrNotFound.
-func (q *querier) JobGetResult(ctx context.Context, id string) ([]byte, error) {
+// JobResultRead returns at most p.Limit bytes of job p.ID's final CSV from
+// p.Offset on, or store.ErrNotFound.
+func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParams) ([]byte, error) {
+	if p.Offset < 0 || p.Limit < 0 {
+		return nil, fmt.Errorf("sqlite: read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
+	}
 	var b []byte
-	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&b) }, jobGetResultSQL, id)
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&b) }, jobResultReadSQL, p.Offset, p.Limit, p.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get result of job %s: %w", id, err)
+		return nil, fmt.Errorf("sqlite: read result of job %s at %d: %w", p.ID, p.Offset, err)
 	}
 	return b, nil
 }
@@ -149,6 +157,9 @@ func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: update job %s at version %d: %w", j.ID, j.Version, err)
+	}
+	if j.Result != nil {
+		j.ResultBytes = int64(len(j.Result))
 	}
 	j.Version++
 	return nil
@@ -220,7 +231,7 @@ func scanJob(r scanner) (*domain.Job, error) {
 	)
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
-		&j.RequestHash, &j.Result, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
+		&j.RequestHash, &j.ResultBytes, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
 		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {

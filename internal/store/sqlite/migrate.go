@@ -45,7 +45,7 @@ func (s *Store) warm(ctx context.Context) error {
 	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
 		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
 		taskUpstreamDoneSQL, taskResultListSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
-		taskClaimStitchSQL, taskRunnableSQL, jobGetResultSQL, jobCreationProgressSQL, jobListAbandonedSQL, jobAbandonSQL,
+		taskClaimStitchSQL, taskRunnableSQL, jobResultReadSQL, jobCreationProgressSQL, jobListAbandonedSQL, jobAbandonSQL,
 		abandonedLogsDeleteSQL, abandonedTasksDeleteSQL, abandonedJobDeleteSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
 		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListRefsSQL,

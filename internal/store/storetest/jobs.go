@@ -62,18 +62,21 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			if j.Version != 1 {
 				t.Errorf("after JobInsert j.Version = %d, want 1", j.Version)
 			}
-			// Reads of the job leave the final CSV out; JobGetResult reads it.
+			// Reads of the job leave the final CSV out, with its size;
+			// JobResultRead reads it.
 			result := want.Result
-			want.Result = nil
+			want.Result, want.ResultBytes = nil, int64(len(result))
+			if j.ResultBytes != int64(len(result)) {
+				t.Errorf("after JobInsert j.ResultBytes = %d, want %d", j.ResultBytes, len(result))
+			}
 			checkJob(t, "JobGet", getJob(t, s, "j1"), want)
 			byKey, err := s.JobGetByIdempotencyKey(t.Context(), "idem-j1")
 			if err != nil {
 				t.Fatalf("JobGetByIdempotencyKey: %v", err)
 			}
 			checkJob(t, "JobGetByIdempotencyKey", byKey, want)
-			got, err := s.JobGetResult(t.Context(), "j1")
-			if err != nil || !bytes.Equal(got, result) {
-				t.Errorf("JobGetResult = %q, %v; want %q", got, err, result)
+			if got := readResult(t, s, "j1", 5); !bytes.Equal(got, result) {
+				t.Errorf("JobResultRead = %q; want %q", got, result)
 			}
 		})
 
@@ -194,10 +197,13 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			}
 			want := cloneJob(j)
 			want.Name = orig.Name
-			want.Result = nil // read by JobGetResult alone
+			want.Result = nil // read by JobResultRead alone
+			if j.ResultBytes != 15 {
+				t.Errorf("j.ResultBytes = %d after JobUpdate with a result of 15 bytes", j.ResultBytes)
+			}
 			checkJob(t, "JobGet after JobUpdate", getJob(t, s, "j1"), want)
-			if got, err := s.JobGetResult(t.Context(), "j1"); err != nil || string(got) != "id,score\n7,0.9\n" {
-				t.Errorf("JobGetResult after JobUpdate = %q, %v", got, err)
+			if got := readResult(t, s, "j1", 1<<20); string(got) != "id,score\n7,0.9\n" {
+				t.Errorf("JobResultRead after JobUpdate = %q", got)
 			}
 
 			// Clearing fields writes NULLs that read back as zero values.
@@ -212,8 +218,8 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			}
 			checkJob(t, "JobGet after clearing", getJob(t, s, "j1"), j)
 			// A nil Result (as every read leaves it) keeps the stored one.
-			if got, err := s.JobGetResult(t.Context(), "j1"); err != nil || string(got) != "id,score\n7,0.9\n" {
-				t.Errorf("JobGetResult after an update with a nil Result = %q, %v; want it kept", got, err)
+			if got := readResult(t, s, "j1", 1<<20); string(got) != "id,score\n7,0.9\n" {
+				t.Errorf("JobResultRead after an update with a nil Result = %q; want it kept", got)
 			}
 		})
 

@@ -1,0 +1,11 @@
+-- A job's final CSV is downloaded in slices (substring), one statement per
+-- slice. PostgreSQL stores a large bytea out of line in TOAST chunks of
+-- about 2 kB; compressed (the default, EXTENDED), each slice must be
+-- decompressed from the value's start, so a download costs time in the
+-- square of its size. Uncompressed (EXTERNAL), a slice reads only its own
+-- chunks. The space given up is that of final CSVs alone, which retention
+-- deletes with their jobs. This changes only the column's setting, without
+-- rewriting the table: results already stored keep the storage they were
+-- written with and are read as before, only more slowly; every result
+-- written from now on is stored uncompressed.
+ALTER TABLE jobs ALTER COLUMN result SET STORAGE EXTERNAL;

@@ -1,0 +1,1 @@
+-- Nothing to revert on SQLite (see 0013_result_storage.up.sql).

@@ -1,0 +1,4 @@
+-- Nothing to change on SQLite, which never compresses a BLOB: the number
+-- keeps both stores' migrations in step with PostgreSQL's 0013, which
+-- stores jobs.result uncompressed so that its slices read only their own
+-- pages.
