@@ -93,10 +93,20 @@ func TestStitchSurvivesKill(t *testing.T) {
 		t.Fatalf("create job: %d", s)
 	}
 
+	// The outputs are made before anything is claimed, and a few are sent
+	// at a time, so that a loaded machine does not let a lease of 5 s run
+	// out between a claim and its results (max_attempts 1 would fail the
+	// job).
+	outputs := make([][]byte, chunks)
 	var all []stitchRow
+	for c := range chunks {
+		out, kept := stitchOutput(c, rows)
+		outputs[c] = out
+		all = append(all, kept...)
+	}
 	for {
 		var claimed struct{ Tasks []taskOut }
-		s := call(t, "POST", a.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w", "max_tasks": 20}, &claimed)
+		s := call(t, "POST", a.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w", "max_tasks": 5}, &claimed)
 		if s == http.StatusNoContent {
 			break
 		}
@@ -105,9 +115,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 		}
 		var items []map[string]any
 		for _, tk := range claimed.Tasks {
-			out, kept := stitchOutput(tk.ChunkIndex, rows)
-			all = append(all, kept...)
-			items = append(items, map[string]any{"task_id": tk.TaskID, "worker_id": "w", "attempt": tk.Attempt, "output": string(out)})
+			items = append(items, map[string]any{"task_id": tk.TaskID, "worker_id": "w", "attempt": tk.Attempt, "output": string(outputs[tk.ChunkIndex])})
 		}
 		var res struct{ Results []struct{ Status int } }
 		if s := call(t, "POST", a.url+"/tasks/results", "wtok", map[string]any{"results": items}, &res); s != 200 {

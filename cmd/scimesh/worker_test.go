@@ -152,9 +152,10 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 		_, err := os.Stat(leftover[0])
 		return errors.Is(err, os.ErrNotExist)
 	})
-	if !strings.Contains(again.stderr.String(), "removed a leftover task directory") {
-		t.Errorf("the restarted worker's log does not say it removed the leftover:\n%s", again.stderr.String())
-	}
+	// The line is written after the removal: wait for it, too.
+	workerWaitFor(t, 5*time.Second, "the restarted worker's log to say it removed the leftover", func() bool {
+		return strings.Contains(again.stderr.String(), "removed a leftover task directory")
+	})
 }
 
 // workerProcsWith lists the live processes that have one of args as an
