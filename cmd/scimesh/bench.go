@@ -21,7 +21,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/pgcluster"
 )
 
 // benchConfig says what `scimesh bench` measures.
@@ -151,7 +151,7 @@ func benchDatabase(ctx context.Context, db string) (string, func(), error) {
 		}
 		return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
 	case "postgres":
-		cl, err := pgtest.StartCluster(ctx, pgtest.Options{})
+		cl, err := pgcluster.Start(ctx, pgcluster.Options{})
 		if err != nil {
 			return "", nil, fmt.Errorf("start a throwaway PostgreSQL: %w", err)
 		}
