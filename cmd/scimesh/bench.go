@@ -22,6 +22,7 @@ import (
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/pgcluster"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
 
 // benchConfig says what `scimesh bench` measures.
@@ -86,7 +87,7 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		return err
 	}
 	defer cleanup()
-	st, err := openStore(ctx, url, true)
+	st, err := storeopen.Open(ctx, url, storeopen.Options{Migrate: true})
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 	"github.com/scimesh/scimesh/internal/telemetry"
 	"github.com/scimesh/scimesh/internal/topology"
 	"github.com/scimesh/scimesh/internal/ui"
@@ -237,11 +238,11 @@ func newLogger(level slog.Level) *slog.Logger {
 // serve runs a coordinator until ctx is done. When ready is not nil it
 // receives the listening address once the server accepts connections.
 func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
-	blobs, err := cfg.openBlobs()
+	blobs, err := storeopen.Blobs(cfg.DataDir)
 	if err != nil {
 		return err
 	}
-	st, err := openStoreConns(ctx, cfg.DB, cfg.Migrate, cfg.DBMaxConns)
+	st, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{Migrate: cfg.Migrate, MaxConns: cfg.DBMaxConns})
 	if err != nil {
 		return err
 	}
@@ -347,7 +348,7 @@ func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *s
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "shard", cfg.Shard, "db", redact(cfg.DB))
+	log.Info("serving", "addr", ln.Addr().String(), "shard", cfg.Shard, "db", storeopen.Redact(cfg.DB))
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
