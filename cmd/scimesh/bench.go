@@ -22,7 +22,7 @@ import (
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/pgcluster"
-	"github.com/scimesh/scimesh/internal/store/storeopen"
+	"github.com/scimesh/scimesh/internal/server"
 )
 
 // benchConfig says what `scimesh bench` measures.
@@ -87,25 +87,22 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 		return err
 	}
 	defer cleanup()
-	st, err := storeopen.Open(ctx, url, storeopen.Options{Migrate: true})
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: url, Migrate: true, Logger: newLogger(c.LogLevel)})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	log := newLogger(c.LogLevel)
-	eng := engine.New(st, engine.Config{Shard: "s0", Logger: log})
+	defer srv.Close()
 
 	seedStart := time.Now()
-	jobID, err := seedBacklog(ctx, eng, c.Backlog+c.Tasks)
+	jobID, err := seedBacklog(ctx, srv.Engine(), c.Backlog+c.Tasks)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "store %s: seeded %d pending tasks in %v\n", storeKind(url), c.Backlog+c.Tasks, time.Since(seedStart).Round(time.Millisecond))
 
-	base, waitServer, err := startLocal(ctx, eng, log)
-	if err != nil {
-		return err
-	}
+	waitServer := srv.Start(ctx)
+	defer func() { cancel(); _ = waitServer() }()
+	base := srv.URL()
 
 	stop, err := startProfile(c.Profile)
 	if err != nil {
@@ -114,8 +111,6 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 	if c.CreateChunks > 0 {
 		err := benchCreate(ctx, out, base, c)
 		stop()
-		cancel()
-		_ = waitServer()
 		return err
 	}
 	res := drive(ctx, base, c)
@@ -123,17 +118,14 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 	if res.err != nil {
 		return res.err
 	}
-	counts, err := st.JobTaskCounts(ctx, []string{jobID})
-	left := counts[jobID]
+	job, err := srv.Engine().GetJob(ctx, jobID)
 	if err != nil {
 		return err
 	}
 	slices.Sort(res.latencies)
 	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d\n",
 		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
-		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), left.Pending)
-	cancel()
-	_ = waitServer()
+		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), job.Tasks.Pending)
 	return nil
 }
 

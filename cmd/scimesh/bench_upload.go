@@ -15,10 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
-	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/server"
 )
 
 func newBenchUploadCmd() *cobra.Command {
@@ -91,22 +89,14 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(dir, "scimesh.db"), DataDir: dir, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
-	eng := engine.New(store, engine.Config{Logger: quiet, Blobs: blobs})
-	base, waitServer, err := startLocal(ctx, eng, quiet)
-	if err != nil {
-		return err
-	}
+	defer srv.Close()
+	waitServer := srv.Start(ctx)
 	defer func() { cancel(); _ = waitServer() }()
-	cl := client.New(base, "")
+	cl := client.New(srv.URL(), "")
 
 	var catT, upT, splitT, bothT []time.Duration
 	for range runs {

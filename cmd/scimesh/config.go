@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"time"
 
@@ -68,19 +67,6 @@ func checkShard(s string) error {
 		return fmt.Errorf("shard name %q must be 1-32 characters of a-z 0-9 -; set --shard or SCIMESH_SHARD", s)
 	}
 	return nil
-}
-
-// isLoopback reports whether addr (host:port) listens on loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // storageConfig is where a coordinator's data lives: the settings that

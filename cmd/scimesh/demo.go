@@ -21,10 +21,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
-	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/worker"
 	"github.com/scimesh/scimesh/internal/worker/tanimoto"
 )
@@ -97,24 +95,18 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 	fmt.Fprintf(stderr, "generated %d fingerprints of %d bits (seed %d) in %v\n", c.Rows, c.Bits, c.Seed, time.Since(start).Round(time.Millisecond))
 
 	// The coordinator.
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: defaultShard,
+		DB: "sqlite:" + filepath.Join(dir, "scimesh.db"), DataDir: dir, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
-	eng := engine.New(st, engine.Config{Shard: defaultShard, Logger: quiet, Blobs: blobs})
+	defer srv.Close()
 	var wg sync.WaitGroup // the workers
 	defer wg.Wait()
-	base, waitServer, err := startLocal(ctx, eng, quiet)
-	if err != nil {
-		return err
-	}
+	waitServer := srv.Start(ctx)
 	defer waitServer()
 	defer cancel()
+	base := srv.URL()
 	fmt.Fprintf(stderr, "coordinator on %s (SQLite in %s)\n", base, dir)
 
 	// The workers.
