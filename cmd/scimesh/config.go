@@ -1,24 +1,15 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/joho/godotenv"
 	"github.com/spf13/cobra"
 
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
-	"github.com/scimesh/scimesh/internal/store"
-	"github.com/scimesh/scimesh/internal/store/migrate"
-	"github.com/scimesh/scimesh/internal/store/postgres"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
 
 // Defaults of the settings.
@@ -78,74 +69,6 @@ func checkShard(s string) error {
 	return nil
 }
 
-// isLoopback reports whether addr (host:port) listens on loopback only.
-func isLoopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// openStore opens the database named by url. SQLite migrates itself;
-// PostgreSQL is migrated only when migrateUp is set, and otherwise must
-// already be.
-func openStore(ctx context.Context, url string, migrateUp bool) (store.Store, error) {
-	return openStoreConns(ctx, url, migrateUp, 0)
-}
-
-// openStoreConns is openStore with a PostgreSQL pool of maxConns
-// connections (0: the URL's pool_max_conns, else 16); SQLite ignores it.
-func openStoreConns(ctx context.Context, url string, migrateUp bool, maxConns int) (store.Store, error) {
-	switch {
-	case strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(url, "sqlite:")
-		if path == "" {
-			return nil, fmt.Errorf("database %q names no file; use sqlite:PATH", url)
-		}
-		return sqlite.Open(ctx, path)
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err := postgres.Open(ctx, url, postgres.MaxConns(maxConns))
-		if err != nil {
-			return nil, err
-		}
-		if migrateUp {
-			ms, err := postgres.Migrations()
-			if err == nil {
-				_, err = migrate.Up(ctx, s.MigrateDB(), ms)
-			}
-			if err != nil {
-				s.Close()
-				return nil, fmt.Errorf("migrate database: %w", err)
-			}
-		}
-		if err := s.CheckMigrated(ctx); err != nil {
-			s.Close()
-			return nil, err
-		}
-		return s, nil
-	}
-	return nil, fmt.Errorf("database %q: use sqlite:PATH or postgres://USER@HOST/DB (set --db or DATABASE_URL)", redact(url))
-}
-
-// redact hides a password in a database URL.
-func redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
-	}
-	creds, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return url
-	}
-	user, _, _ := strings.Cut(creds, ":")
-	return scheme + "://" + user + ":***@" + host
-}
-
 // storageConfig is where a coordinator's data lives: the settings that
 // serve and prune share, resolved the same way for both.
 type storageConfig struct {
@@ -167,15 +90,6 @@ func resolveStorage(cmd *cobra.Command, e *env) storageConfig {
 		DB:      e.setting(cmd, "db", "DATABASE_URL", defaultDB),
 		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
 	}
-}
-
-// openBlobs opens the file store under the data directory, creating it
-// when needed.
-func (c storageConfig) openBlobs() (*blob.Store, error) {
-	if err := os.MkdirAll(c.DataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
-	}
-	return blob.Open(filepath.Join(c.DataDir, "blobs"))
 }
 
 // Defaults of retention (SPEC §7).

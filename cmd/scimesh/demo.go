@@ -1,40 +1,29 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/csv"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
-	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/demo"
+	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/worker"
 	"github.com/scimesh/scimesh/internal/worker/tanimoto"
 )
 
 // demoConfig says what `scimesh demo` runs.
 type demoConfig struct {
-	Rows      int
-	Bits      int
-	Density   float64
-	Seed      uint64
+	demo.Data // the data set
 	Workers   int
 	ChunkRows int
 	TopK      int
@@ -90,31 +79,25 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 
 	// The data set.
 	dataPath := filepath.Join(dir, "fingerprints.csv")
-	query, err := writeFingerprints(dataPath, c)
+	query, err := demo.WriteFingerprints(dataPath, c.Data)
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "generated %d fingerprints of %d bits (seed %d) in %v\n", c.Rows, c.Bits, c.Seed, time.Since(start).Round(time.Millisecond))
 
 	// The coordinator.
-	st, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: defaultShard,
+		DB: "sqlite:" + filepath.Join(dir, "scimesh.db"), DataDir: dir, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
-	eng := engine.New(st, engine.Config{Shard: defaultShard, Logger: quiet, Blobs: blobs})
+	defer srv.Close()
 	var wg sync.WaitGroup // the workers
 	defer wg.Wait()
-	base, waitServer, err := startLocal(ctx, eng, quiet)
-	if err != nil {
-		return err
-	}
+	waitServer := srv.Start(ctx)
 	defer waitServer()
 	defer cancel()
+	base := srv.URL()
 	fmt.Fprintf(stderr, "coordinator on %s (SQLite in %s)\n", base, dir)
 
 	// The workers.
@@ -176,7 +159,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 
 	// The same search in one process, to check the result.
 	directStart := time.Now()
-	want, err := directTopK(ctx, dataPath, params, c.TopK)
+	want, err := demo.DirectTopK(ctx, dataPath, params, c.TopK)
 	if err != nil {
 		return fmt.Errorf("direct computation: %w", err)
 	}
@@ -192,100 +175,4 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 	fmt.Fprintln(stdout, "check: the result equals the direct computation, byte for byte")
 	cancel()
 	return nil
-}
-
-// writeFingerprints writes c.Rows random fingerprints as id,fingerprint and
-// returns a query near one of them.
-func writeFingerprints(path string, c demoConfig) (string, error) {
-	f, err := os.Create(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	rng := rand.New(rand.NewPCG(c.Seed, c.Seed^0x5c1e5))
-	fp := make([]byte, c.Bits/8)
-	var query []byte
-	pick := rng.IntN(c.Rows)
-	line := make([]byte, 0, 32+2*len(fp))
-	w.WriteString("id,fingerprint\n")
-	for i := range c.Rows {
-		randomFingerprint(rng, fp, c.Density)
-		if i == pick {
-			query = slices.Clone(fp)
-			for range max(1, c.Bits/256) { // flip a few bits: the nearest is near, not equal
-				b := rng.IntN(c.Bits)
-				query[b/8] ^= 1 << (b % 8)
-			}
-		}
-		line = append(line[:0], "mol-"...)
-		line = strconv.AppendInt(line, int64(i), 10)
-		line = append(line, ',')
-		line = hex.AppendEncode(line, fp)
-		line = append(line, '\n')
-		w.Write(line)
-	}
-	if err := w.Flush(); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(query), f.Close()
-}
-
-func randomFingerprint(rng *rand.Rand, fp []byte, density float64) {
-	clear(fp)
-	bits := len(fp) * 8
-	for range int(density * float64(bits)) {
-		b := rng.IntN(bits)
-		fp[b/8] |= 1 << (b % 8)
-	}
-}
-
-// directTopK scores the whole table in this process and keeps the best k
-// rows, ties by row order: what the distributed job must produce.
-func directTopK(ctx context.Context, path string, params json.RawMessage, k int) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var scored bytes.Buffer
-	if err := tanimoto.Run(ctx, params, true, bufio.NewReaderSize(f, 1<<20), &scored); err != nil {
-		return nil, err
-	}
-	r := csv.NewReader(&scored)
-	recs, err := r.ReadAll()
-	if err != nil {
-		return nil, err
-	}
-	if len(recs) == 0 {
-		return nil, errors.New("no output")
-	}
-	header, rows := recs[0], recs[1:]
-	scores := make([]float64, len(rows))
-	for i, rec := range rows {
-		if scores[i], err = strconv.ParseFloat(rec[1], 64); err != nil {
-			return nil, err
-		}
-	}
-	idx := make([]int, len(rows))
-	for i := range idx {
-		idx[i] = i
-	}
-	slices.SortStableFunc(idx, func(a, b int) int {
-		switch {
-		case scores[a] > scores[b]:
-			return -1
-		case scores[a] < scores[b]:
-			return 1
-		}
-		return 0
-	})
-	var out bytes.Buffer
-	cw := csv.NewWriter(&out)
-	cw.Write(header)
-	for _, i := range idx[:min(k, len(idx))] {
-		cw.Write(rows[i])
-	}
-	cw.Flush()
-	return out.Bytes(), cw.Error()
 }

@@ -22,12 +22,11 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/scimesh/scimesh/internal/auth"
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/server"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -93,39 +92,26 @@ type hostile struct {
 	taskID  string // its one chunk task
 }
 
-func startHostile(t *testing.T, cfg serveConfig, ecfg engine.Config) *hostile {
+func startHostile(t *testing.T, cfg server.Config) *hostile {
 	t.Helper()
 	dir := t.TempDir()
-	st, err := sqlite.Open(t.Context(), filepath.Join(dir, "scimesh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
 	h := &hostile{blobDir: filepath.Join(dir, "blobs")}
-	blobs, err := blob.Open(h.blobDir)
+	cfg.Addr, cfg.Shard, cfg.Tokens = "127.0.0.1:0", "s0", hostileTokens
+	cfg.DB, cfg.DataDir = "sqlite:"+filepath.Join(dir, "scimesh.db"), dir
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := server.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ecfg.Shard, ecfg.Logger, ecfg.Blobs = "s0", log, blobs
-	h.engine = engine.New(st, ecfg)
-	cfg.Addr, cfg.Tokens = "127.0.0.1:0", hostileTokens
+	h.engine, h.url = srv.Engine(), srv.URL()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() { done <- runServer(ctx, h.engine, &cfg, log, func(a string) { addrc <- a }) }()
+	wait := srv.Start(ctx)
 	t.Cleanup(func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runServer: %v", err)
+		if err := wait(); err != nil {
+			t.Errorf("server: %v", err)
 		}
 	})
-	select {
-	case a := <-addrc:
-		h.url = "http://" + a
-	case err := <-done:
-		t.Fatalf("runServer: %v", err)
-	}
 	var j jobOut
 	if s := call(t, "POST", h.url+"/jobs", hostileTokens.Client, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
 		t.Fatalf("create the job: %d", s)
@@ -342,7 +328,7 @@ func roleToken(r auth.Role) string {
 // and the database is as it was.
 func TestHostileCallers(t *testing.T) {
 	t.Parallel()
-	h := startHostile(t, serveConfig{MaxUploadBytes: hostileUploadMax, BodyGrace: 300 * time.Millisecond, BodyRate: 1 << 10}, engine.Config{})
+	h := startHostile(t, server.Config{MaxUploadBytes: hostileUploadMax, BodyGrace: 300 * time.Millisecond, BodyRate: 1 << 10})
 	routes := httpapi.New(nil, auth.NewGate(auth.Tokens{}), nil).Routes()
 	for _, pattern := range routes {
 		if pattern == "/ui/" {
@@ -543,7 +529,7 @@ func (h *hostile) grpcProtocol(t *testing.T) {
 // the client token), bound their forms and refuse cross-site posts.
 func TestHostileDashboard(t *testing.T) {
 	t.Parallel()
-	h := startHostile(t, serveConfig{}, engine.Config{})
+	h := startHostile(t, server.Config{})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, c := range []struct {
 		method, path, token string
@@ -671,7 +657,7 @@ func TestHostileMemory(t *testing.T) {
 // one waiting claim, a log line reaches every follower.
 func TestHostileCaps(t *testing.T) {
 	t.Parallel()
-	h := startHostile(t, serveConfig{}, engine.Config{MaxWaitingClaims: 3, MaxStreams: 2})
+	h := startHostile(t, server.Config{MaxWaitingClaims: 3, MaxStreams: 2})
 	busy := func(what string, a answer) {
 		t.Helper()
 		if a.status != http.StatusServiceUnavailable || a.code != "unavailable" || a.header.Get("Retry-After") == "" {

@@ -1,6 +1,8 @@
 // Command scimesh is SciMesh's one binary: the coordinator, the worker and
-// the client commands. It is the composition root: the only place that picks
-// concrete types and wires them together.
+// the client commands. It holds only the commands, their flags and the
+// environment (.env included): each command turns those into the config of
+// a library package — internal/server for serve (and for demo and bench),
+// internal/worker, internal/bench, internal/client — and runs it.
 package main
 
 import (

@@ -17,8 +17,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/telemetry"
 )
 
@@ -74,43 +73,28 @@ func metricValue(mfs map[string]*dto.MetricFamily, name string, labels map[strin
 	return 0, false
 }
 
-// TestMetricsFigures runs runServer, as serve does, on SQLite with a clock
+// TestMetricsFigures runs a server built as serve builds it, on SQLite with a clock
 // of its own, does known work over REST and Connect, and checks every
 // figure of GET /metrics against it.
 func TestMetricsFigures(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "scimesh.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
 	logs := &syncBuffer{}
 	log := slog.New(telemetry.NewLogHandler(slog.NewTextHandler(logs, nil)))
 	clock := &testClock{}
-	metrics := telemetry.New(log)
-	eng := engine.New(st, engine.Config{Shard: "s0", Logger: log, Now: clock.now, Observer: metrics,
-		ReapInterval: 20 * time.Millisecond, StitchInterval: 20 * time.Millisecond})
-	metrics.Watch(eng, st)
-
+	srv, err := server.New(t.Context(), server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: "sqlite:" + filepath.Join(t.TempDir(), "scimesh.db"),
+		Logger: log, Now: clock.now, ReapInterval: 20 * time.Millisecond, StitchInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := srv.URL()
 	ctx, cancel := context.WithCancel(context.Background())
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0", Metrics: metrics}, log, func(a string) { addrc <- a })
-	}()
+	wait := srv.Start(ctx)
 	defer func() {
 		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("runServer: %v", err)
+		if err := wait(); err != nil {
+			t.Errorf("server: %v", err)
 		}
 	}()
-	var base string
-	select {
-	case a := <-addrc:
-		base = "http://" + a
-	case err := <-done:
-		t.Fatalf("runServer: %v", err)
-	}
 
 	const worker, treeWorker, name = "worker-alpha-7", "tree-worker-9", "secret-job-name"
 	// Job a: 4 chunks. Job b: 2 chunks, one attempt each, claimed first.

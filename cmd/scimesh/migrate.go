@@ -3,13 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/store/migrate"
-	"github.com/scimesh/scimesh/internal/store/postgres"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
 
 func newMigrateCmd() *cobra.Command {
@@ -38,36 +36,12 @@ func runMigrate(ctx context.Context, cmd *cobra.Command, url, action string) err
 	if action != "up" && action != "down" && action != "status" {
 		return fmt.Errorf("unknown migrate action %q: use up, down or status", action)
 	}
-	var (
-		db    migrate.DB
-		ms    []migrate.Migration
-		close func() error
-	)
-	switch {
-	case strings.HasPrefix(url, "sqlite:"):
-		s, err := sqlite.OpenNoMigrate(ctx, strings.TrimPrefix(url, "sqlite:"))
-		if err != nil {
-			return err
-		}
-		db, close = s.MigrateDB(), s.Close
-		ms, err = sqlite.Migrations()
-		if err != nil {
-			return err
-		}
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err := postgres.Open(ctx, url)
-		if err != nil {
-			return err
-		}
-		db, close = s.MigrateDB(), s.Close
-		ms, err = postgres.Migrations()
-		if err != nil {
-			return err
-		}
-	default:
-		return fmt.Errorf("database %q: use sqlite:PATH or postgres://USER@HOST/DB (set --db or DATABASE_URL)", redact(url))
+	sc, err := storeopen.OpenSchema(ctx, url)
+	if err != nil {
+		return err
 	}
-	defer close()
+	defer sc.Close()
+	db, ms := sc.DB, sc.Migrations
 	out := cmd.OutOrStdout()
 	switch action {
 	case "up":

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
 
 func newPruneCmd() *cobra.Command {
@@ -52,11 +53,11 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 // runPrune makes one retention pass on the storage sc names and prints
 // what it deleted (or would) to out.
 func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneParams) error {
-	blobs, err := sc.openBlobs()
+	blobs, err := storeopen.Blobs(sc.DataDir)
 	if err != nil {
 		return err
 	}
-	st, err := openStore(ctx, sc.DB, false)
+	st, err := storeopen.Open(ctx, sc.DB, storeopen.Options{})
 	if err != nil {
 		return err
 	}

@@ -1,17 +1,11 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
-	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -20,53 +14,10 @@ import (
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
-	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/telemetry"
 	"github.com/scimesh/scimesh/internal/topology"
-	"github.com/scimesh/scimesh/internal/ui"
 )
-
-// serveConfig is everything `scimesh serve` needs, resolved from flags,
-// environment and .env.
-type serveConfig struct {
-	storageConfig
-	Addr     string
-	Shard    string
-	Topology *topology.Topology // nil: a single shard
-	Tokens   auth.Tokens
-	Migrate  bool
-	// retentionConfig says how long finished jobs, trees and unused
-	// uploads are kept; RetentionInterval how often the loop looks.
-	retentionConfig
-	RetentionInterval time.Duration
-	// PeerGiveUp is how long a message may wait for a shard that does not
-	// answer before its tree is failed (engine.Config.PeerGiveUp); 0 waits
-	// for as long as it takes.
-	PeerGiveUp time.Duration
-	// StitchLease is how long a coordinator's lease on a job's stitch
-	// lasts (engine.Config.StitchLease); 0 means the engine's default.
-	StitchLease time.Duration
-	// InsecurePeers allows the peer token over plain HTTP to hosts that
-	// are not loopback.
-	InsecurePeers bool
-	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
-	MaxUploadBytes int64
-	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
-	// open streams of the process; 0 means the engine's defaults.
-	MaxWaitingClaims, MaxStreams int
-	// DBMaxConns is the PostgreSQL pool's size; 0 means the URL's
-	// pool_max_conns, else 16.
-	DBMaxConns int
-	// BodyGrace and BodyRate, when set, replace the gate's bounds on a
-	// body that trickles in (auth.Gate); tests shorten them.
-	BodyGrace time.Duration
-	BodyRate  int64
-	// LogLevel is the least important level logged.
-	LogLevel slog.Level
-	// Metrics is the engine's Observer, served at GET /metrics; nil makes
-	// runServer build its own, without the engine's counters.
-	Metrics *telemetry.Metrics
-}
 
 func newServeCmd() *cobra.Command {
 	var migrateFlag bool
@@ -82,7 +33,11 @@ func newServeCmd() *cobra.Command {
 			cfg.Migrate = migrateFlag
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			return serve(ctx, cfg, newLogger(cfg.LogLevel), nil)
+			srv, err := server.New(ctx, *cfg)
+			if err != nil {
+				return err
+			}
+			return srv.Run(ctx)
 		},
 	}
 	addStorageFlags(cmd)
@@ -108,15 +63,19 @@ func newServeCmd() *cobra.Command {
 	return cmd
 }
 
-func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
+// resolveServeConfig turns serve's flags, the environment and .env into
+// the server's config, and refuses settings that would expose it.
+func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 	e, err := loadEnv()
 	if err != nil {
 		return nil, err
 	}
-	cfg := &serveConfig{
-		storageConfig: resolveStorage(cmd, e),
-		Addr:          e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
-		Shard:         e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
+	sc := resolveStorage(cmd, e)
+	cfg := &server.Config{
+		DB:      sc.DB,
+		DataDir: sc.DataDir,
+		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
+		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
 		Tokens: auth.Tokens{
 			Worker: e.get("WORKER_AUTH_TOKEN"),
 			Client: e.get("CLIENT_AUTH_TOKEN"),
@@ -126,9 +85,11 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	if err := cfg.Tokens.Validate(); err != nil {
 		return nil, err
 	}
-	if err := cfg.LogLevel.UnmarshalText([]byte(e.setting(cmd, "log-level", "SCIMESH_LOG_LEVEL", "info"))); err != nil {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(e.setting(cmd, "log-level", "SCIMESH_LOG_LEVEL", "info"))); err != nil {
 		return nil, fmt.Errorf("log level: %w; use debug, info, warn or error (--log-level or SCIMESH_LOG_LEVEL)", err)
 	}
+	cfg.Logger = newLogger(level)
 	if v := e.setting(cmd, "max-upload-bytes", "SCIMESH_MAX_UPLOAD_BYTES", ""); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
@@ -149,9 +110,11 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 			*c.to = n
 		}
 	}
-	if cfg.retentionConfig, err = resolveRetention(cmd, e, "retention"); err != nil {
+	rc, err := resolveRetention(cmd, e, "retention")
+	if err != nil {
 		return nil, err
 	}
+	cfg.Retention, cfg.UploadRetention = rc.Retention, rc.UploadRetention
 	v := e.setting(cmd, "retention-interval", "SCIMESH_RETENTION_INTERVAL", defaultRetentionInterval.String())
 	if cfg.RetentionInterval, err = time.ParseDuration(v); err != nil || cfg.RetentionInterval <= 0 {
 		return nil, fmt.Errorf("retention interval %q must be a positive duration such as 10m (--retention-interval or SCIMESH_RETENTION_INTERVAL)", v)
@@ -174,11 +137,11 @@ func resolveServeConfig(cmd *cobra.Command) (*serveConfig, error) {
 	if err := resolvePeerSettings(cmd, e, cfg); err != nil {
 		return nil, err
 	}
-	if !isLoopback(cfg.Addr) && (cfg.Tokens.Worker == "" || cfg.Tokens.Client == "") {
+	if !server.IsLoopback(cfg.Addr) && (cfg.Tokens.Worker == "" || cfg.Tokens.Client == "") {
 		return nil, fmt.Errorf("refusing to listen on %s without tokens: anyone who can reach it could run and read jobs. "+
 			"Set WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN (in the environment or .env), or listen on loopback (--addr 127.0.0.1:8080)", cfg.Addr)
 	}
-	if !isLoopback(cfg.Addr) && cfg.Topology.String() != "" && cfg.Tokens.Peer == "" {
+	if !server.IsLoopback(cfg.Addr) && cfg.Topology.String() != "" && cfg.Tokens.Peer == "" {
 		return nil, fmt.Errorf("refusing to listen on %s with a topology but without PEER_AUTH_TOKEN: anyone who can reach it "+
 			"could create and fail tasks of trees. Set the same PEER_AUTH_TOKEN on every shard", cfg.Addr)
 	}
@@ -197,7 +160,7 @@ const defaultPatternGiveUp = time.Hour
 // refuses a static topology that would send the peer token over plain
 // HTTP beyond loopback (a pattern's shards are checked at each delivery,
 // by rpc.Peers, since their hosts depend on their names).
-func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *serveConfig) error {
+func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *server.Config) error {
 	if cfg.Topology.Open() {
 		cfg.PeerGiveUp = defaultPatternGiveUp
 	}
@@ -232,158 +195,4 @@ func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *serveConfig) error {
 // request ID of the context they are logged with.
 func newLogger(level slog.Level) *slog.Logger {
 	return slog.New(telemetry.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
-}
-
-// serve runs a coordinator until ctx is done. When ready is not nil it
-// receives the listening address once the server accepts connections.
-func serve(ctx context.Context, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
-	blobs, err := cfg.openBlobs()
-	if err != nil {
-		return err
-	}
-	st, err := openStoreConns(ctx, cfg.DB, cfg.Migrate, cfg.DBMaxConns)
-	if err != nil {
-		return err
-	}
-	defer st.Close()
-	metrics := telemetry.New(log)
-	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
-		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
-		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval}
-	if cfg.Topology.String() != "" { // other shards exist: trees may span them
-		peers := rpc.NewPeers(cfg.Topology.URL, cfg.Tokens.Peer, &http.Client{})
-		peers.Insecure = cfg.InsecurePeers
-		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
-		if u, _ := cfg.Topology.URL(cfg.Shard); cfg.Topology.Open() && cfg.Tokens.Peer != "" && !cfg.InsecurePeers && topology.PlainRemote(u) {
-			log.Warn("the topology's pattern is plain http://: messages to shards that are not on loopback will be refused, failing their trees; "+
-				"use an https:// pattern, or --insecure-peers on a network you trust", "topology", cfg.Topology.String())
-		}
-	}
-	eng := engine.New(st, ecfg)
-	metrics.Watch(eng, st)
-	cfg.Metrics = metrics
-	return runServer(ctx, eng, cfg, log, ready)
-}
-
-// startLocal serves eng on a free loopback port until ctx is done, and
-// returns its URL once it accepts connections, or the error that kept it
-// from starting. wait blocks until the server has stopped.
-func startLocal(ctx context.Context, eng *engine.Engine, log *slog.Logger) (base string, wait func() error, err error) {
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- runServer(ctx, eng, &serveConfig{Addr: "127.0.0.1:0"}, log, func(a string) { addrc <- a })
-	}()
-	wait = sync.OnceValue(func() error { return <-done })
-	select {
-	case a := <-addrc:
-		return "http://" + a, wait, nil
-	case err := <-done:
-		return "", nil, err
-	}
-}
-
-// runServer serves eng's API on cfg.Addr and runs its background loops
-// until ctx is done.
-func runServer(ctx context.Context, eng *engine.Engine, cfg *serveConfig, log *slog.Logger, ready func(addr string)) error {
-	if short := cfg.Tokens.Short(); len(short) > 0 {
-		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
-	}
-	gate := auth.NewGate(cfg.Tokens)
-	if cfg.BodyGrace > 0 {
-		gate.BodyGrace, gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
-	}
-	api := httpapi.New(eng, gate, log)
-	if cfg.MaxUploadBytes > 0 {
-		api.MaxUploadBytes = cfg.MaxUploadBytes
-	}
-	// One port: the gRPC and Connect services under /scimesh.v1.…/ (and
-	// health, reflection), the REST API everywhere else.
-	mux := http.NewServeMux()
-	topo := cfg.Topology
-	if topo == nil {
-		topo = &topology.Topology{}
-	}
-	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
-	rpc.Mount(mux, eng, gate, known, log)
-	dash, err := ui.New(eng, ui.Config{Gate: gate, Topology: topo, Logger: log})
-	if err != nil {
-		return err
-	}
-	metrics := cfg.Metrics
-	if metrics == nil {
-		metrics = telemetry.New(log)
-		metrics.Watch(eng, nil)
-	}
-	api.UI, api.Metrics = dash, metrics.Handler()
-	mux.Handle("/", api)
-	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
-	var protocols http.Protocols
-	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
-
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
-	}
-	// Requests run under baseCtx, cancelled at shutdown so that long-polling
-	// claims end at once instead of holding the shutdown for a minute.
-	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelRequests()
-	srv := &http.Server{
-		Handler:           metrics.Wrap(guardHost(mux, cfg.Tokens.Client == "" || cfg.Tokens.Worker == ""), log),
-		Protocols:         &protocols,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		BaseContext:       func(net.Listener) context.Context { return baseCtx },
-	}
-	loopCtx, stopLoops := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { eng.Run(loopCtx) })
-	defer func() {
-		stopLoops()
-		wg.Wait()
-	}()
-
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	log.Info("serving", "addr", ln.Addr().String(), "shard", cfg.Shard, "db", redact(cfg.DB))
-	if ready != nil {
-		ready(ln.Addr().String())
-	}
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	cancelRequests()
-	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("shut down: %w", err)
-	}
-	return nil
-}
-
-// guardHost, when open (a server without tokens, hence on loopback),
-// answers only requests addressed to a loopback host: a web page that
-// rebinds its own name to 127.0.0.1 cannot drive an open coordinator from
-// a browser on the same machine.
-func guardHost(h http.Handler, open bool) http.Handler {
-	if !open {
-		return h
-	}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if _, _, err := net.SplitHostPort(host); err != nil {
-			host = net.JoinHostPort(host, "0")
-		}
-		if !isLoopback(host) {
-			http.Error(w, "this coordinator runs without tokens, so it answers only requests to localhost or 127.0.0.1; "+
-				"use that address, or set CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN", http.StatusMisdirectedRequest)
-			return
-		}
-		h.ServeHTTP(w, r)
-	})
 }

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -118,7 +119,7 @@ func (m *mesh) waitState(want map[string]string) {
 // outbox reads a shard's outbox size from its database.
 func (m *mesh) outbox(shard string) store.OutboxStats {
 	m.t.Helper()
-	st, err := openStore(m.t.Context(), m.dbs[shard], false)
+	st, err := storeopen.Open(m.t.Context(), m.dbs[shard], storeopen.Options{})
 	if err != nil {
 		m.t.Fatal(err)
 	}
@@ -260,7 +261,7 @@ func TestOutboxSurvivesKill(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeAlreadyExists {
 		t.Fatalf("ReportSuccess with another result: %v, want AlreadyExists", err)
 	}
-	st, err := openStore(ctx, m.dbs["s0"], false)
+	st, err := storeopen.Open(ctx, m.dbs["s0"], storeopen.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
 // Package pgtest gives tests a fresh, migrated, empty PostgreSQL database
-// each, and gives benchmarks a throwaway PostgreSQL server.
+// each.
 //
 // Tests call Main from TestMain and URL wherever they need a database:
 //
@@ -13,13 +13,10 @@
 // When TEST_DATABASE_URL is set, the databases are created on that server
 // (its user must be allowed to create databases). Otherwise the first call
 // to URL starts one disposable cluster for the whole test binary from the
-// installed server binaries (initdb and pg_ctl, on PATH or under
-// /usr/lib/postgresql/*/bin), and Main stops it and removes its files once
-// the tests have run. Without server binaries the tests skip with a loud
-// message — unless CI is set, where a missing server fails them.
-//
-// StartCluster, outside tests, starts such a cluster for measurements.
-// The package is not a way to run PostgreSQL in production.
+// installed server binaries (internal/pgcluster), and Main stops it and
+// removes its files once the tests have run. Without server binaries the
+// tests skip with a loud message — unless CI is set, where a missing server
+// fails them.
 package pgtest
 
 import (
@@ -33,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/pgcluster"
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 )
@@ -49,8 +47,8 @@ var shared struct {
 	skipOnce   sync.Once
 
 	once     sync.Once
-	adminURL string   // where databases are created and dropped
-	cluster  *Cluster // nil when using EnvURL
+	adminURL string             // where databases are created and dropped
+	cluster  *pgcluster.Cluster // nil when using EnvURL
 	err      error
 }
 
@@ -80,17 +78,17 @@ func URL(t testing.TB) string {
 	defer cancel()
 	adminURL := server(t)
 	name := dbName(t)
-	if err := createDatabase(ctx, adminURL, name); err != nil {
+	if err := pgcluster.CreateDatabase(ctx, adminURL, name); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if err := dropDatabase(ctx, adminURL, name); err != nil {
+		if err := pgcluster.DropDatabase(ctx, adminURL, name); err != nil {
 			t.Errorf("drop test database: %v", err)
 		}
 	})
-	url, err := databaseURL(adminURL, name)
+	url, err := pgcluster.DatabaseURL(adminURL, name)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +113,7 @@ func server(t testing.TB) string {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		c, err := StartCluster(ctx, Options{Dir: ramDir()})
+		c, err := pgcluster.Start(ctx, pgcluster.Options{Dir: pgcluster.RAMDir()})
 		if err != nil {
 			shared.err = err
 			return
@@ -123,7 +121,7 @@ func server(t testing.TB) string {
 		shared.cluster = c
 		shared.adminURL = c.URL("postgres")
 	})
-	if errors.Is(shared.err, ErrNoServer) {
+	if errors.Is(shared.err, pgcluster.ErrNoServer) {
 		msg := "pgtest: NO POSTGRESQL: " + shared.err.Error() +
 			"; install PostgreSQL or set " + EnvURL + "=postgres://… to run the PostgreSQL tests"
 		if os.Getenv("CI") != "" {

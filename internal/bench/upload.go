@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"bufio"
@@ -13,54 +13,38 @@ import (
 	"slices"
 	"time"
 
-	"github.com/spf13/cobra"
-
-	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/client"
-	"github.com/scimesh/scimesh/internal/engine"
-	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/server"
 )
 
-func newBenchUploadCmd() *cobra.Command {
-	var (
-		size      int64
-		runs      int
-		chunkRows int
-		file      string
-		cold      bool
-		profile   string
-	)
-	cmd := &cobra.Command{
-		Use:   "upload",
-		Short: "Measure upload plus chunking in MB/s, beside reading the file with cat",
-		Long: `bench upload writes a CSV of --size bytes (or uses --file), then, --runs
-times: reads it with 'cat FILE >/dev/null', uploads it through a real
-coordinator's POST /upload (streamed, checked, normalized, hashed, synced),
-and creates a job over it (the chunking pass). It reports each step in MB/s,
-medians of the runs.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			stop, err := startProfile(profile)
-			if err != nil {
-				return err
-			}
-			defer stop()
-			return runBenchUpload(cmd.Context(), cmd.OutOrStdout(), size, runs, chunkRows, file, cold)
-		},
-	}
-	f := cmd.Flags()
-	f.Int64Var(&size, "size", 1<<30, "bytes of CSV to generate")
-	f.IntVar(&runs, "runs", 3, "measured runs")
-	f.IntVar(&chunkRows, "chunk-rows", 10_000, "rows per chunk of the job")
-	f.StringVar(&file, "file", "", "measure this CSV instead of a generated one")
-	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile to this file")
-	f.BoolVar(&cold, "cold", false, "drop the page cache before cat and before the upload (needs root), so both read the disk")
-	return cmd
+// UploadConfig says what RunUpload measures.
+type UploadConfig struct {
+	// Size is how many bytes of CSV to generate, unless File names a
+	// table to measure instead.
+	Size int64
+	File string
+	// Runs is how many times each step is measured (the medians are
+	// reported); ChunkRows the rows per chunk of the job.
+	Runs, ChunkRows int
+	// Cold drops the page cache before cat and before the upload (it
+	// needs root), so that both read the disk.
+	Cold bool
+	// Profile, when set, names a file for a CPU profile of the whole run.
+	Profile string
 }
 
-func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkRows int, file string, cold bool) error {
+// RunUpload measures reading a table with cat, uploading it through a real
+// coordinator's POST /upload (streamed, checked, normalized, hashed,
+// synced) and creating a job over it (the chunking pass), c.Runs times,
+// and writes the medians in MB/s to out.
+func RunUpload(ctx context.Context, out io.Writer, c UploadConfig) error {
+	stop, err := startProfile(c.Profile)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	dropCaches := func() error {
-		if !cold {
+		if !c.Cold {
 			return nil
 		}
 		if err := exec.Command("sync").Run(); err != nil {
@@ -76,9 +60,10 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 		return err
 	}
 	defer os.RemoveAll(dir)
+	file := c.File
 	if file == "" {
 		file = filepath.Join(dir, "table.csv")
-		if err := writeBenchTable(file, size); err != nil {
+		if err := writeTable(file, c.Size); err != nil {
 			return err
 		}
 	}
@@ -91,25 +76,18 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	store, err := sqlite.Open(ctx, filepath.Join(dir, "scimesh.db"))
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", DB: "sqlite:" + filepath.Join(dir, "scimesh.db"), DataDir: dir, Logger: quiet})
 	if err != nil {
 		return err
 	}
-	defer store.Close()
-	blobs, err := blob.Open(filepath.Join(dir, "blobs"))
-	if err != nil {
-		return err
-	}
-	eng := engine.New(store, engine.Config{Logger: quiet, Blobs: blobs})
-	base, waitServer, err := startLocal(ctx, eng, quiet)
-	if err != nil {
-		return err
-	}
+	defer srv.Close()
+	waitServer := srv.Start(ctx)
 	defer func() { cancel(); _ = waitServer() }()
-	cl := client.New(base, "")
+	cl := client.New(srv.URL(), "")
+	defer cl.CloseIdleConnections()
 
 	var catT, upT, splitT, bothT []time.Duration
-	for range runs {
+	for range c.Runs {
 		if err := dropCaches(); err != nil {
 			return err
 		}
@@ -135,7 +113,7 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 		upT = append(upT, time.Since(t0))
 
 		t0 = time.Now()
-		job, err := cl.CreateJob(ctx, &client.JobRequest{Workload: "noop", Input: client.JobInput{UploadID: up.UploadID}, ChunkRows: chunkRows}, "")
+		job, err := cl.CreateJob(ctx, &client.JobRequest{Workload: "noop", Input: client.JobInput{UploadID: up.UploadID}, ChunkRows: c.ChunkRows}, "")
 		if err != nil {
 			return err
 		}
@@ -148,23 +126,23 @@ func runBenchUpload(ctx context.Context, out io.Writer, size int64, runs, chunkR
 	}
 	med := func(d []time.Duration) time.Duration { s := slices.Clone(d); slices.Sort(s); return s[len(s)/2] }
 	rate := func(d time.Duration) float64 { return mb / d.Seconds() }
-	c, u, s, both := med(catT), med(upT), med(splitT), med(bothT)
+	cat, u, s, both := med(catT), med(upT), med(splitT), med(bothT)
 	cache := "warm page cache"
-	if cold {
+	if c.Cold {
 		cache = "page cache dropped before cat and before the upload"
 	}
-	fmt.Fprintf(out, "file %.0f MB, %s, medians of %d runs:\n", mb, cache, runs)
-	fmt.Fprintf(out, "  cat FILE >/dev/null          %8v  %7.0f MB/s\n", c.Round(time.Millisecond), rate(c))
+	fmt.Fprintf(out, "file %.0f MB, %s, medians of %d runs:\n", mb, cache, c.Runs)
+	fmt.Fprintf(out, "  cat FILE >/dev/null          %8v  %7.0f MB/s\n", cat.Round(time.Millisecond), rate(cat))
 	fmt.Fprintf(out, "  POST /upload                 %8v  %7.0f MB/s\n", u.Round(time.Millisecond), rate(u))
 	fmt.Fprintf(out, "  POST /jobs (chunking)        %8v  %7.0f MB/s\n", s.Round(time.Millisecond), rate(s))
-	fmt.Fprintf(out, "  upload + chunking            %8v  %7.0f MB/s (%.0f%% of cat)\n", both.Round(time.Millisecond), rate(both), 100*rate(both)/rate(c))
+	fmt.Fprintf(out, "  upload + chunking            %8v  %7.0f MB/s (%.0f%% of cat)\n", both.Round(time.Millisecond), rate(both), 100*rate(both)/rate(cat))
 	return nil
 }
 
-// writeBenchTable writes about size bytes of id,fingerprint,note CSV; one
+// writeTable writes about size bytes of id,fingerprint,note CSV; one
 // row in 50 has a quoted field with a comma, so the checker's slow path is
 // measured too.
-func writeBenchTable(path string, size int64) error {
+func writeTable(path string, size int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err

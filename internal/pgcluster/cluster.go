@@ -1,4 +1,15 @@
-package pgtest
+// Package pgcluster starts and stops a disposable PostgreSQL cluster from
+// the installed server binaries (initdb and pg_ctl, on PATH or under
+// /usr/lib/postgresql/*/bin): a data directory and a socket directory under
+// one temporary directory, a server on 127.0.0.1 at a free port, trust
+// authentication for user postgres. As root it runs the binaries as the
+// postgres user, since initdb refuses to run as root.
+//
+// The test helper internal/pgtest starts one per test binary;
+// `scimesh bench --db postgres` starts one to measure against. It is not a
+// way to run PostgreSQL in production: by default the cluster runs without
+// fsync, and Stop throws its data away.
+package pgcluster
 
 import (
 	"bytes"
@@ -22,7 +33,7 @@ import (
 
 // ErrNoServer reports that no PostgreSQL server binaries (initdb and pg_ctl)
 // were found on PATH or under /usr/lib/postgresql/*/bin.
-var ErrNoServer = errors.New("pgtest: no PostgreSQL server binaries (initdb, pg_ctl) on PATH or under /usr/lib/postgresql/*/bin")
+var ErrNoServer = errors.New("pgcluster: no PostgreSQL server binaries (initdb, pg_ctl) on PATH or under /usr/lib/postgresql/*/bin")
 
 const (
 	// serverUser is the account that runs initdb and the server when the
@@ -36,7 +47,7 @@ const (
 	ownerFile = "owner.pid"
 )
 
-// Options tune a cluster started by StartCluster. The zero value suits tests:
+// Options tune a cluster started by Start. The zero value suits tests:
 // fsync, synchronous_commit and full_page_writes are off and the WAL is kept
 // small, which is fast and safe for a cluster that is thrown away.
 type Options struct {
@@ -71,11 +82,11 @@ type Cluster struct {
 	stopErr  error
 }
 
-// StartCluster creates a cluster with initdb and starts it with pg_ctl,
+// Start creates a cluster with initdb and starts it with pg_ctl,
 // using the server binaries found on PATH or under
 // /usr/lib/postgresql/*/bin (ErrNoServer when there are none). As root it
 // runs them as the postgres user. The caller must call Stop.
-func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
+func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	binDir, err := findBinDir()
 	if err != nil {
 		return nil, err
@@ -83,7 +94,7 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	c := &Cluster{binDir: binDir}
 	if os.Geteuid() == 0 {
 		if c.runAs, err = lookupAccount(serverUser); err != nil {
-			return nil, fmt.Errorf("pgtest: running as root, so initdb must run as user %q, but: %w", serverUser, err)
+			return nil, fmt.Errorf("pgcluster: running as root, so initdb must run as user %q, but: %w", serverUser, err)
 		}
 	}
 	parent := opts.Dir
@@ -92,7 +103,7 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	}
 	c.reapOrphans(parent)
 	if c.dir, err = os.MkdirTemp(parent, dirPrefix); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	defer func() {
 		if err != nil {
@@ -100,12 +111,12 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 		}
 	}()
 	if err := os.WriteFile(filepath.Join(c.dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	// MkdirTemp makes the directory 0700; the server's account must be able
 	// to enter it to reach its data and socket directories.
 	if err := os.Chmod(c.dir, 0o755); err != nil {
-		return nil, fmt.Errorf("pgtest: %w", err)
+		return nil, fmt.Errorf("pgcluster: %w", err)
 	}
 	c.dataDir = filepath.Join(c.dir, "data")
 	c.sockDir = filepath.Join(c.dir, "sock")
@@ -121,7 +132,7 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// it; try a few.
 	for attempt := 1; ; attempt++ {
 		if c.port, err = freePort(); err != nil {
-			return nil, fmt.Errorf("pgtest: find a free port: %w", err)
+			return nil, fmt.Errorf("pgcluster: find a free port: %w", err)
 		}
 		err = c.run(ctx, "pg_ctl", "-D", c.dataDir, "-l", c.logPath, "-w", "-t", "60",
 			"-o", c.serverFlags(opts), "start")
@@ -142,20 +153,20 @@ func StartCluster(ctx context.Context, opts Options) (_ *Cluster, err error) {
 // by the account that runs the server.
 func (c *Cluster) prepareDirs() error {
 	if err := os.Mkdir(c.dataDir, 0o700); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := os.Mkdir(c.sockDir, 0o755); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	if err := os.WriteFile(c.logPath, nil, 0o644); err != nil {
-		return fmt.Errorf("pgtest: %w", err)
+		return fmt.Errorf("pgcluster: %w", err)
 	}
 	if c.runAs == nil {
 		return nil
 	}
 	for _, p := range []string{c.dataDir, c.sockDir, c.logPath} {
 		if err := os.Chown(p, c.runAs.uid, c.runAs.gid); err != nil {
-			return fmt.Errorf("pgtest: give %s to user %s: %w", p, serverUser, err)
+			return fmt.Errorf("pgcluster: give %s to user %s: %w", p, serverUser, err)
 		}
 	}
 	return nil
@@ -205,7 +216,7 @@ func (c *Cluster) run(ctx context.Context, name string, args ...string) error {
 	cmd.WaitDelay = 10 * time.Second
 	c.runAs.apply(cmd)
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("pgtest: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
+		return fmt.Errorf("pgcluster: %s %s: %w\n%s", name, strings.Join(args, " "), err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
@@ -221,7 +232,7 @@ func (c *Cluster) ping(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgtest: server on port %d does not answer: %w\nserver log:\n%s", c.port, err, c.logTail())
+			return fmt.Errorf("pgcluster: server on port %d does not answer: %w\nserver log:\n%s", c.port, err, c.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -256,7 +267,7 @@ func (c *Cluster) URL(name string) string {
 // returns its URL. Names are limited to 1-63 of [a-z0-9_], starting with a
 // letter or underscore.
 func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, error) {
-	if err := createDatabase(ctx, c.URL("postgres"), name); err != nil {
+	if err := CreateDatabase(ctx, c.URL("postgres"), name); err != nil {
 		return "", err
 	}
 	return c.URL(name), nil
@@ -264,7 +275,7 @@ func (c *Cluster) CreateDatabase(ctx context.Context, name string) (string, erro
 
 // DropDatabase drops database name, closing its connections first.
 func (c *Cluster) DropDatabase(ctx context.Context, name string) error {
-	return dropDatabase(ctx, c.URL("postgres"), name)
+	return DropDatabase(ctx, c.URL("postgres"), name)
 }
 
 // Stop shuts the server down at once (its data is not kept) and removes the
@@ -279,7 +290,7 @@ func (c *Cluster) Stop() error {
 		}
 		if c.dir != "" {
 			if err := os.RemoveAll(c.dir); err != nil {
-				errs = append(errs, fmt.Errorf("pgtest: remove cluster directory: %w", err))
+				errs = append(errs, fmt.Errorf("pgcluster: remove cluster directory: %w", err))
 			}
 		}
 		c.stopErr = errors.Join(errs...)
@@ -308,39 +319,41 @@ func (c *Cluster) reapOrphans(parent string) {
 
 var dbNameRe = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
-// createDatabase creates database name on the server that adminURL reaches.
-func createDatabase(ctx context.Context, adminURL, name string) error {
+// CreateDatabase creates an empty database called name on the server that
+// adminURL reaches (a cluster's, or any other whose user may create
+// databases). Names are as for (*Cluster).CreateDatabase.
+func CreateDatabase(ctx context.Context, adminURL, name string) error {
 	if !dbNameRe.MatchString(name) {
-		return fmt.Errorf("pgtest: database name %q must be 1-63 of [a-z0-9_], not starting with a digit", name)
+		return fmt.Errorf("pgcluster: database name %q must be 1-63 of [a-z0-9_], not starting with a digit", name)
 	}
 	return adminExec(ctx, adminURL, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize())
 }
 
-// dropDatabase drops database name on the server that adminURL reaches,
+// DropDatabase drops database name on the server that adminURL reaches,
 // closing the connections still open to it.
-func dropDatabase(ctx context.Context, adminURL, name string) error {
+func DropDatabase(ctx context.Context, adminURL, name string) error {
 	return adminExec(ctx, adminURL, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
 }
 
 func adminExec(ctx context.Context, adminURL, sql string) error {
 	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return fmt.Errorf("pgtest: connect to %s: %w", redact(adminURL), err)
+		return fmt.Errorf("pgcluster: connect to %s: %w", redact(adminURL), err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if _, err := conn.Exec(ctx, sql); err != nil {
-		return fmt.Errorf("pgtest: %s: %w", sql, err)
+		return fmt.Errorf("pgcluster: %s: %w", sql, err)
 	}
 	return nil
 }
 
-// databaseURL is adminURL pointing at database name instead. It accepts
+// DatabaseURL is adminURL pointing at database name instead. It accepts
 // URLs (postgres://, postgresql://) and keyword/value strings.
-func databaseURL(adminURL, name string) (string, error) {
+func DatabaseURL(adminURL, name string) (string, error) {
 	if strings.HasPrefix(adminURL, "postgres://") || strings.HasPrefix(adminURL, "postgresql://") {
 		u, err := url.Parse(adminURL)
 		if err != nil {
-			return "", fmt.Errorf("pgtest: parse %s: %w", redact(adminURL), err)
+			return "", fmt.Errorf("pgcluster: parse %s: %w", redact(adminURL), err)
 		}
 		u.Path = "/" + name
 		u.RawPath = ""

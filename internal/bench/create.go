@@ -1,43 +1,44 @@
-package main
+package bench
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/client"
 )
 
-// benchQuiet is how long bench create measures the workers alone, before
-// the creation and after it.
-const benchQuiet = 3 * time.Second
+// DefaultQuiet is how long a run with Config.CreateChunks measures the
+// workers alone, before the creation and after it.
+const DefaultQuiet = 3 * time.Second
 
-// benchCreate measures a job creation under load: the workers of drive run
-// on the seeded job, alone for c.Quiet (benchQuiet), then while a job of
+// create measures a job creation under load: the workers of drive run on
+// the seeded job, alone for c.Quiet (DefaultQuiet), then while a job of
 // c.CreateChunks hosted chunks is created with one POST /jobs, then alone
 // again for as long. One more worker holds a lease and heartbeats it
 // every 20 ms throughout. It reports the creation's time and, for each
 // window, the workers' lifecycles per second and their longest claim,
 // result and heartbeat.
-func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig) error {
-	chunks := make([]map[string]string, c.CreateChunks)
+func create(ctx context.Context, out io.Writer, base string, c Config) error {
+	chunks := make([]client.ChunkRef, c.CreateChunks)
 	for i := range chunks {
-		chunks[i] = map[string]string{"uri": fmt.Sprintf("https://bench.invalid/big/%d", i), "sha256": strings.Repeat("0", 64)}
+		chunks[i] = client.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/big/%d", i), SHA256: strings.Repeat("0", 64)}
 	}
-	body, err := json.Marshal(map[string]any{"name": "big", "workload": "big", "top_k": 1, "lease_seconds": 600,
-		"input": map[string]any{"chunks": chunks}})
+	req := &client.JobRequest{Name: "big", Workload: "big", TopK: 1, LeaseSeconds: 600, Input: client.JobInput{Chunks: chunks}}
+	body, err := json.Marshal(req) // what the client sends, for its size
 	if err != nil {
 		return err
 	}
-	chunks = nil
+	size := len(body)
+	body = nil
 	quiet := c.Quiet
 	if quiet <= 0 {
-		quiet = benchQuiet
+		quiet = DefaultQuiet
 	}
 
 	hb, err := startHeartbeats(ctx, base)
@@ -46,25 +47,23 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 	}
 	wctx, stopWorkers := context.WithCancel(ctx)
 	defer stopWorkers()
-	results := make(chan benchResult, 1)
+	results := make(chan result, 1)
 	start := time.Now()
 	go func() { results <- drive(wctx, base, c) }()
 
 	time.Sleep(quiet)
+	// The creating client has no timeout beyond the run's, and its request
+	// is not cut off when the workers stop.
+	cl := client.New(base, "", client.WithTimeout(0))
+	defer cl.CloseIdleConnections()
 	t0 := time.Now()
-	resp, err := http.Post(base+"/jobs", "application/json", bytes.NewReader(body))
+	_, err = cl.CreateJob(context.WithoutCancel(ctx), req, "")
 	t1 := time.Now()
 	if err != nil {
 		stopWorkers()
 		<-results
+		hb.stop()
 		return fmt.Errorf("create the big job: %w", err)
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusCreated {
-		stopWorkers()
-		<-results
-		return fmt.Errorf("create the big job: %d %s", resp.StatusCode, raw)
 	}
 	time.Sleep(quiet)
 	stopWorkers()
@@ -76,7 +75,7 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 	}
 
 	fmt.Fprintf(out, "created a job of %d hosted chunks (%.0f MB of JSON) over REST in %v, while %d workers (batch %d) ran another job\n",
-		c.CreateChunks, float64(len(body))/1e6, t1.Sub(t0).Round(time.Millisecond), c.Workers, c.Batch)
+		c.CreateChunks, float64(size)/1e6, t1.Sub(t0).Round(time.Millisecond), c.Workers, c.Batch)
 	for _, w := range []struct {
 		name     string
 		from, to time.Time
@@ -107,13 +106,6 @@ func benchCreate(ctx context.Context, out io.Writer, base string, c benchConfig)
 	return nil
 }
 
-func last(sorted []time.Duration) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[len(sorted)-1].Round(10 * time.Microsecond)
-}
-
 // beat is one timed heartbeat.
 type beat struct {
 	end  time.Time
@@ -126,30 +118,26 @@ type heartbeats struct {
 	done   chan struct{}
 	mu     sync.Mutex
 	beats  []beat
-	err    error
+	err    error // the first heartbeat that failed
 }
 
 // startHeartbeats claims one task on base and heartbeats it until stop.
 func startHeartbeats(ctx context.Context, base string) (*heartbeats, error) {
-	var task struct {
-		TaskID  string `json:"task_id"`
-		Attempt int    `json:"attempt"`
+	const id = "bench-heartbeat"
+	cl := client.New(base, "", client.WithTimeout(0))
+	task, err := cl.Claim(ctx, client.ClaimRequest{WorkerID: id})
+	if err == nil && task == nil {
+		err = fmt.Errorf("no task to claim")
 	}
-	data, _ := json.Marshal(map[string]any{"worker_id": "bench-heartbeat"})
-	resp, err := http.Post(base+"/tasks/claim", "application/json", bytes.NewReader(data))
 	if err != nil {
-		return nil, err
-	}
-	err = json.NewDecoder(resp.Body).Decode(&task)
-	resp.Body.Close()
-	if err != nil || task.TaskID == "" {
-		return nil, fmt.Errorf("claim a task to heartbeat: %d %v", resp.StatusCode, err)
+		cl.CloseIdleConnections()
+		return nil, fmt.Errorf("claim a task to heartbeat: %w", err)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	h := &heartbeats{cancel: cancel, done: make(chan struct{})}
-	body, _ := json.Marshal(map[string]any{"worker_id": "bench-heartbeat", "attempt": task.Attempt})
 	go func() {
 		defer close(h.done)
+		defer cl.CloseIdleConnections()
 		tick := time.NewTicker(20 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -159,14 +147,7 @@ func startHeartbeats(ctx context.Context, base string) (*heartbeats, error) {
 			case <-tick.C:
 			}
 			t0 := time.Now()
-			resp, err := http.Post(base+"/tasks/"+task.TaskID+"/heartbeat", "application/json", bytes.NewReader(body))
-			if err == nil {
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if resp.StatusCode != http.StatusOK {
-					err = fmt.Errorf("heartbeat: %d", resp.StatusCode)
-				}
-			}
+			_, err := cl.Heartbeat(context.WithoutCancel(ctx), task.TaskID, id, task.Attempt)
 			h.mu.Lock()
 			h.beats = append(h.beats, beat{end: time.Now(), took: time.Since(t0)})
 			if err != nil && h.err == nil {

@@ -1,0 +1,327 @@
+// Package bench measures a real coordinator: task lifecycles per second
+// (Run), a job's creation under load (Run with CreateChunks), and uploads
+// with their chunking (RunUpload). Each builds its coordinator with
+// internal/server, as `scimesh serve` does, on a real loopback listener,
+// and drives it over HTTP through internal/client, as workers and users
+// do. `scimesh bench` is its command; docs/PERFORMANCE.md quotes its
+// output lines and the commands that print them.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/pgcluster"
+	"github.com/scimesh/scimesh/internal/server"
+)
+
+// Config says what Run measures.
+type Config struct {
+	// DB is the database: "sqlite" for a new SQLite file in a temporary
+	// directory, "postgres" for a throwaway PostgreSQL cluster started
+	// from the installed server binaries (pgcluster), or a sqlite:PATH or
+	// postgres://… URL.
+	DB string
+	// Workers is how many no-op workers run at once; Tasks how many
+	// lifecycles (claim, then result) they complete; Backlog how many
+	// pending tasks are left over when they are done.
+	Workers, Tasks, Backlog int
+	// Batch is how many tasks a worker claims at once (max_tasks) and
+	// reports per results request; 1 uses the single forms.
+	Batch int
+	// Profile, when set, names a file for a CPU profile of the measured
+	// part.
+	Profile string
+	// CreateChunks, when positive, has Run create one more job of that
+	// many hosted chunks over REST while the workers run (see create.go).
+	CreateChunks int
+	// Quiet is how long the workers run alone before and after that
+	// creation; 0 means DefaultQuiet.
+	Quiet time.Duration
+	// Logger is the server's; nil logs nothing.
+	Logger *slog.Logger
+}
+
+// Run seeds a backlog of c.Backlog+c.Tasks pending tasks through the
+// engine, serves it, drives it with c.Workers no-op workers until c.Tasks
+// lifecycles completed, and writes what it measured to out.
+func Run(ctx context.Context, out io.Writer, c Config) error {
+	if c.Workers < 1 || c.Tasks < c.Workers || c.Backlog < 0 || c.Batch < 1 || c.Batch > engine.MaxClaimTasks {
+		return fmt.Errorf("need --workers ≥ 1, --tasks ≥ --workers, --backlog ≥ 0 and --batch 1-%d", engine.MaxClaimTasks)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	url, cleanup, err := database(ctx, c.DB)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: url, Migrate: true, Logger: c.Logger})
+	if err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	seedStart := time.Now()
+	jobID, err := seedBacklog(ctx, srv.Engine(), c.Backlog+c.Tasks)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "store %s: seeded %d pending tasks in %v\n", storeKind(url), c.Backlog+c.Tasks, time.Since(seedStart).Round(time.Millisecond))
+
+	waitServer := srv.Start(ctx)
+	defer func() { cancel(); _ = waitServer() }()
+	base := srv.URL()
+
+	stop, err := startProfile(c.Profile)
+	if err != nil {
+		return err
+	}
+	if c.CreateChunks > 0 {
+		err := create(ctx, out, base, c)
+		stop()
+		return err
+	}
+	res := drive(ctx, base, c)
+	stop()
+	if res.err != nil {
+		return res.err
+	}
+	cl := client.New(base, "")
+	defer cl.CloseIdleConnections()
+	job, err := cl.GetJob(ctx, jobID)
+	if err != nil {
+		return err
+	}
+	slices.Sort(res.latencies)
+	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d\n",
+		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
+		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), job.Tasks.Pending)
+	return nil
+}
+
+func storeKind(url string) string {
+	kind, _, _ := strings.Cut(url, ":")
+	return kind
+}
+
+// database resolves Config.DB to a database URL and a cleanup.
+func database(ctx context.Context, db string) (string, func(), error) {
+	switch db {
+	case "sqlite":
+		dir, err := os.MkdirTemp("", "scimesh-bench-")
+		if err != nil {
+			return "", nil, err
+		}
+		return "sqlite:" + filepath.Join(dir, "bench.db"), func() { os.RemoveAll(dir) }, nil
+	case "postgres":
+		cl, err := pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return "", nil, fmt.Errorf("start a throwaway PostgreSQL: %w", err)
+		}
+		url, err := cl.CreateDatabase(ctx, "bench")
+		if err != nil {
+			cl.Stop()
+			return "", nil, err
+		}
+		return url, func() { cl.Stop() }, nil
+	}
+	return db, func() {}, nil
+}
+
+// seedBacklog creates one job of n chunks through the engine.
+func seedBacklog(ctx context.Context, eng *engine.Engine, n int) (string, error) {
+	chunks := make([]domain.ChunkRef, n)
+	for i := range chunks {
+		chunks[i] = domain.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: strings.Repeat("0", 64)}
+	}
+	v, _, err := eng.CreateJob(ctx, &domain.JobSpec{
+		Name: "bench", Workload: "noop", Parameters: json.RawMessage("{}"), Chunks: chunks,
+		ChunkRows: 1, HasHeader: true, TopK: 1, ScoreColumn: "score", Order: domain.Desc,
+		MaxAttempts: 3, LeaseSeconds: 600,
+	}, "")
+	if err != nil {
+		return "", fmt.Errorf("seed backlog: %w", err)
+	}
+	return v.ID, nil
+}
+
+type result struct {
+	done      int64
+	elapsed   time.Duration
+	latencies []time.Duration
+	// samples are every lifecycle's claim and result requests, in no
+	// particular order, for measuring a window of the run (create).
+	samples []lifecycle
+	err     error
+}
+
+// lifecycle is one claim and its result(s), as a worker timed them.
+type lifecycle struct {
+	end           time.Time // when the result was answered
+	claim, result time.Duration
+	tasks         int
+}
+
+// noopOutput is every no-op worker's result: a header and one row.
+const noopOutput = "id,score\nx,1\n"
+
+// drive runs the workers until c.Tasks lifecycles completed, or until ctx
+// is done; a request under way then finishes first.
+func drive(ctx context.Context, base string, c Config) result {
+	// One keep-alive pool for all the workers, two connections each, and
+	// no timeout beyond the run's: what the figures have always measured.
+	cl := client.New(base, "", client.WithTimeout(0),
+		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}))
+	defer cl.CloseIdleConnections()
+	reqCtx := context.WithoutCancel(ctx)
+	var (
+		done      atomic.Int64
+		remaining atomic.Int64
+		mu        sync.Mutex
+		lat       []time.Duration
+		samples   []lifecycle
+		firstErr  error
+		wg        sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	remaining.Store(int64(c.Tasks))
+	start := time.Now()
+	for w := range c.Workers {
+		wg.Go(func() {
+			id := fmt.Sprintf("bench-%d", w)
+			var local []time.Duration
+			var mine []lifecycle
+			defer func() {
+				mu.Lock()
+				lat = append(lat, local...)
+				samples = append(samples, mine...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				n := reserve(&remaining, int64(c.Batch))
+				if n == 0 {
+					return
+				}
+				t0 := time.Now()
+				// One task is claimed with the single form, more with the
+				// batch form.
+				tasks, err := cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id}, int(n))
+				if err != nil {
+					fail(err)
+					return
+				}
+				claimed := time.Since(t0)
+				local = append(local, claimed)
+				if len(tasks) == 0 {
+					fail(fmt.Errorf("claim found nothing with tasks left; the backlog ran out"))
+					return
+				}
+				t1 := time.Now()
+				if c.Batch == 1 {
+					t := tasks[0]
+					if _, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput}); err != nil {
+						fail(err)
+						return
+					}
+				} else {
+					items := make([]client.Result, len(tasks))
+					for i, t := range tasks {
+						items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
+					}
+					statuses, err := cl.CompleteMany(reqCtx, items)
+					if err != nil {
+						fail(err)
+						return
+					}
+					for _, s := range statuses {
+						if s.Status != http.StatusOK {
+							fail(fmt.Errorf("result item: status %d", s.Status))
+							return
+						}
+					}
+				}
+				end := time.Now()
+				mine = append(mine, lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: len(tasks)})
+				done.Add(int64(len(tasks)))
+			}
+		})
+	}
+	wg.Wait()
+	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, samples: samples, err: firstErr}
+}
+
+// reserve takes up to n from *left and returns how many it took.
+func reserve(left *atomic.Int64, n int64) int64 {
+	for {
+		l := left.Load()
+		take := min(l, n)
+		if take <= 0 {
+			return 0
+		}
+		if left.CompareAndSwap(l, l-take) {
+			return take
+		}
+	}
+}
+
+// pct is the p-th percentile of sorted, rounded to 10 µs; 0 when empty.
+func pct(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := (len(sorted) - 1) * p / 100
+	return sorted[i].Round(10 * time.Microsecond)
+}
+
+// last is the largest of sorted, rounded to 10 µs; 0 when empty.
+func last(sorted []time.Duration) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[len(sorted)-1].Round(10 * time.Microsecond)
+}
+
+// startProfile writes a CPU profile to path until stop is called; with an
+// empty path it does nothing.
+func startProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}

@@ -1,0 +1,313 @@
+// Package server assembles a SciMesh coordinator, as etcd's embed does
+// etcd: from a Config it opens the store and the data directory, builds
+// the engine with its metrics and its peers, mounts every transport (REST,
+// the scimesh.v1 RPC services, the dashboard, /metrics) on one port behind
+// the authentication gate, and runs the engine's background loops beside
+// the listener. `scimesh serve`, `scimesh demo` and `scimesh bench` all
+// build their coordinator here, so there is one way to build one.
+//
+// It does not read flags, the environment or .env: the command turns those
+// into a Config, and checks what only an operator's settings can get wrong
+// (a listener beyond loopback without tokens, say).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/blob"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
+	"github.com/scimesh/scimesh/internal/telemetry"
+	"github.com/scimesh/scimesh/internal/topology"
+	"github.com/scimesh/scimesh/internal/ui"
+)
+
+// Config is everything a coordinator needs. Zero fields take the
+// engine's and the API's defaults unless they say otherwise.
+type Config struct {
+	// Addr is the listen address, host:port; port 0 takes a free one,
+	// which Addr reports.
+	Addr string
+	// Shard is this coordinator's shard name; empty means s0.
+	Shard string
+	// Topology says where the other shards' coordinators are; nil or
+	// empty: a single shard.
+	Topology *topology.Topology
+	// Tokens are the three roles' tokens; without the client and worker
+	// tokens the server answers only requests addressed to a loopback
+	// host (no DNS rebinding).
+	Tokens auth.Tokens
+
+	// DB is the database URL, sqlite:PATH or postgres://… (storeopen.Open).
+	DB string
+	// Migrate applies PostgreSQL's pending migrations before serving.
+	Migrate bool
+	// DBMaxConns is the PostgreSQL pool's size; 0 means the URL's
+	// pool_max_conns, else 16.
+	DBMaxConns int
+	// DataDir is where uploads and other files live; empty means none,
+	// and uploads are refused.
+	DataDir string
+
+	// Retention is how long final jobs and finished trees are kept, and
+	// UploadRetention unused uploads; 0 keeps them. RetentionInterval is
+	// how often the retention loop looks; 0 runs no retention loop.
+	Retention, UploadRetention, RetentionInterval time.Duration
+	// PeerGiveUp is how long a message may wait for a shard that does not
+	// answer before its tree is failed (engine.Config.PeerGiveUp); 0 waits
+	// for as long as it takes.
+	PeerGiveUp time.Duration
+	// StitchLease is how long a coordinator's lease on a job's stitch
+	// lasts (engine.Config.StitchLease); 0 means the engine's default.
+	StitchLease time.Duration
+	// InsecurePeers allows the peer token over plain HTTP to hosts that
+	// are not loopback.
+	InsecurePeers bool
+	// MaxUploadBytes bounds one upload; 0 means httpapi's default.
+	MaxUploadBytes int64
+	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
+	// open streams of the process; 0 means the engine's defaults.
+	MaxWaitingClaims, MaxStreams int
+
+	// BodyGrace and BodyRate, when set, replace the gate's bounds on a
+	// body that trickles in (auth.Gate); tests shorten them.
+	BodyGrace time.Duration
+	BodyRate  int64
+	// Now, ReapInterval and StitchInterval, when set, replace the
+	// engine's clock and the periods of its reaper and stitcher; tests
+	// set them.
+	Now                          func() time.Time
+	ReapInterval, StitchInterval time.Duration
+
+	// Logger receives the server's lines, one per request among them;
+	// nil means slog.Default(). Wrap its handler in
+	// telemetry.NewLogHandler for the lines to carry request IDs.
+	Logger *slog.Logger
+}
+
+// Server is a coordinator built from a Config: its store is open and its
+// listener bound, and Run serves. Make it with New.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	store   store.Store
+	engine  *engine.Engine
+	handler http.Handler
+	ln      net.Listener
+
+	running   bool // Run was called
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens cfg's data directory and store, builds the engine and the
+// transports, and binds the listener, so that Addr is known and
+// connections queue from the moment it returns. Run serves them; a Server
+// that is not run must be closed.
+func New(ctx context.Context, cfg Config) (_ *Server, err error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	var blobs *blob.Store
+	if cfg.DataDir != "" {
+		if blobs, err = storeopen.Blobs(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
+	st, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{Migrate: cfg.Migrate, MaxConns: cfg.DBMaxConns})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: log, store: st}
+	defer func() {
+		if err != nil {
+			st.Close()
+		}
+	}()
+
+	metrics := telemetry.New(log)
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
+		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval,
+		Now: cfg.Now, ReapInterval: cfg.ReapInterval, StitchInterval: cfg.StitchInterval}
+	topo := cfg.Topology
+	if topo == nil {
+		topo = &topology.Topology{}
+	}
+	if topo.String() != "" { // other shards exist: trees may span them
+		peers := rpc.NewPeers(topo.URL, cfg.Tokens.Peer, &http.Client{})
+		peers.Insecure = cfg.InsecurePeers
+		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
+		if u, _ := topo.URL(cfg.Shard); topo.Open() && cfg.Tokens.Peer != "" && !cfg.InsecurePeers && topology.PlainRemote(u) {
+			log.Warn("the topology's pattern is plain http://: messages to shards that are not on loopback will be refused, failing their trees; "+
+				"use an https:// pattern, or --insecure-peers on a network you trust", "topology", topo.String())
+		}
+	}
+	s.engine = engine.New(st, ecfg)
+	metrics.Watch(s.engine, st)
+
+	if s.handler, err = s.mount(topo, metrics); err != nil {
+		return nil, err
+	}
+	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	return s, nil
+}
+
+// mount builds the one handler of every transport: the gRPC and Connect
+// services under /scimesh.v1.…/ (and health, reflection), the REST API,
+// the dashboard and /metrics everywhere else, all behind the gate.
+func (s *Server) mount(topo *topology.Topology, metrics *telemetry.Metrics) (http.Handler, error) {
+	cfg, log, eng := s.cfg, s.log, s.engine
+	if short := cfg.Tokens.Short(); len(short) > 0 {
+		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
+	}
+	gate := auth.NewGate(cfg.Tokens)
+	if cfg.BodyGrace > 0 {
+		gate.BodyGrace, gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
+	}
+	api := httpapi.New(eng, gate, log)
+	if cfg.MaxUploadBytes > 0 {
+		api.MaxUploadBytes = cfg.MaxUploadBytes
+	}
+	mux := http.NewServeMux()
+	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
+	rpc.Mount(mux, eng, gate, known, log)
+	dash, err := ui.New(eng, ui.Config{Gate: gate, Topology: topo, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	api.UI, api.Metrics = dash, metrics.Handler()
+	mux.Handle("/", api)
+	return metrics.Wrap(guardHost(mux, cfg.Tokens.Client == "" || cfg.Tokens.Worker == ""), log), nil
+}
+
+// Addr is the address the server listens on, host:port.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// URL is the server's base URL, http://Addr.
+func (s *Server) URL() string { return "http://" + s.Addr() }
+
+// Engine is the server's engine, for callers that act on it directly (a
+// benchmark seeding its backlog, a test checking what a request changed).
+func (s *Server) Engine() *engine.Engine { return s.engine }
+
+// Run serves the API and runs the engine's background loops until ctx is
+// done, then shuts the listener down (requests still running are
+// cancelled, and given 10 s to end), stops the loops and closes the store.
+// It may be called once.
+func (s *Server) Run(ctx context.Context) error {
+	if s.running {
+		return errors.New("server: Run called twice")
+	}
+	s.running = true
+	defer s.Close()
+	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
+	var protocols http.Protocols
+	protocols.SetHTTP1(true)
+	protocols.SetUnencryptedHTTP2(true)
+	// Requests run under baseCtx, cancelled at shutdown so that long-polling
+	// claims end at once instead of holding the shutdown for a minute.
+	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelRequests()
+	srv := &http.Server{
+		Handler:           s.handler,
+		Protocols:         &protocols,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+	}
+	loopCtx, stopLoops := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { s.engine.Run(loopCtx) })
+	defer func() {
+		stopLoops()
+		wg.Wait()
+	}()
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(s.ln) }()
+	s.log.Info("serving", "addr", s.Addr(), "shard", s.engine.Shard(), "db", storeopen.Redact(s.cfg.DB))
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	s.log.Info("shutting down")
+	cancelRequests()
+	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("shut down: %w", err)
+	}
+	return nil
+}
+
+// Start runs Run in a goroutine of its own until ctx is done; wait blocks
+// until Run has returned and returns its error.
+func (s *Server) Start(ctx context.Context) (wait func() error) {
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	return sync.OnceValue(func() error { return <-done })
+}
+
+// Close releases a server that was never run: its listener and its store.
+// Run closes them itself when it returns, so Close then does nothing; it
+// is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		_ = s.ln.Close() // closed already when Run has shut the server down
+		s.closeErr = s.store.Close()
+	})
+	return s.closeErr
+}
+
+// guardHost, when open (a server without tokens, hence on loopback),
+// answers only requests addressed to a loopback host: a web page that
+// rebinds its own name to 127.0.0.1 cannot drive an open coordinator from
+// a browser on the same machine.
+func guardHost(h http.Handler, open bool) http.Handler {
+	if !open {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if _, _, err := net.SplitHostPort(host); err != nil {
+			host = net.JoinHostPort(host, "0")
+		}
+		if !IsLoopback(host) {
+			http.Error(w, "this coordinator runs without tokens, so it answers only requests to localhost or 127.0.0.1; "+
+				"use that address, or set CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN", http.StatusMisdirectedRequest)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// IsLoopback reports whether addr (host:port) is on loopback only:
+// localhost or a loopback IP address.
+func IsLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
