@@ -47,8 +47,9 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build scimesh:", err)
 		os.Exit(1)
 	}
-	defer os.RemoveAll(dir)
-	pgtest.Main(m)
+	code := pgtest.Run(m)
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 // proc is a running scimesh process.

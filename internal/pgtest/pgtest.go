@@ -54,7 +54,12 @@ var shared struct {
 
 // Main runs the tests of m, then stops the cluster that URL started (if it
 // did) and exits with the tests' code. Call it from TestMain.
-func Main(m *testing.M) {
+func Main(m *testing.M) { os.Exit(Run(m)) }
+
+// Run is Main for a TestMain that has more to do after the tests (remove
+// what it made): it runs the tests, stops the cluster and returns the
+// exit code instead of exiting.
+func Run(m *testing.M) int {
 	shared.mainCalled.Store(true)
 	code := m.Run()
 	if shared.cluster != nil {
@@ -65,7 +70,7 @@ func Main(m *testing.M) {
 			}
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // URL creates a new database with a unique name, applies the postgres
