@@ -1,12 +1,18 @@
 # The one command that runs every check: make test
 SHELL := /bin/bash
 
-.PHONY: test vet fmt lint unit build proto
+.PHONY: test vet fmt lint unit build proto bench-river
 
 test: fmt vet lint unit
 
 build:
 	go build -o bin/scimesh ./cmd/scimesh
+
+# River beside SciMesh on one throwaway PostgreSQL cluster (docs/PERFORMANCE.md).
+# The River harness, bench/river, is a module of its own: this module never
+# depends on River, and go build/vet/test ./... here do not enter it.
+bench-river:
+	bench/river.sh
 
 fmt:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
