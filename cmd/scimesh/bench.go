@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -21,10 +22,25 @@ and the latency of claims.
 
 --db sqlite:PATH or postgres://… uses that database; "sqlite" (the default)
 uses a new SQLite file in a temporary directory, and "postgres" starts a
-throwaway PostgreSQL cluster from the installed server binaries.`,
+throwaway PostgreSQL cluster from the installed server binaries.
+
+--coordinator URL drives a coordinator already running in another process
+(scimesh serve) instead, so that the load does not share the server's
+process: bench seeds its own job there over REST (POST /jobs of hosted
+chunks, which the no-op workers never fetch), or with --protocol grpc
+single-task trees (Queue.Submit) that the workers lease with the Worker
+service's Poll and report with Done. The tokens are WORKER_AUTH_TOKEN and
+CLIENT_AUTH_TOKEN from the environment unless --worker-token and
+--client-token are given.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c.Logger = newLogger(level)
+			if !cmd.Flags().Changed("worker-token") {
+				c.WorkerToken = os.Getenv("WORKER_AUTH_TOKEN")
+			}
+			if !cmd.Flags().Changed("client-token") {
+				c.ClientToken = os.Getenv("CLIENT_AUTH_TOKEN")
+			}
 			return bench.Run(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
@@ -37,6 +53,11 @@ throwaway PostgreSQL cluster from the installed server binaries.`,
 	f.IntVar(&c.Batch, "batch", 1, "tasks per claim (max_tasks) and per result request; 1 uses the single forms")
 	f.IntVar(&c.CreateChunks, "create-chunks", 0, "while the workers run, create a job of this many hosted chunks over REST and report the workers' throughput and worst waits during its creation; --tasks must outlast it")
 	f.StringVar(&c.Profile, "cpuprofile", "", "write a CPU profile of the measured part to this file")
+	f.StringVar(&c.Coordinator, "coordinator", "", "drive the coordinator at this URL, running in another process, instead of starting one (--db is not used)")
+	f.StringVar(&c.WorkerToken, "worker-token", "", "with --coordinator, the worker token (default $WORKER_AUTH_TOKEN)")
+	f.StringVar(&c.ClientToken, "client-token", "", "with --coordinator, the client token, for seeding and counting (default $CLIENT_AUTH_TOKEN)")
+	f.StringVar(&c.Protocol, "protocol", bench.ProtocolREST, "with --coordinator, how the workers talk: rest (claim and result) or grpc (Worker.Poll and Done on tree tasks; --batch 1)")
+	f.StringVar(&c.Shard, "shard", "s0", "with --protocol grpc, the coordinator's shard, which the seeded trees name")
 	f.TextVar(&level, "log-level", &level, "the server's log level, to stderr: info logs every request as serve does by default")
 	return cmd
 }

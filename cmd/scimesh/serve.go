@@ -21,6 +21,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var migrateFlag bool
+	var pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: the HTTP API and the background loops",
@@ -33,6 +34,13 @@ func newServeCmd() *cobra.Command {
 			cfg.Migrate = migrateFlag
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if pprofAddr != "" {
+				stopPprof, err := startPprof(ctx, pprofAddr, cfg.Logger)
+				if err != nil {
+					return err
+				}
+				defer stopPprof()
+			}
 			srv, err := server.New(ctx, *cfg)
 			if err != nil {
 				return err
@@ -58,6 +66,7 @@ func newServeCmd() *cobra.Command {
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
 	f.Int("db-max-conns", 0, "PostgreSQL connections this process opens at most; 0: the URL's pool_max_conns, else 16 (env SCIMESH_DB_MAX_CONNS)")
+	f.StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this loopback address (such as 127.0.0.1:6060), a listener of its own; off when empty")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
 	f.String("log-level", "info", "least important log lines kept: debug, info, warn or error (env SCIMESH_LOG_LEVEL)")
 	return cmd

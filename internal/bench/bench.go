@@ -3,8 +3,11 @@
 // with their chunking (RunUpload). Each builds its coordinator with
 // internal/server, as `scimesh serve` does, on a real loopback listener,
 // and drives it over HTTP through internal/client, as workers and users
-// do. `scimesh bench` is its command; docs/PERFORMANCE.md quotes its
-// output lines and the commands that print them.
+// do; or, with Config.Coordinator, Run drives a coordinator already
+// running in another process (remote.go), so that the load and the server
+// do not share one process. `scimesh bench` is its command;
+// docs/PERFORMANCE.md quotes its output lines and the commands that print
+// them.
 package bench
 
 import (
@@ -55,7 +58,28 @@ type Config struct {
 	Quiet time.Duration
 	// Logger is the server's; nil logs nothing.
 	Logger *slog.Logger
+
+	// Coordinator, when set, is the URL of a coordinator already running
+	// (`scimesh serve`, in another process): Run seeds its own job, or
+	// trees, there instead of starting a server, and DB is not used.
+	Coordinator string
+	// WorkerToken and ClientToken are the coordinator's
+	// WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN; empty sends none.
+	WorkerToken, ClientToken string
+	// Protocol is how the workers talk to the coordinator: ProtocolREST
+	// (the default, "") or ProtocolGRPC (the Worker service's Poll and
+	// Done over gRPC, on tree tasks; Batch must be 1).
+	Protocol string
+	// Shard is the coordinator's shard, which the placeholder IDs of the
+	// trees seeded for ProtocolGRPC name; "" means "s0", serve's default.
+	Shard string
 }
+
+// The protocols of Config.Protocol.
+const (
+	ProtocolREST = "rest"
+	ProtocolGRPC = "grpc"
+)
 
 // Run seeds a backlog of c.Backlog+c.Tasks pending tasks through the
 // engine, serves it, drives it with c.Workers no-op workers until c.Tasks
@@ -63,6 +87,25 @@ type Config struct {
 func Run(ctx context.Context, out io.Writer, c Config) error {
 	if c.Workers < 1 || c.Tasks < c.Workers || c.Backlog < 0 || c.Batch < 1 || c.Batch > engine.MaxClaimTasks {
 		return fmt.Errorf("need --workers ≥ 1, --tasks ≥ --workers, --backlog ≥ 0 and --batch 1-%d", engine.MaxClaimTasks)
+	}
+	switch c.Protocol {
+	case "", ProtocolREST:
+	case ProtocolGRPC:
+		if c.Batch != 1 {
+			return fmt.Errorf("--protocol grpc has no batch form (Worker.Poll leases one task): use --batch 1")
+		}
+		if c.CreateChunks > 0 {
+			return fmt.Errorf("--create-chunks runs REST workers: leave out --protocol grpc")
+		}
+	default:
+		return fmt.Errorf("--protocol %q: use rest or grpc", c.Protocol)
+	}
+	if c.Coordinator != "" {
+		_, err := runRemote(ctx, out, c)
+		return err
+	}
+	if c.Protocol == ProtocolGRPC {
+		return fmt.Errorf("--protocol grpc drives a coordinator of its own process: start `scimesh serve` and pass --coordinator URL")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -100,7 +143,7 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		stop()
 		return err
 	}
-	res := drive(ctx, base, c)
+	res := drive(ctx, base, "", nil, c)
 	stop()
 	if res.err != nil {
 		return res.err
@@ -111,11 +154,16 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 	if err != nil {
 		return err
 	}
+	report(out, c, res, job.Tasks.Pending)
+	return nil
+}
+
+// report writes the line docs/PERFORMANCE.md quotes for a run of Run.
+func report(out io.Writer, c Config, res result, pending int) {
 	slices.Sort(res.latencies)
 	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d\n",
 		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
-		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), job.Tasks.Pending)
-	return nil
+		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), pending)
 }
 
 func storeKind(url string) string {
@@ -185,11 +233,12 @@ type lifecycle struct {
 const noopOutput = "id,score\nx,1\n"
 
 // drive runs the workers until c.Tasks lifecycles completed, or until ctx
-// is done; a request under way then finishes first.
-func drive(ctx context.Context, base string, c Config) result {
+// is done; a request under way then finishes first. They send token, the
+// worker token, and claim tasks of workloads (nil: any).
+func drive(ctx context.Context, base, token string, workloads []string, c Config) result {
 	// One keep-alive pool for all the workers, two connections each, and
 	// no timeout beyond the run's: what the figures have always measured.
-	cl := client.New(base, "", client.WithTimeout(0),
+	cl := client.New(base, token, client.WithTimeout(0),
 		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}))
 	defer cl.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
@@ -230,7 +279,7 @@ func drive(ctx context.Context, base string, c Config) result {
 				t0 := time.Now()
 				// One task is claimed with the single form, more with the
 				// batch form.
-				tasks, err := cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id}, int(n))
+				tasks, err := cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, int(n))
 				if err != nil {
 					fail(err)
 					return

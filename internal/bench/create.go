@@ -49,7 +49,7 @@ func create(ctx context.Context, out io.Writer, base string, c Config) error {
 	defer stopWorkers()
 	results := make(chan result, 1)
 	start := time.Now()
-	go func() { results <- drive(wctx, base, c) }()
+	go func() { results <- drive(wctx, base, "", nil, c) }()
 
 	time.Sleep(quiet)
 	// The creating client has no timeout beyond the run's, and its request

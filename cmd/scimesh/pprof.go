@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/server"
+)
+
+// startPprof serves net/http/pprof on addr, a listener of its own and not
+// the API's port, until ctx is done; stop closes it and waits. Profiles
+// show the server's code and its callers' data (a goroutine dump holds
+// request values), and a CPU profile costs the process while it runs, so
+// addr must be loopback: reach it from elsewhere through an SSH tunnel.
+func startPprof(ctx context.Context, addr string, log *slog.Logger) (stop func(), err error) {
+	if !server.IsLoopback(addr) {
+		return nil, fmt.Errorf("refusing --pprof %s: profiles would be open to anyone who can reach it; "+
+			"use a loopback address such as 127.0.0.1:6060 (and an SSH tunnel to read it from elsewhere)", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--pprof: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	// No write timeout: a CPU profile or a trace answers after its seconds.
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("pprof listener stopped", "err", err)
+		}
+	}()
+	log.Info("serving pprof", "addr", ln.Addr().String())
+	stopCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-stopCtx.Done()
+		_ = hs.Close()
+	}()
+	return func() { cancel(); <-done }, nil
+}

@@ -1,0 +1,274 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/rpc"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+)
+
+// seeded is what a run against a coordinator created for its workers: a
+// job of chunk tasks (REST) or single-task trees (gRPC), by root ID, all
+// of a workload of the run's own, which the workers ask for: the tasks
+// other runs left on the same coordinator are not theirs.
+type seeded struct {
+	workload string
+	jobID    string
+	trees    []string
+}
+
+// runRemote seeds c.Backlog+c.Tasks pending tasks on the coordinator at
+// c.Coordinator, over its API, drives them with c.Workers no-op workers
+// until c.Tasks lifecycles completed, and writes the lines Run writes. The
+// coordinator runs in another process, so the load generator's CPU is not
+// the server's.
+func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
+	if c.CreateChunks > 0 {
+		return nil, fmt.Errorf("--create-chunks runs a coordinator of its own: leave out --coordinator")
+	}
+	base := strings.TrimRight(c.Coordinator, "/")
+	n := c.Backlog + c.Tasks
+	seedStart := time.Now()
+	s := seeded{workload: fmt.Sprintf("bench-%x", time.Now().UnixNano())}
+	var err error
+	if c.Protocol == ProtocolGRPC {
+		s.trees, err = seedTrees(ctx, base, c, s.workload, n)
+	} else {
+		s.jobID, err = seedJob(ctx, base, c.ClientToken, s.workload, n)
+	}
+	if err != nil {
+		return nil, err
+	}
+	form := "chunk tasks of job " + s.jobID
+	if c.Protocol == ProtocolGRPC {
+		form = "single-task trees"
+	}
+	fmt.Fprintf(out, "coordinator %s: seeded %d pending %s in %v\n", base, n, form, time.Since(seedStart).Round(time.Millisecond))
+
+	stop, err := startProfile(c.Profile)
+	if err != nil {
+		return nil, err
+	}
+	var res result
+	if c.Protocol == ProtocolGRPC {
+		res = driveGRPC(ctx, base, s.workload, c)
+	} else {
+		res = drive(ctx, base, c.WorkerToken, []string{s.workload}, c)
+	}
+	stop()
+	if res.err != nil {
+		return nil, res.err
+	}
+	var pending int
+	if c.Protocol == ProtocolGRPC {
+		counts, err := countTrees(ctx, base, c.ClientToken, s.trees, c.Workers)
+		if err != nil {
+			return nil, err
+		}
+		pending = counts[client.TaskPending]
+	} else {
+		cl := client.New(base, c.ClientToken)
+		defer cl.CloseIdleConnections()
+		job, err := cl.GetJob(ctx, s.jobID)
+		if err != nil {
+			return nil, err
+		}
+		pending = job.Tasks.Pending
+	}
+	report(out, c, res, pending)
+	return &s, nil
+}
+
+// seedJob creates one job of n hosted chunks of workload with POST /jobs. The no-op
+// workers never fetch a chunk, so the URIs need not answer.
+func seedJob(ctx context.Context, base, token, workload string, n int) (string, error) {
+	chunks := make([]client.ChunkRef, n)
+	for i := range chunks {
+		chunks[i] = client.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: strings.Repeat("0", 64)}
+	}
+	cl := client.New(base, token, client.WithTimeout(0))
+	defer cl.CloseIdleConnections()
+	job, err := cl.CreateJob(ctx, &client.JobRequest{Name: "bench", Workload: workload, TopK: 1, MaxAttempts: 3, LeaseSeconds: 600,
+		Input: client.JobInput{Chunks: chunks}}, "")
+	if err != nil {
+		return "", fmt.Errorf("seed a job of %d chunks: %w", n, err)
+	}
+	return job.JobID, nil
+}
+
+// h2c is an HTTP client that speaks HTTP/2 without TLS, as gRPC clients
+// do: one connection, its streams shared by every worker.
+func h2c() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
+// grpcOptions are the options of every gRPC client of a run.
+func grpcOptions(token string) []connect.ClientOption {
+	opts := []connect.ClientOption{connect.WithGRPC()}
+	if token != "" {
+		opts = append(opts, connect.WithInterceptors(rpc.Bearer(token)))
+	}
+	return opts
+}
+
+// seedTrees submits n trees of one task of workload each, from c.Workers
+// goroutines at once (Queue.Submit takes one tree a call), and returns
+// their IDs.
+func seedTrees(ctx context.Context, base string, c Config, workload string, n int) ([]string, error) {
+	shard := c.Shard
+	if shard == "" {
+		shard = "s0"
+	}
+	hc := h2c()
+	defer hc.CloseIdleConnections()
+	q := scimeshv1connect.NewQueueClient(hc, base, grpcOptions(c.ClientToken)...)
+	ids := make([]string, n)
+	var next atomic.Int64
+	errs := make([]error, c.Workers)
+	var wg sync.WaitGroup
+	for w := range c.Workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil {
+					errs[w] = ctx.Err()
+					return
+				}
+				resp, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+					{Id: shard + ":t", Workload: workload, MaxAttempts: 3, LeaseSeconds: 600},
+				}}))
+				if err != nil {
+					errs[w] = fmt.Errorf("seed tree %d of %d: %w", i+1, n, err)
+					return
+				}
+				ids[i] = resp.Msg.RootId
+			}
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// noopResult is every no-op tree task's result.
+var noopResult = structpb.NewNumberValue(1)
+
+// driveGRPC is drive for gRPC: each worker polls one tree task (Poll,
+// answering at once) and reports it done (Done), until c.Tasks lifecycles
+// completed or ctx is done.
+func driveGRPC(ctx context.Context, base, workload string, c Config) result {
+	hc := h2c()
+	defer hc.CloseIdleConnections()
+	wc := scimeshv1connect.NewWorkerClient(hc, base, grpcOptions(c.WorkerToken)...)
+	reqCtx := context.WithoutCancel(ctx)
+	var (
+		done      atomic.Int64
+		remaining atomic.Int64
+		mu        sync.Mutex
+		lat       []time.Duration
+		firstErr  error
+		wg        sync.WaitGroup
+	)
+	fail := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	remaining.Store(int64(c.Tasks))
+	start := time.Now()
+	for w := range c.Workers {
+		wg.Go(func() {
+			id := fmt.Sprintf("bench-%d", w)
+			var local []time.Duration
+			defer func() {
+				mu.Lock()
+				lat = append(lat, local...)
+				mu.Unlock()
+			}()
+			for ctx.Err() == nil {
+				if reserve(&remaining, 1) == 0 {
+					return
+				}
+				t0 := time.Now()
+				task, err := wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
+				if err != nil {
+					fail(fmt.Errorf("poll: %w", err))
+					return
+				}
+				local = append(local, time.Since(t0))
+				t := task.Msg
+				if t.TaskId == "" {
+					fail(fmt.Errorf("poll found nothing with tasks left; the backlog ran out"))
+					return
+				}
+				_, err = wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
+					Success: true, Result: noopResult}))
+				if err != nil {
+					fail(fmt.Errorf("done %s: %w", t.TaskId, err))
+					return
+				}
+				done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, err: firstErr}
+}
+
+// countTrees asks the coordinator for the state of every tree task of ids
+// (Queue.Query, from workers goroutines at once) and counts them by state.
+func countTrees(ctx context.Context, base, token string, ids []string, workers int) (map[string]int, error) {
+	hc := h2c()
+	defer hc.CloseIdleConnections()
+	q := scimeshv1connect.NewQueueClient(hc, base, grpcOptions(token)...)
+	var (
+		next   atomic.Int64
+		mu     sync.Mutex
+		counts = map[string]int{}
+		first  error
+		wg     sync.WaitGroup
+	)
+	for range workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= len(ids) {
+					return
+				}
+				info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: ids[i]}))
+				mu.Lock()
+				if err != nil {
+					if first == nil {
+						first = fmt.Errorf("query %s: %w", ids[i], err)
+					}
+					mu.Unlock()
+					return
+				}
+				counts[info.Msg.State]++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return counts, first
+}

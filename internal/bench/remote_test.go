@@ -1,0 +1,97 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/server"
+)
+
+// TestRunRemote drives a coordinator that bench did not start, with
+// tokens, over REST single and batch forms and over gRPC, one run after
+// another on the same coordinator; after each, the coordinator itself
+// (GET /jobs/{id}, Queue.Query of every tree) must count every measured
+// task completed and the backlog pending, none leased: a lifecycle the
+// generator counted but did not complete, or did twice, fails it.
+func TestRunRemote(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tokens := auth.Tokens{Worker: "worker-token-0123456789", Client: "client-token-0123456789"}
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", Migrate: true, Tokens: tokens,
+		DB: "sqlite:" + filepath.Join(t.TempDir(), "bench.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	wait := srv.Start(ctx)
+	defer func() { cancel(); _ = wait() }()
+	cl := client.New(srv.URL(), tokens.Client)
+	defer cl.CloseIdleConnections()
+
+	const tasks, backlog = 200, 13
+	for _, run := range []struct {
+		protocol string
+		batch    int
+	}{{ProtocolREST, 1}, {ProtocolREST, 50}, {ProtocolGRPC, 1}} {
+		name := fmt.Sprintf("%s batch %d", run.protocol, run.batch)
+		var out strings.Builder
+		c := Config{Coordinator: srv.URL(), WorkerToken: tokens.Worker, ClientToken: tokens.Client, Protocol: run.protocol,
+			Workers: 4, Tasks: tasks, Backlog: backlog, Batch: run.batch}
+		s, err := runRemote(ctx, &out, c)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out.String())
+		}
+		want := regexp.MustCompile(`^coordinator http://127\.0\.0\.1:[0-9]+: seeded 213 pending [a-z0-9: -]+ in [0-9.]+m?s\n` +
+			fmt.Sprintf(`workers 4, batch %d, backlog 13: 200 lifecycles in [0-9.]+m?s = [0-9]+ lifecycles/s; `, run.batch) +
+			`claim p50 [0-9.]+[mµ]?s p99 [0-9.]+[mµ]?s \([0-9]+ claims\); pending after 13\n$`)
+		if !want.MatchString(out.String()) {
+			t.Errorf("%s printed\n%s\nwant lines matching %s", name, out.String(), want)
+		}
+		var completed, pending, other int
+		if run.protocol == ProtocolGRPC {
+			counts, err := countTrees(ctx, srv.URL(), tokens.Client, s.trees, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			completed, pending = counts[client.TaskCompleted], counts[client.TaskPending]
+			other = len(s.trees) - completed - pending
+		} else {
+			job, err := cl.GetJob(ctx, s.jobID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			completed, pending = job.Tasks.Completed, job.Tasks.Pending
+			other = job.Tasks.Total - completed - pending
+		}
+		if completed != tasks || pending != backlog || other != 0 {
+			t.Errorf("%s: the coordinator counts %d completed, %d pending, %d otherwise; want %d, %d, 0",
+				name, completed, pending, other, tasks, backlog)
+		}
+	}
+}
+
+// TestRunRemoteRefuses: settings a remote run cannot measure are refused
+// before anything is sent.
+func TestRunRemoteRefuses(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		c    Config
+		want string
+	}{
+		{Config{Coordinator: "http://127.0.0.1:1", Protocol: ProtocolGRPC, Workers: 1, Tasks: 10, Batch: 2}, "no batch form"},
+		{Config{Coordinator: "http://127.0.0.1:1", Protocol: "soap", Workers: 1, Tasks: 10, Batch: 1}, `--protocol "soap"`},
+		{Config{Coordinator: "http://127.0.0.1:1", Workers: 1, Tasks: 10, Batch: 1, CreateChunks: 10}, "--create-chunks"},
+		{Config{DB: "sqlite", Protocol: ProtocolGRPC, Workers: 1, Tasks: 10, Batch: 1}, "--coordinator"},
+	} {
+		if err := Run(context.Background(), &strings.Builder{}, c.c); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run(%+v): %v, want an error with %q", c.c, err, c.want)
+		}
+	}
+}
