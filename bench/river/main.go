@@ -36,13 +36,14 @@ func main() {
 		runs    = flag.Int("runs", 1, "runs; with more than one, the median is printed last")
 		serve   = flag.Bool("serve", false, "only start a throwaway cluster, print the URL of its postgres database and wait for SIGINT or SIGTERM")
 		verbose = flag.Bool("v", false, "log River's warnings and errors to stderr")
+		preload = flag.String("preload", "", "with -serve, the cluster's shared_preload_libraries, such as pg_stat_statements")
 	)
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	var err error
 	if *serve {
-		err = serveCluster(ctx, os.Stdout)
+		err = serveCluster(ctx, os.Stdout, *preload)
 	} else {
 		logger := slog.New(slog.DiscardHandler)
 		if *verbose {
@@ -71,7 +72,7 @@ func measure(ctx context.Context, out io.Writer, c config) error {
 	}
 	url := c.db
 	if url == "" {
-		cl, err := startCluster(ctx)
+		cl, err := startCluster(ctx, nil)
 		if err != nil {
 			return err
 		}
@@ -99,18 +100,23 @@ func measure(ctx context.Context, out io.Writer, c config) error {
 // startCluster starts a throwaway cluster, on a RAM disk when there is
 // one, as SciMesh's PostgreSQL tests do. pgcluster's defaults run it with
 // fsync, synchronous_commit and full_page_writes off.
-func startCluster(ctx context.Context) (*pgcluster.Cluster, error) {
-	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: pgcluster.RAMDir()})
+func startCluster(ctx context.Context, settings map[string]string) (*pgcluster.Cluster, error) {
+	cl, err := pgcluster.Start(ctx, pgcluster.Options{Dir: pgcluster.RAMDir(), Settings: settings})
 	if err != nil {
 		return nil, fmt.Errorf("start a throwaway PostgreSQL: %w", err)
 	}
 	return cl, nil
 }
 
-// serveCluster starts a throwaway cluster, prints the URL of its postgres
+// serveCluster starts a throwaway cluster, with preload as its
+// shared_preload_libraries when not empty, prints the URL of its postgres
 // database on a line of its own, and stops the cluster when ctx is done.
-func serveCluster(ctx context.Context, out io.Writer) error {
-	cl, err := startCluster(ctx)
+func serveCluster(ctx context.Context, out io.Writer, preload string) error {
+	var settings map[string]string
+	if preload != "" {
+		settings = map[string]string{"shared_preload_libraries": preload}
+	}
+	cl, err := startCluster(ctx, settings)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Task lifecycles per second with the load in a process of its own: each
+# run starts `scimesh serve` on a fresh database (a new SQLite file, or a
+# new database of one throwaway PostgreSQL cluster, from bin/river-bench
+# -serve), with tokens, and drives it from a second process with
+# `scimesh bench --coordinator`: REST single form (claim, then result),
+# REST batch 50 (max_tasks 50, POST /tasks/results) and gRPC (Worker.Poll,
+# then Done, on single-task trees).
+# Usage: bench/load.sh [ROUNDS]   (default 3; prints every run, then medians)
+# TASKS (50000), BACKLOG (10000), WORKERS (64), STORES ("sqlite postgres")
+# and FORMS ("single batch50 grpc") change what is run.
+# PROFILE=DIR profiles serve instead, once per store, under the single
+# form: a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
+# DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
+# pg_stat_statements (DIR/statements.txt), samples of pg_stat_activity
+# every 0.2 s (DIR/activity.txt) and an EXPLAIN ANALYZE of the claim with
+# 50,000 tasks pending (DIR/explain.txt).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+tasks=${TASKS:-50000}
+backlog=${BACKLOG:-10000}
+workers=${WORKERS:-64}
+stores=${STORES:-sqlite postgres}
+forms=${FORMS:-single batch50 grpc}
+profile=${PROFILE:-}
+
+go build -o bin/scimesh ./cmd/scimesh
+(cd bench/river && go build -o ../../bin/river-bench .)
+
+# Two tokens of 16 random bytes, so serve does not warn of weak ones.
+WORKER_AUTH_TOKEN=$(openssl rand -hex 16)
+CLIENT_AUTH_TOKEN=$(openssl rand -hex 16)
+export WORKER_AUTH_TOKEN CLIENT_AUTH_TOKEN
+
+work=$(mktemp -d)
+cluster=
+server=
+cleanup() {
+	[ -z "$server" ] || { kill "$server" 2>/dev/null && wait "$server" || true; }
+	[ -z "$cluster" ] || { kill "$cluster" 2>/dev/null && wait "$cluster" || true; }
+	rm -rf "$work"
+}
+trap cleanup EXIT
+
+admin=
+if [[ " $stores " == *" postgres "* ]]; then
+	preload=()
+	[ -z "$profile" ] || preload=(-preload pg_stat_statements)
+	bin/river-bench -serve "${preload[@]}" >"$work/cluster.log" &
+	cluster=$!
+	for _ in $(seq 600); do
+		[ -s "$work/cluster.log" ] && break
+		kill -0 "$cluster" 2>/dev/null || { echo "the cluster did not start" >&2; exit 1; }
+		sleep 0.1
+	done
+	admin=$(head -1 "$work/cluster.log")
+	[ -n "$admin" ] || { echo "the cluster did not print its URL" >&2; exit 1; }
+fi
+dburl() { echo "${admin/\/postgres\?//$1?}"; }
+sql() { psql "$admin" -v ON_ERROR_STOP=1 -qAtc "$1"; }
+
+freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# serve_start DB [ARGS…] starts serve on a free loopback port and waits
+# until it is ready; $url is its URL.
+serve_start() {
+	local db=$1
+	shift
+	url=http://127.0.0.1:$(freeport)
+	# warn: info would log a line per request, which costs the server.
+	bin/scimesh serve --addr "${url#http://}" --db "$db" --migrate --log-level warn "$@" 2>"$work/serve.log" &
+	server=$!
+	for _ in $(seq 300); do
+		curl -fs "$url/ready" >/dev/null 2>&1 && return
+		kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
+		sleep 0.1
+	done
+	echo "serve not ready after 30 s" >&2
+	exit 1
+}
+
+serve_stop() {
+	kill "$server"
+	wait "$server" || true
+	server=
+	if [ -s "$work/serve.log" ]; then
+		sed 's/^/  serve: /' "$work/serve.log" >&2
+	fi
+}
+
+# newdb STORE NAME prints a fresh database's URL.
+newdb() {
+	if [ "$1" = sqlite ]; then
+		mkdir -p "$work/$2"
+		echo "sqlite:$work/$2/scimesh.db"
+	else
+		sql "CREATE DATABASE $2"
+		dburl "$2"
+	fi
+}
+
+dropdb() {
+	if [ "$1" = sqlite ]; then rm -rf "${work:?}/$2"; else sql "DROP DATABASE $2 WITH (FORCE)"; fi
+}
+
+formargs() {
+	case $1 in
+	single) echo --batch 1 ;;
+	batch50) echo --batch 50 ;;
+	grpc) echo --protocol grpc ;;
+	*) echo "unknown form $1" >&2; exit 1 ;;
+	esac
+}
+
+bench() { bin/scimesh bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
+
+echo "$(nproc) cores;$(uptime | sed 's/.*load average/ load average/')"
+[ -z "$admin" ] || echo "PostgreSQL $(sql 'SHOW server_version'), fsync=$(sql 'SHOW fsync'), synchronous_commit=$(sql 'SHOW synchronous_commit')"
+
+if [ -n "$profile" ]; then
+	mkdir -p "$profile"
+	for store in $stores; do
+		db=$(newdb "$store" profile_db)
+		pprof=127.0.0.1:$(freeport)
+		serve_start "$db" --pprof "$pprof"
+		if [ "$store" = postgres ]; then
+			psql "$db" -qAtc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()' >/dev/null
+		fi
+		bench --batch 1 >"$work/bench.out" &
+		load=$!
+		# The seeding (one POST /jobs) takes a second or two; then 20 s
+		# of the workers, who need about 30 s at 64 workers.
+		sleep 5
+		if [ "$store" = postgres ]; then
+			psql "$db" -qAt -c "SELECT now()::time(1), state, count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 2" \
+				-c '\watch 0.2' >"$profile/activity.txt" 2>/dev/null &
+			watcher=$!
+		fi
+		curl -fs -o "$profile/$store.pprof" "http://$pprof/debug/pprof/profile?seconds=20"
+		if [ "$store" = postgres ]; then kill "$watcher"; wait "$watcher" 2>/dev/null || true; fi
+		wait "$load"
+		echo "$store, single, profiled: $(tail -1 "$work/bench.out")"
+		go tool pprof -top -cum "$profile/$store.pprof" >"$profile/$store.top" 2>/dev/null
+		if [ "$store" = postgres ]; then
+			psql "$db" -qA -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, rows,
+				left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query FROM pg_stat_statements
+				WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 25" >"$profile/statements.txt"
+			# The claim with 50,000 pending: the statement as the server
+			# sends it, on a new job of that many chunks, rolled back.
+			bench --workers 1 --tasks 1 --backlog 50000 --batch 1 >/dev/null
+			claim=$(psql "$db" -qAtc "SELECT query FROM pg_stat_statements WHERE query LIKE 'UPDATE tasks%SET state = ''leased''%t.workload = w.workload%' ORDER BY calls DESC LIMIT 1")
+			workload=$(psql "$db" -qAtc "SELECT workload FROM tasks WHERE state = 'pending' GROUP BY workload HAVING count(*) >= 50000 LIMIT 1")
+			psql "$db" -qA -c "ANALYZE tasks" -c "BEGIN" -c "PREPARE claim AS $claim" \
+				-c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE claim('explain', now(), '{chunk}', '{$workload}', 1)" -c "ROLLBACK" >"$profile/explain.txt"
+		fi
+		serve_stop
+		dropdb "$store" profile_db
+	done
+	echo "profiles in $profile; $(uptime | sed 's/.*load average/load average/')"
+	exit 0
+fi
+
+declare -A rates
+for round in $(seq "$rounds"); do
+	for store in $stores; do
+		for form in $forms; do
+			name=scimesh_${round}_${form}
+			db=$(newdb "$store" "$name")
+			serve_start "$db"
+			# shellcheck disable=SC2046 # formargs's words are flags
+			line=$(bench $(formargs "$form") | tail -1)
+			serve_stop
+			dropdb "$store" "$name"
+			echo "$store, $form: $line"
+			rates[$store.$form]+="$(sed -E 's/.* = ([0-9.]+) lifecycles\/s.*/\1/' <<<"$line") "
+		done
+	done
+done
+
+median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.0f", m}'; }
+echo "medians over $rounds rounds, $workers workers, $tasks tasks, backlog $backlog ($(uptime | sed 's/.*load average/load average/')):"
+for store in $stores; do
+	for form in $forms; do
+		echo "  $store, $form: $(median <<<"${rates[$store.$form]}") lifecycles/s"
+	done
+done
