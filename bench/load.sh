@@ -12,9 +12,8 @@
 # PROFILE=DIR profiles serve instead, once per store, under the single
 # form: a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
 # DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
-# pg_stat_statements (DIR/statements.txt), samples of pg_stat_activity
-# every 0.2 s (DIR/activity.txt) and an EXPLAIN ANALYZE of the claim with
-# 50,000 tasks pending (DIR/explain.txt).
+# pg_stat_statements (DIR/statements.txt) and samples of pg_stat_activity
+# every 0.2 s (DIR/activity.txt).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
@@ -133,8 +132,8 @@ if [ -n "$profile" ]; then
 		# of the workers, who need about 30 s at 64 workers.
 		sleep 5
 		if [ "$store" = postgres ]; then
-			psql "$db" -qAt -c "SELECT now()::time(1), state, count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 2" \
-				-c '\watch 0.2' >"$profile/activity.txt" 2>/dev/null &
+			echo "SELECT now()::time(1), state, count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 2 \\watch 0.2" |
+				psql "$db" -qAt >"$profile/activity.txt" 2>/dev/null &
 			watcher=$!
 		fi
 		curl -fs -o "$profile/$store.pprof" "http://$pprof/debug/pprof/profile?seconds=20"
@@ -146,13 +145,6 @@ if [ -n "$profile" ]; then
 			psql "$db" -qA -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, rows,
 				left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query FROM pg_stat_statements
 				WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT 25" >"$profile/statements.txt"
-			# The claim with 50,000 pending: the statement as the server
-			# sends it, on a new job of that many chunks, rolled back.
-			bench --workers 1 --tasks 1 --backlog 50000 --batch 1 >/dev/null
-			claim=$(psql "$db" -qAtc "SELECT query FROM pg_stat_statements WHERE query LIKE 'UPDATE tasks%SET state = ''leased''%t.workload = w.workload%' ORDER BY calls DESC LIMIT 1")
-			workload=$(psql "$db" -qAtc "SELECT workload FROM tasks WHERE state = 'pending' GROUP BY workload HAVING count(*) >= 50000 LIMIT 1")
-			psql "$db" -qA -c "ANALYZE tasks" -c "BEGIN" -c "PREPARE claim AS $claim" \
-				-c "EXPLAIN (ANALYZE, BUFFERS) EXECUTE claim('explain', now(), '{chunk}', '{$workload}', 1)" -c "ROLLBACK" >"$profile/explain.txt"
 		fi
 		serve_stop
 		dropdb "$store" profile_db

@@ -279,7 +279,11 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 				t0 := time.Now()
 				// One task is claimed with the single form, more with the
 				// batch form.
-				tasks, err := cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, int(n))
+				var tasks []client.Task
+				err := retry(func() (err error) {
+					tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, int(n))
+					return err
+				})
 				if err != nil {
 					fail(err)
 					return
@@ -293,7 +297,10 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 				t1 := time.Now()
 				if c.Batch == 1 {
 					t := tasks[0]
-					if _, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput}); err != nil {
+					if err := retry(func() error {
+						_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput})
+						return err
+					}); err != nil {
 						fail(err)
 						return
 					}
@@ -302,7 +309,11 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 					for i, t := range tasks {
 						items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
 					}
-					statuses, err := cl.CompleteMany(reqCtx, items)
+					var statuses []client.ResultStatus
+					err := retry(func() (err error) {
+						statuses, err = cl.CompleteMany(reqCtx, items)
+						return err
+					})
 					if err != nil {
 						fail(err)
 						return
@@ -322,6 +333,23 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 	}
 	wg.Wait()
 	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, samples: samples, err: firstErr}
+}
+
+// retry calls f until it succeeds, fails for good, or failed retryably
+// (client.IsRetryable: a 503, a lost connection) five times, as a worker
+// would: on a loaded machine the server cuts a request short now and then.
+// A result sent again for the same attempt is applied once; a claim whose
+// answer was lost leaves its task leased to nobody until its lease ends,
+// which the count of pending tasks after the run shows.
+func retry(f func() error) error {
+	var err error
+	for i := range 5 {
+		if err = f(); err == nil || !client.IsRetryable(err) {
+			return err
+		}
+		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+	}
+	return err
 }
 
 // reserve takes up to n from *left and returns how many it took.

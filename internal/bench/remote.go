@@ -210,7 +210,11 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 					return
 				}
 				t0 := time.Now()
-				task, err := wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
+				var task *connect.Response[v1.Task]
+				err := retryRPC(func() (err error) {
+					task, err = wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
+					return err
+				})
 				if err != nil {
 					fail(fmt.Errorf("poll: %w", err))
 					return
@@ -221,8 +225,11 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 					fail(fmt.Errorf("poll found nothing with tasks left; the backlog ran out"))
 					return
 				}
-				_, err = wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
-					Success: true, Result: noopResult}))
+				err = retryRPC(func() error {
+					_, err := wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
+						Success: true, Result: noopResult}))
+					return err
+				})
 				if err != nil {
 					fail(fmt.Errorf("done %s: %w", t.TaskId, err))
 					return
@@ -233,6 +240,20 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 	}
 	wg.Wait()
 	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, err: firstErr}
+}
+
+// retryRPC is retry for gRPC calls: it retries Unavailable, which a
+// request the server cut short answers. Done replayed for the same
+// attempt succeeds and changes nothing.
+func retryRPC(f func() error) error {
+	var err error
+	for i := range 5 {
+		if err = f(); err == nil || connect.CodeOf(err) != connect.CodeUnavailable {
+			return err
+		}
+		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
+	}
+	return err
 }
 
 // countTrees asks the coordinator for the state of every tree task of ids
