@@ -6,12 +6,15 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 )
 
 const (
-	sqlTaskArgInsert  = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES ($1, $2, $3, $4)`
-	sqlTaskArgList    = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = $1 ORDER BY position`
-	sqlTaskArgResolve = `UPDATE task_args SET value = $1 WHERE task_id = $2 AND upstream_id = $3 AND value IS NULL`
+	sqlTaskArgInsert   = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES ($1, $2, $3, $4)`
+	sqlTaskArgList     = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = $1 ORDER BY position`
+	sqlTaskArgResolve  = `UPDATE task_args SET value = $1 WHERE task_id = $2 AND upstream_id = $3 AND value IS NULL`
+	sqlTaskArgListRefs = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
+WHERE t.job_id = $1 AND a.upstream_id <> '' AND (NOT $2 OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // TaskArgInsert inserts args, all or none.
@@ -55,4 +58,23 @@ func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string,
 		return false, translate(err, "resolve argument of task %s from %s", taskID, upstreamID)
 	}
 	return tag.RowsAffected() > 0, nil
+}
+
+// TaskArgListRefs returns the arguments of a job's tasks that are results
+// of upstream tasks; with p.Open, those still waiting for them.
+func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
+	rows, err := q.db.Query(ctx, sqlTaskArgListRefs, p.JobID, p.Open)
+	if err != nil {
+		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
+	}
+	var out []domain.TaskArg
+	var a domain.TaskArg
+	_, err = pgx.ForEachRow(rows, []any{&a.TaskID, &a.Position, &a.UpstreamID}, func() error {
+		out = append(out, a)
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
+	}
+	return out, nil
 }

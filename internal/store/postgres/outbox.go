@@ -8,7 +8,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -24,8 +23,6 @@ RETURNING ` + outboxColumns
 	sqlOutboxDelete = `DELETE FROM outbox WHERE id = $1`
 	sqlOutboxStats  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(created_at) FILTER (WHERE next_attempt_at IS NOT NULL) FROM outbox`
-	sqlTaskArgListRefs = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-WHERE t.job_id = $1 AND a.upstream_id <> '' AND (NOT $2 OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.
@@ -97,23 +94,4 @@ func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
 	}
 	s.Oldest = timeOf(oldest)
 	return s, nil
-}
-
-// TaskArgListRefs returns the arguments of a job's tasks that are results
-// of upstream tasks; with p.Open, those still waiting for them.
-func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
-	rows, err := q.db.Query(ctx, sqlTaskArgListRefs, p.JobID, p.Open)
-	if err != nil {
-		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
-	}
-	var out []domain.TaskArg
-	var a domain.TaskArg
-	_, err = pgx.ForEachRow(rows, []any{&a.TaskID, &a.Position, &a.UpstreamID}, func() error {
-		out = append(out, a)
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
-	}
-	return out, nil
 }

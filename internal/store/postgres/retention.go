@@ -78,14 +78,6 @@ func cursorArgs(c *store.ExpiredCursor) (any, string) {
 	return c.At, c.ID
 }
 
-// limitOf is a LIMIT value: NULL (no limit) for 0 or less.
-func limitOf(n int) any {
-	if n <= 0 {
-		return nil
-	}
-	return n
-}
-
 // JobListExpired returns final jobs finished before p.Before.
 func (q *querier) JobListExpired(ctx context.Context, p *store.JobListExpiredParams) ([]store.ExpiredJob, error) {
 	at, id := cursorArgs(p.After)

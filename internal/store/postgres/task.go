@@ -71,6 +71,11 @@ RETURNING ` + taskColumns
 	sqlTaskResultList = `SELECT chunk_index, result FROM tasks
 WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' AND chunk_index > $2
 ORDER BY chunk_index LIMIT $3`
+
+	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
+WHERE state = 'leased' AND lease_expires_at <= $1
+ORDER BY lease_expires_at
+LIMIT $2`
 )
 
 // TaskInsert inserts tasks, all or none, each at version Version+1, with
@@ -255,6 +260,20 @@ func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListPar
 		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
 	return out, nil
+}
+
+// TaskListExpired returns the leased tasks whose lease expired at or before
+// now, oldest expiry first, at most limit of them (all when limit <= 0).
+func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
+	var lim any // NULL: no limit
+	if limit > 0 {
+		lim = limit
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, lim)
+	if err != nil {
+		return nil, translate(err, "list expired leases")
+	}
+	return collectTasks(rows, "list expired leases")
 }
 
 // collectTasks reads rows of taskColumns; format and args describe the

@@ -5,12 +5,15 @@ import (
 	"fmt"
 
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 )
 
 const (
-	taskArgInsertSQL  = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`
-	taskArgListSQL    = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`
-	taskArgResolveSQL = `UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`
+	taskArgInsertSQL   = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`
+	taskArgListSQL     = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`
+	taskArgResolveSQL  = `UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`
+	taskArgListRefsSQL = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
+	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // TaskArgInsert inserts args, all or none.
@@ -54,4 +57,20 @@ func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string,
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err
+}
+
+// TaskArgListRefs returns the arguments of a job's tasks that are results
+// of upstream tasks; with p.Open, those still waiting for them.
+func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
+	var out []domain.TaskArg
+	err := q.query(ctx, false, func(r scanner) error {
+		var a domain.TaskArg
+		err := r.Scan(&a.TaskID, &a.Position, &a.UpstreamID)
+		out = append(out, a)
+		return err
+	}, taskArgListRefsSQL, p.JobID, p.Open)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list the upstream arguments of job %s: %w", p.JobID, err)
+	}
+	return out, nil
 }

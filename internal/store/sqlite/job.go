@@ -244,16 +244,3 @@ func scanJob(r scanner) (*domain.Job, error) {
 	j.CreatedAt, j.UpdatedAt, j.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
 	return &j, nil
 }
-
-// limitArg is the LIMIT for limit; 0 or less is no limit.
-func limitArg(limit int) int {
-	if limit <= 0 {
-		return -1
-	}
-	return limit
-}
-
-// placeholders returns "?, ?, …" with n marks.
-func placeholders(n int) string {
-	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
-}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -22,8 +21,6 @@ const (
 	outboxDeleteSQL = `DELETE FROM outbox WHERE id = ?`
 	outboxStatsSQL  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`
-	taskArgListRefsSQL = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.
@@ -99,20 +96,4 @@ func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
 	}
 	s.Oldest = timeCol(oldest)
 	return s, nil
-}
-
-// TaskArgListRefs returns the arguments of a job's tasks that are results
-// of upstream tasks; with p.Open, those still waiting for them.
-func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
-	var out []domain.TaskArg
-	err := q.query(ctx, false, func(r scanner) error {
-		var a domain.TaskArg
-		err := r.Scan(&a.TaskID, &a.Position, &a.UpstreamID)
-		out = append(out, a)
-		return err
-	}, taskArgListRefsSQL, p.JobID, p.Open)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list the upstream arguments of job %s: %w", p.JobID, err)
-	}
-	return out, nil
 }

@@ -3,17 +3,95 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"time"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"golang.org/x/sync/semaphore"
 )
 
-// querier runs the contract's statements on the Store's pools (tx nil) or
-// inside one transaction on the writer connection.
-type querier struct {
-	stmts *stmtCache
-	tx    *sql.Tx // nil outside a transaction
-	// bigWrite is set by writes large enough that the write-ahead log
-	// should be checkpointed once they commit (see Store.checkpoint).
-	bigWrite bool
+// stmtCache holds the statements prepared so far, one set per pool. A
+// statement on the writer pool is bound to a transaction with Tx.StmtContext,
+// which reuses the connection's prepared statement.
+//
+// It also keeps the writer's line: every use of the writer connection
+// takes its turn first (takeTurn), and turns are given in the order they
+// were asked for. database/sql hands a pool's free connection to a waiter
+// picked at random, so behind a long run of transactions (a job of a
+// million chunks created in batches) a heartbeat could wait out many of
+// them; in line, it waits for those ahead of it only.
+type stmtCache struct {
+	writer, reader *sql.DB
+	turn           *semaphore.Weighted // of weight 1; FIFO
+
+	mu sync.RWMutex
+	w  map[string]*sql.Stmt
+	r  map[string]*sql.Stmt
+}
+
+func newStmtCache(writer, reader *sql.DB) *stmtCache {
+	return &stmtCache{writer: writer, reader: reader, turn: semaphore.NewWeighted(1), w: map[string]*sql.Stmt{}, r: map[string]*sql.Stmt{}}
+}
+
+// takeTurn waits for the writer connection's turn, in line with every
+// other use of it, and returns the function that gives the turn back.
+func (c *stmtCache) takeTurn(ctx context.Context) (release func(), err error) {
+	if err := c.turn.Acquire(ctx, 1); err != nil {
+		return nil, fmt.Errorf("sqlite: wait for the writer: %w", err)
+	}
+	return func() { c.turn.Release(1) }, nil
+}
+
+func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stmt, error) {
+	m, db := c.r, c.reader
+	if write {
+		m, db = c.w, c.writer
+	}
+	c.mu.RLock()
+	st := m[query]
+	c.mu.RUnlock()
+	if st != nil {
+		return st, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st := m[query]; st != nil {
+		return st, nil
+	}
+	st, err := db.PrepareContext(ctx, query)
+	if err != nil {
+		return nil, mapErr(err)
+	}
+	m[query] = st
+	return st, nil
+}
+
+// checkpoint runs Store.checkpoint's statement on the writer; the caller
+// holds the writer's turn.
+func (c *stmtCache) checkpoint(ctx context.Context) {
+	_, _ = c.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
+}
+
+// cached returns the writer's statement for query, or nil when it has not
+// been prepared.
+func (c *stmtCache) cached(query string) *sql.Stmt {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.w[query]
+}
+
+func (c *stmtCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var errs []error
+	for _, m := range []map[string]*sql.Stmt{c.w, c.r} {
+		for q, st := range m {
+			errs = append(errs, st.Close())
+			delete(m, q)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // stmt returns the prepared statement for query: on the writer when write
@@ -96,51 +174,7 @@ type scanner interface {
 	Scan(dest ...any) error
 }
 
-// Conversions between Go values and columns.
-
-// timeArg is t as unix microseconds, or NULL for the zero time.
-func timeArg(t time.Time) any {
-	if t.IsZero() {
-		return nil
-	}
-	return t.UnixMicro()
-}
-
-// timeCol reads a column written by timeArg.
-func timeCol(v sql.NullInt64) time.Time {
-	if !v.Valid {
-		return time.Time{}
-	}
-	return time.UnixMicro(v.Int64).UTC()
-}
-
-// blobArg is b, NULL when nil.
-func blobArg(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return b
-}
-
-// textArg is b as TEXT, NULL when nil.
-func textArg(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return string(b)
-}
-
-// nullString is s, NULL when empty.
-func nullString(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func boolArg(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
+// placeholders returns "?, ?, …" with n marks.
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?, ", n), ", ")
 }

@@ -1,26 +1,3 @@
-// Package sqlite implements the storage contract (store.Store) on SQLite with
-// modernc.org/sqlite, a pure-Go driver: no cgo, one file on disk.
-//
-// SQLite lets one writer in at a time, so the store does not pretend
-// otherwise: every write and every transaction runs on one connection, whose
-// transactions begin IMMEDIATE (they take the write lock up front and never
-// fail to upgrade a read lock halfway). Reads made outside a transaction run
-// on a separate pool of read-only connections and, in WAL mode, neither wait
-// for the writer nor hold it up. Statements are prepared once and reused.
-//
-// Durability: the database runs in WAL mode with synchronous=NORMAL. A commit
-// survives the process being killed (kill -9) at any point; after a power
-// loss or an operating-system crash the last transactions before the failure
-// may be rolled back, never half applied. synchronous=FULL would close that
-// window at the cost of an fsync per commit.
-//
-// Times are stored as INTEGER microseconds since the Unix epoch (NULL for the
-// zero time.Time) and read back in UTC.
-//
-// Several processes may open one file, but they take turns at its write lock:
-// a statement waits up to busy_timeout (10 s) for another process's
-// transaction, and a wait that runs out is store.ErrUnavailable. One process
-// per file is the configuration the store is built for.
 package sqlite
 
 import (
@@ -32,11 +9,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
-
-	"golang.org/x/sync/semaphore"
-	"modernc.org/sqlite"
-	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/scimesh/scimesh/internal/store"
 )
@@ -189,110 +161,50 @@ func (s *Store) Close() error {
 	return errors.Join(s.stmts.close(), s.reader.Close(), s.writer.Close())
 }
 
-// stmtCache holds the statements prepared so far, one set per pool. A
-// statement on the writer pool is bound to a transaction with Tx.StmtContext,
-// which reuses the connection's prepared statement.
-//
-// It also keeps the writer's line: every use of the writer connection
-// takes its turn first (takeTurn), and turns are given in the order they
-// were asked for. database/sql hands a pool's free connection to a waiter
-// picked at random, so behind a long run of transactions (a job of a
-// million chunks created in batches) a heartbeat could wait out many of
-// them; in line, it waits for those ahead of it only.
-type stmtCache struct {
-	writer, reader *sql.DB
-	turn           *semaphore.Weighted // of weight 1; FIFO
-
-	mu sync.RWMutex
-	w  map[string]*sql.Stmt
-	r  map[string]*sql.Stmt
+// querier runs the contract's statements on the Store's pools (tx nil) or
+// inside one transaction on the writer connection.
+type querier struct {
+	stmts *stmtCache
+	tx    *sql.Tx // nil outside a transaction
+	// bigWrite is set by writes large enough that the write-ahead log
+	// should be checkpointed once they commit (see Store.checkpoint).
+	bigWrite bool
 }
 
-func newStmtCache(writer, reader *sql.DB) *stmtCache {
-	return &stmtCache{writer: writer, reader: reader, turn: semaphore.NewWeighted(1), w: map[string]*sql.Stmt{}, r: map[string]*sql.Stmt{}}
-}
-
-// takeTurn waits for the writer connection's turn, in line with every
-// other use of it, and returns the function that gives the turn back.
-func (c *stmtCache) takeTurn(ctx context.Context) (release func(), err error) {
-	if err := c.turn.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("sqlite: wait for the writer: %w", err)
-	}
-	return func() { c.turn.Release(1) }, nil
-}
-
-func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stmt, error) {
-	m, db := c.r, c.reader
-	if write {
-		m, db = c.w, c.writer
-	}
-	c.mu.RLock()
-	st := m[query]
-	c.mu.RUnlock()
-	if st != nil {
-		return st, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st := m[query]; st != nil {
-		return st, nil
-	}
-	st, err := db.PrepareContext(ctx, query)
-	if err != nil {
-		return nil, mapErr(err)
-	}
-	m[query] = st
-	return st, nil
-}
-
-// checkpoint runs Store.checkpoint's statement on the writer; the caller
-// holds the writer's turn.
-func (c *stmtCache) checkpoint(ctx context.Context) {
-	_, _ = c.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
-}
-
-// cached returns the writer's statement for query, or nil when it has not
-// been prepared.
-func (c *stmtCache) cached(query string) *sql.Stmt {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.w[query]
-}
-
-func (c *stmtCache) close() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var errs []error
-	for _, m := range []map[string]*sql.Stmt{c.w, c.r} {
-		for q, st := range m {
-			errs = append(errs, st.Close())
-			delete(m, q)
+// atomically runs fn in a transaction of its own outside one, and in a
+// savepoint named name inside one, so that its statements apply all or none.
+func (q *querier) atomically(ctx context.Context, name string, fn func(q *querier) error) error {
+	if q.tx == nil {
+		release, err := q.stmts.takeTurn(ctx)
+		if err != nil {
+			return err
 		}
-	}
-	return errors.Join(errs...)
-}
-
-// mapErr translates the database's errors into the contract's sentinels,
-// keeping the original in the chain.
-func mapErr(err error) error {
-	if err == nil {
+		defer release()
+		tx, err := q.stmts.writer.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("begin: %w", mapErr(err))
+		}
+		if err := fn(&querier{stmts: q.stmts, tx: tx}); err != nil {
+			_ = tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("commit: %w", mapErr(err))
+		}
 		return nil
 	}
-	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+	if _, err := q.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+		return fmt.Errorf("savepoint: %w", mapErr(err))
 	}
-	var se *sqlite.Error
-	if !errors.As(err, &se) {
+	if err := fn(q); err != nil {
+		_, rerr := q.tx.ExecContext(ctx, "ROLLBACK TO "+name+"; RELEASE "+name)
+		if rerr != nil {
+			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", mapErr(rerr)))
+		}
 		return err
 	}
-	switch code := se.Code(); {
-	case code == sqlite3.SQLITE_BUSY_SNAPSHOT:
-		// A read transaction that lost the race to write: rerun it.
-		return fmt.Errorf("%w: %w", store.ErrStale, err)
-	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
-	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return fmt.Errorf("%w: %w", store.ErrDuplicate, err)
+	if _, err := q.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
+		return fmt.Errorf("release savepoint: %w", mapErr(err))
 	}
-	return err
+	return nil
 }
