@@ -122,7 +122,7 @@ func runBench(ctx context.Context, out io.Writer, c benchConfig) error {
 	if res.err != nil {
 		return res.err
 	}
-	counts, err := st.JobTaskCounts(ctx, []string{jobID})
+	counts, err := st.TaskCountByJob(ctx, []string{jobID})
 	left := counts[jobID]
 	if err != nil {
 		return err

@@ -47,7 +47,7 @@ func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
 	if !due {
 		return
 	}
-	err := e.store.WorkerSeen(ctx, &store.WorkerSeenParams{ID: worker, Now: now, Heartbeat: heartbeat})
+	err := e.store.WorkerUpsert(ctx, &store.WorkerUpsertParams{ID: worker, Now: now, Heartbeat: heartbeat})
 	if err != nil && ctx.Err() == nil {
 		e.log.WarnContext(ctx, "recording a worker's call failed", "worker_id", worker, "error", err)
 	}
@@ -86,9 +86,9 @@ func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*Wo
 }
 
 // JobFinishCounts counts a job's completed chunks by when they finished,
-// in buckets of width from start (see store.Querier.TaskFinishCounts).
+// in buckets of width from start (see store.Querier.TaskCountFinished).
 func (e *Engine) JobFinishCounts(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
-	c, err := e.store.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
+	c, err := e.store.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
 	return c, mapStoreErr(err)
 }
 

@@ -162,7 +162,7 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 		end := min(start+CreateBatch, len(inputs))
 		err := e.tx(ctx, func(q store.Querier) error {
 			now := e.now()
-			if err := q.JobCreationProgress(ctx, &store.JobCreationProgressParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
+			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
 				return fmt.Errorf("job %s was given up on while it was created (no progress for %v): %w", job.ID, CreationStale, err)
 			}
 			j, err := q.JobGet(ctx, job.ID)
@@ -351,7 +351,7 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	counts, err := e.store.JobTaskCounts(ctx, ids)
+	counts, err := e.store.TaskCountByJob(ctx, ids)
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("count tasks of %d jobs: %w", len(ids), err))
 	}
@@ -574,7 +574,7 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 		if moved, err = q.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: j.ID, MaxAttempts: j.MaxAttempts, Now: now}); err != nil {
 			return err
 		}
-		counts, err := q.JobTaskCounts(ctx, []string{j.ID})
+		counts, err := q.TaskCountByJob(ctx, []string{j.ID})
 		if err != nil {
 			return err
 		}

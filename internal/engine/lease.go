@@ -298,7 +298,7 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
-			d, err := q.TaskUpstreamDone(ctx, id, done[id], e.now())
+			d, err := q.TaskDecrementUpstreams(ctx, id, done[id], e.now())
 			if err != nil {
 				return err
 			}

@@ -58,7 +58,7 @@ func (e *Engine) handOver(ctx context.Context, q store.Querier, taskID, upstream
 		}
 		return false, domain.Invalidf("task %s has no upstream %s", taskID, upstreamID)
 	}
-	d, err := q.TaskUpstreamDone(ctx, taskID, 1, e.now())
+	d, err := q.TaskDecrementUpstreams(ctx, taskID, 1, e.now())
 	if err != nil {
 		return false, err
 	}

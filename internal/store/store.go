@@ -3,6 +3,13 @@
 // errors. The conformance suite in storetest runs against every
 // implementation; extend the suite whenever the contract changes.
 //
+// Methods are named Entity+Verb, the entity first so that a table's
+// methods sort together: JobGet, JobList, TaskClaim, TaskCountByJob,
+// OutboxGetStats. The verbs are those of rows (Get one by its key, List
+// several, Insert, Update, Upsert, Delete, Count, Claim) and a few of the
+// domain's (MarkRunning, Cancel, Retry, DecrementUpstreams, Resolve,
+// Append, Touch).
+//
 // The contract is deliberately dumb: it reads and writes rows. The rules that
 // decide what to write live in the domain and the engine, which read a row
 // inside a transaction, decide, and write it back guarded by its version.
@@ -85,11 +92,11 @@ type Querier interface {
 	// otherwise ErrStale (ErrNotFound when the job is gone). A Result
 	// written sets j.ResultBytes to its length, as JobInsert does.
 	JobUpdate(ctx context.Context, j *domain.Job) error
-	// JobCreationProgress records that the creation of job p.ID went on at
+	// JobUpdateCreation records that the creation of job p.ID went on at
 	// p.Now (UpdatedAt); with p.Done the job is whole and no longer
 	// Creating. A job that is gone, not creating or abandoned (see
 	// JobDeleteAbandoned) is ErrNotFound: its creation must stop.
-	JobCreationProgress(ctx context.Context, p *JobCreationProgressParams) error
+	JobUpdateCreation(ctx context.Context, p *JobUpdateCreationParams) error
 	// JobListAbandoned returns up to limit jobs still creating whose
 	// creation has not progressed since before (UpdatedAt earlier) or that
 	// were abandoned already, oldest UpdatedAt first.
@@ -97,16 +104,13 @@ type Querier interface {
 	// JobDeleteAbandoned removes a job whose creation died, in bounded
 	// steps: when job p.ID is creating and has not progressed since
 	// p.Before (or was abandoned already), it marks it abandoned (status
-	// cancelled, so that JobCreationProgress refuses its creation), deletes
+	// cancelled, so that JobUpdateCreation refuses its creation), deletes
 	// up to p.Limit of its tasks with their logs and, when none is left,
 	// the job. It reports whether the job is gone. Any other job is
 	// ErrNotFound and is kept.
 	JobDeleteAbandoned(ctx context.Context, p *JobDeleteAbandonedParams) (gone bool, err error)
 	// JobMarkRunning moves every listed job that is pending to running at now.
 	JobMarkRunning(ctx context.Context, ids []string, now time.Time) error
-	// JobTaskCounts counts the tasks of kind chunk of each listed job by
-	// state, in one go; a job without tasks (or no such job) is absent.
-	JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error)
 
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
@@ -153,21 +157,24 @@ type Querier interface {
 	// lease expiry and finish time; Attempt (the fencing token), LeaseOwner
 	// and Error stay. It returns how many it moved.
 	TaskRetryJob(ctx context.Context, p *TaskRetryJobParams) (int, error)
-	// TaskUpstreamDone records that n upstreams of task id completed:
+	// TaskDecrementUpstreams records that n upstreams of task id completed:
 	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
 	// reaches 0 becomes pending. It returns the task as written.
-	TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error)
+	TaskDecrementUpstreams(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error)
 	// TaskResultList returns a page of the outputs of a job's completed
 	// chunk tasks, by ChunkIndex ascending: those whose ChunkIndex is above
 	// p.AfterIndex, at most p.Limit of them (all when 0 or less). The
 	// stitcher reads a job's outputs page by page, so that what it holds
 	// does not grow with the number of chunks.
 	TaskResultList(ctx context.Context, p *TaskResultListParams) ([]ChunkResult, error)
-	// TaskFinishCounts counts a job's completed chunk tasks by when they
+	// TaskCountFinished counts a job's completed chunk tasks by when they
 	// finished: element i of the p.Buckets elements counts those that
 	// finished in [p.Start + i·p.Width, p.Start + (i+1)·p.Width), except
 	// that earlier ones count in the first and later ones in the last.
-	TaskFinishCounts(ctx context.Context, p *TaskFinishCountsParams) ([]int, error)
+	TaskCountFinished(ctx context.Context, p *TaskCountFinishedParams) ([]int, error)
+	// TaskCountByJob counts the tasks of kind chunk of each listed job by
+	// state, in one go; a job without tasks (or no such job) is absent.
+	TaskCountByJob(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error)
 	// TaskCountByState counts every task by kind and state; kinds and
 	// states without a task are left out.
 	TaskCountByState(ctx context.Context) ([]TaskCount, error)
@@ -176,9 +183,9 @@ type Querier interface {
 	// (CreatedAt, then ID, descending).
 	TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error)
 
-	// WorkerSeen records that worker p.ID called at p.Now, creating it when
+	// WorkerUpsert records that worker p.ID called at p.Now, creating it when
 	// new; with p.Heartbeat the call renewed a lease.
-	WorkerSeen(ctx context.Context, p *WorkerSeenParams) error
+	WorkerUpsert(ctx context.Context, p *WorkerUpsertParams) error
 	// WorkerList returns up to limit workers seen at or after since, most
 	// recently seen first (then by ID).
 	WorkerList(ctx context.Context, since time.Time, limit int) ([]*Worker, error)
@@ -224,8 +231,8 @@ type Querier interface {
 	OutboxUpdate(ctx context.Context, m *OutboxMessage) error
 	// OutboxDelete deletes the message with id; a missing one is no error.
 	OutboxDelete(ctx context.Context, id int64) error
-	// OutboxStats counts the messages still to deliver and those given up on.
-	OutboxStats(ctx context.Context) (OutboxStats, error)
+	// OutboxGetStats counts the messages still to deliver and those given up on.
+	OutboxGetStats(ctx context.Context) (OutboxStats, error)
 
 	// UploadInsert records an upload. A taken ID is ErrDuplicate.
 	UploadInsert(ctx context.Context, u *domain.Upload) error
@@ -233,9 +240,9 @@ type Querier interface {
 	UploadGet(ctx context.Context, id string) (*domain.Upload, error)
 }
 
-// JobCreationProgressParams says which job's creation went on, when, and
+// JobUpdateCreationParams says which job's creation went on, when, and
 // whether it is done.
-type JobCreationProgressParams struct {
+type JobUpdateCreationParams struct {
 	ID   string
 	Now  time.Time
 	Done bool
@@ -352,9 +359,9 @@ type OutboxStats struct {
 	Oldest  time.Time // CreatedAt of the oldest pending message; zero when none
 }
 
-// TaskFinishCountsParams chooses the job and the time buckets of
-// TaskFinishCounts. Width is at least a microsecond, Buckets at least 1.
-type TaskFinishCountsParams struct {
+// TaskCountFinishedParams chooses the job and the time buckets of
+// TaskCountFinished. Width is at least a microsecond, Buckets at least 1.
+type TaskCountFinishedParams struct {
 	JobID   string
 	Start   time.Time
 	Width   time.Duration
@@ -368,8 +375,8 @@ type TaskCount struct {
 	N     int
 }
 
-// WorkerSeenParams says which worker called when.
-type WorkerSeenParams struct {
+// WorkerUpsertParams says which worker called when.
+type WorkerUpsertParams struct {
 	ID        string
 	Now       time.Time
 	Heartbeat bool

@@ -14,7 +14,7 @@ import (
 // A job created in batches: hidden (creating) until done, renewed by each
 // batch, and deleted in steps when its creation died.
 var (
-	sqlJobCreationProgress = `UPDATE jobs SET updated_at = $2, creating = NOT $3, version = version + 1
+	sqlJobUpdateCreation = `UPDATE jobs SET updated_at = $2, creating = NOT $3, version = version + 1
 WHERE id = $1 AND creating AND status <> 'cancelled'`
 
 	sqlJobListAbandoned = `SELECT ` + jobSelectColumns + ` FROM jobs
@@ -34,9 +34,9 @@ WHERE id = $1 AND creating AND (updated_at < $2 OR status = 'cancelled')`
 	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = $1 AND creating`
 )
 
-// JobCreationProgress renews or ends the creation of job p.ID.
-func (q *querier) JobCreationProgress(ctx context.Context, p *store.JobCreationProgressParams) error {
-	tag, err := q.db.Exec(ctx, sqlJobCreationProgress, p.ID, p.Now, p.Done)
+// JobUpdateCreation renews or ends the creation of job p.ID.
+func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreationParams) error {
+	tag, err := q.db.Exec(ctx, sqlJobUpdateCreation, p.ID, p.Now, p.Done)
 	if err != nil {
 		return translate(err, "record the creation of job %s", p.ID)
 	}

@@ -69,10 +69,6 @@ WHERE id = $1 AND version = $8`
 	sqlJobMarkRunning = `UPDATE jobs
 SET status = 'running', updated_at = $2, version = version + 1
 WHERE id = ANY($1) AND status = 'pending'`
-
-	sqlJobTaskCounts = `SELECT job_id, state, count(*) FROM tasks
-WHERE job_id = ANY($1) AND kind = 'chunk'
-GROUP BY job_id, state`
 )
 
 // JobInsert inserts j at version j.Version+1 and sets j.ResultBytes to the
@@ -217,31 +213,6 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 		return translate(err, "mark %d jobs running", len(ids))
 	}
 	return nil
-}
-
-// JobTaskCounts counts each listed job's chunk tasks by state, in one
-// statement.
-func (q *querier) JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
-	out := make(map[string]domain.TaskCounts, len(jobIDs))
-	if len(jobIDs) == 0 {
-		return out, nil
-	}
-	rows, err := q.db.Query(ctx, sqlJobTaskCounts, jobIDs)
-	if err != nil {
-		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
-	}
-	var id, state string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n}, func() error {
-		c := out[id]
-		c.Add(domain.TaskState(state), n)
-		out[id] = c
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
-	}
-	return out, nil
 }
 
 // scanJob reads a row of jobColumns.

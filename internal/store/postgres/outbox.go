@@ -19,9 +19,9 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`
 	sqlOutboxClaim = `UPDATE outbox SET next_attempt_at = $1 WHERE id IN (
 	SELECT id FROM outbox WHERE next_attempt_at <= $2 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
 RETURNING ` + outboxColumns
-	sqlOutboxUpdate = `UPDATE outbox SET attempts = $2, next_attempt_at = $3, last_error = $4 WHERE id = $1`
-	sqlOutboxDelete = `DELETE FROM outbox WHERE id = $1`
-	sqlOutboxStats  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
+	sqlOutboxUpdate   = `UPDATE outbox SET attempts = $2, next_attempt_at = $3, last_error = $4 WHERE id = $1`
+	sqlOutboxDelete   = `DELETE FROM outbox WHERE id = $1`
+	sqlOutboxGetStats = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(created_at) FILTER (WHERE next_attempt_at IS NOT NULL) FROM outbox`
 )
 
@@ -85,11 +85,11 @@ func (q *querier) OutboxDelete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// OutboxStats counts the outbox's messages.
-func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+// OutboxGetStats counts the outbox's messages.
+func (q *querier) OutboxGetStats(ctx context.Context) (store.OutboxStats, error) {
 	var s store.OutboxStats
 	var oldest pgtype.Timestamptz
-	if err := q.db.QueryRow(ctx, sqlOutboxStats).Scan(&s.Pending, &s.Dead, &oldest); err != nil {
+	if err := q.db.QueryRow(ctx, sqlOutboxGetStats).Scan(&s.Pending, &s.Dead, &oldest); err != nil {
 		return s, translate(err, "count outbox messages")
 	}
 	s.Oldest = timeOf(oldest)

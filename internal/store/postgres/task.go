@@ -61,7 +61,7 @@ WHERE job_id = $1 AND state IN ('waiting', 'pending', 'leased') AND id <> $2`
 
 	// One statement, so concurrent completions of a job's upstreams, which
 	// all hit this row, queue on its row lock and each see the last count.
-	sqlTaskUpstreamDone = `UPDATE tasks
+	sqlTaskDecrementUpstreams = `UPDATE tasks
 SET pending_upstreams = pending_upstreams - $2,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - $2 <= 0 THEN 'pending' ELSE state END,
 	updated_at = $3, version = version + 1
@@ -76,6 +76,10 @@ ORDER BY chunk_index LIMIT $3`
 WHERE state = 'leased' AND lease_expires_at <= $1
 ORDER BY lease_expires_at
 LIMIT $2`
+
+	sqlTaskCountByJob = `SELECT job_id, state, count(*) FROM tasks
+WHERE job_id = ANY($1) AND kind = 'chunk'
+GROUP BY job_id, state`
 )
 
 // TaskInsert inserts tasks, all or none, each at version Version+1, with
@@ -227,11 +231,11 @@ func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now t
 	return int(tag.RowsAffected()), nil
 }
 
-// TaskUpstreamDone records that n upstreams of task id completed, in one
+// TaskDecrementUpstreams records that n upstreams of task id completed, in one
 // atomic statement, and returns the task as written (store.ErrNotFound when
 // there is none).
-func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
-	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskUpstreamDone, id, n, now))
+func (q *querier) TaskDecrementUpstreams(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskDecrementUpstreams, id, n, now))
 	if err != nil {
 		return nil, translate(err, "record %d upstreams of task %s done", n, id)
 	}
@@ -274,6 +278,31 @@ func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int)
 		return nil, translate(err, "list expired leases")
 	}
 	return collectTasks(rows, "list expired leases")
+}
+
+// TaskCountByJob counts each listed job's chunk tasks by state, in one
+// statement.
+func (q *querier) TaskCountByJob(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
+	out := make(map[string]domain.TaskCounts, len(jobIDs))
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.db.Query(ctx, sqlTaskCountByJob, jobIDs)
+	if err != nil {
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
+	}
+	var id, state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n}, func() error {
+		c := out[id]
+		c.Add(domain.TaskState(state), n)
+		out[id] = c
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
+	}
+	return out, nil
 }
 
 // collectTasks reads rows of taskColumns; format and args describe the

@@ -113,7 +113,7 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		_, err = q.TaskUpstreamDone(ctx, t.DownstreamID, 1, now)
+		_, err = q.TaskDecrementUpstreams(ctx, t.DownstreamID, 1, now)
 		return err
 	})
 	if err != nil {
@@ -147,9 +147,9 @@ func BenchmarkJobChart(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("counts", func(b *testing.B) {
-		p := &store.TaskFinishCountsParams{JobID: "big", Start: at, Width: time.Second, Buckets: 300}
+		p := &store.TaskCountFinishedParams{JobID: "big", Start: at, Width: time.Second, Buckets: 300}
 		for b.Loop() {
-			if _, err := s.TaskFinishCounts(b.Context(), p); err != nil {
+			if _, err := s.TaskCountFinished(b.Context(), p); err != nil {
 				b.Fatal(err)
 			}
 		}

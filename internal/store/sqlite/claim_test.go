@@ -51,11 +51,11 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 	}{
 		{taskListExpiredSQL, []any{1, 10}, "tasks_lease_expiry"},
 		{taskResultListSQL, []any{"j1", -1, 16}, "tasks_job_kind_state"},
-		{jobTaskCountsSQL, []any{"j1"}, "tasks_job_kind_state"},
+		{taskCountByJobSQL, []any{"j1"}, "tasks_job_kind_state"},
 		{taskListSQLs[0], []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
 		{taskListSQLs[1], []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},
 		{taskCancelJobSQL, []any{1, "j1", ""}, "tasks_job_kind"},
-		{taskUpstreamDoneSQL, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
+		{taskDecrementUpstreamsSQL, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
 		{taskGetSQL, []any{"t"}, "sqlite_autoindex_tasks_1"},
 		{taskUpdateSQL, make([]any, 14), "sqlite_autoindex_tasks_1"},
 		{taskRetryJobSQL, []any{1, 1, "j1"}, "tasks_job_kind"},

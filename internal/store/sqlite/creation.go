@@ -12,7 +12,7 @@ import (
 // A job created in batches: hidden (creating) until done, renewed by each
 // batch, and deleted in steps when its creation died.
 var (
-	jobCreationProgressSQL = `UPDATE jobs SET updated_at = ?2, creating = NOT ?3, version = version + 1
+	jobUpdateCreationSQL = `UPDATE jobs SET updated_at = ?2, creating = NOT ?3, version = version + 1
 	WHERE id = ?1 AND creating AND status <> 'cancelled'`
 	jobListAbandonedSQL = `SELECT ` + jobSelectCols + ` FROM jobs INDEXED BY jobs_creating
 	WHERE creating AND (updated_at < ?1 OR status = 'cancelled') ORDER BY updated_at LIMIT ?2`
@@ -26,9 +26,9 @@ var (
 	abandonedJobDeleteSQL = `DELETE FROM jobs WHERE id = ?1 AND creating`
 )
 
-// JobCreationProgress renews or ends the creation of job p.ID.
-func (q *querier) JobCreationProgress(ctx context.Context, p *store.JobCreationProgressParams) error {
-	res, err := q.exec(ctx, jobCreationProgressSQL, p.ID, timeArg(p.Now), boolArg(p.Done))
+// JobUpdateCreation renews or ends the creation of job p.ID.
+func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreationParams) error {
+	res, err := q.exec(ctx, jobUpdateCreationSQL, p.ID, timeArg(p.Now), boolArg(p.Done))
 	if err != nil {
 		return fmt.Errorf("sqlite: record the creation of job %s: %w", p.ID, err)
 	}

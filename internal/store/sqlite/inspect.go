@@ -13,12 +13,12 @@ import (
 // Reads and writes that serve the dashboard and the metrics.
 
 const (
-	taskFinishCountsSQL = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
+	taskCountFinishedSQL = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
 	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	taskCountByStateSQL = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	taskListRootsSQL    = `SELECT ` + taskCols + ` FROM tasks
 	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`
-	workerSeenSQL = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
+	workerUpsertSQL = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
 	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`
 	workerDeleteSQL = `DELETE FROM workers WHERE last_seen < ?`
@@ -26,8 +26,8 @@ const (
 	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
 )
 
-// TaskFinishCounts counts a job's completed chunks by when they finished.
-func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCountsParams) ([]int, error) {
+// TaskCountFinished counts a job's completed chunks by when they finished.
+func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinishedParams) ([]int, error) {
 	if err := checkBuckets(p); err != nil {
 		return nil, err
 	}
@@ -37,14 +37,14 @@ func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCount
 		err := r.Scan(&b, &n)
 		out[b] = n
 		return err
-	}, taskFinishCountsSQL, p.JobID, p.Start.UnixMicro(), p.Width.Microseconds(), p.Buckets)
+	}, taskCountFinishedSQL, p.JobID, p.Start.UnixMicro(), p.Width.Microseconds(), p.Buckets)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: finish counts of job %s: %w", p.JobID, err)
 	}
 	return out, nil
 }
 
-func checkBuckets(p *store.TaskFinishCountsParams) error {
+func checkBuckets(p *store.TaskCountFinishedParams) error {
 	if p.Buckets < 1 || p.Width < time.Microsecond {
 		return fmt.Errorf("sqlite: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
 	}
@@ -77,13 +77,13 @@ func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task,
 	return out, nil
 }
 
-// WorkerSeen records a worker's call.
-func (q *querier) WorkerSeen(ctx context.Context, p *store.WorkerSeenParams) error {
+// WorkerUpsert records a worker's call.
+func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams) error {
 	var heartbeat any
 	if p.Heartbeat {
 		heartbeat = timeArg(p.Now)
 	}
-	if _, err := q.exec(ctx, workerSeenSQL, p.ID, timeArg(p.Now), heartbeat); err != nil {
+	if _, err := q.exec(ctx, workerUpsertSQL, p.ID, timeArg(p.Now), heartbeat); err != nil {
 		return fmt.Errorf("sqlite: record worker %s: %w", p.ID, err)
 	}
 	return nil

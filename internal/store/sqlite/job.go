@@ -42,7 +42,6 @@ const (
 	// rather than the index of every pending job.
 	jobMarkRunningSQL = `UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
 	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`
-	jobTaskCountsSQL = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
 )
 
 // jobListSQLs are JobList's queries, by [status filter][cursor].
@@ -192,34 +191,6 @@ func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Tim
 		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(ids), err)
 	}
 	return nil
-}
-
-// JobTaskCounts counts each listed job's chunk tasks by state. SQLite
-// answers in process, so one prepared statement per job costs what one
-// statement for all would.
-func (q *querier) JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
-	out := make(map[string]domain.TaskCounts, len(jobIDs))
-	for _, id := range jobIDs {
-		var c domain.TaskCounts
-		err := q.query(ctx, false, func(r scanner) error {
-			var (
-				state string
-				n     int
-			)
-			if err := r.Scan(&state, &n); err != nil {
-				return err
-			}
-			c.Add(domain.TaskState(state), n)
-			return nil
-		}, jobTaskCountsSQL, id)
-		if err != nil {
-			return nil, fmt.Errorf("sqlite: count tasks of job %s: %w", id, err)
-		}
-		if c.Total > 0 {
-			out[id] = c
-		}
-	}
-	return out, nil
 }
 
 func scanJob(r scanner) (*domain.Job, error) {

@@ -43,14 +43,14 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 // transactions never prepare one of their own (see querier.stmt).
 func (s *Store) warm(ctx context.Context) error {
 	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
-		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
-		taskUpstreamDoneSQL, taskResultListSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
-		taskClaimStitchSQL, taskRunnableSQL, jobResultReadSQL, jobCreationProgressSQL, jobListAbandonedSQL, jobAbandonSQL,
+		taskCountByJobSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
+		taskDecrementUpstreamsSQL, taskResultListSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
+		taskClaimStitchSQL, taskRunnableSQL, jobResultReadSQL, jobUpdateCreationSQL, jobListAbandonedSQL, jobAbandonSQL,
 		abandonedLogsDeleteSQL, abandonedTasksDeleteSQL, abandonedJobDeleteSQL,
 		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
 		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListRefsSQL,
-		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
-		taskFinishCountsSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL, workerDeleteSQL}
+		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxGetStatsSQL,
+		taskCountFinishedSQL, taskCountByStateSQL, taskListRootsSQL, workerUpsertSQL, workerListSQL, workerDeleteSQL}
 	for _, q := range jobListSQLs {
 		queries = append(queries, q[:]...)
 	}

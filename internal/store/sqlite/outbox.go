@@ -17,9 +17,9 @@ const (
 	outboxClaimSQL = `UPDATE outbox SET next_attempt_at = ?1 WHERE id IN (
 	SELECT id FROM outbox WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ?2 ORDER BY id LIMIT ?3)
 	RETURNING ` + outboxCols
-	outboxUpdateSQL = `UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`
-	outboxDeleteSQL = `DELETE FROM outbox WHERE id = ?`
-	outboxStatsSQL  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
+	outboxUpdateSQL   = `UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`
+	outboxDeleteSQL   = `DELETE FROM outbox WHERE id = ?`
+	outboxGetStatsSQL = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`
 )
 
@@ -86,11 +86,11 @@ func (q *querier) OutboxDelete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// OutboxStats counts the outbox's messages.
-func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+// OutboxGetStats counts the outbox's messages.
+func (q *querier) OutboxGetStats(ctx context.Context) (store.OutboxStats, error) {
 	var s store.OutboxStats
 	var oldest sql.NullInt64
-	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&s.Pending, &s.Dead, &oldest) }, outboxStatsSQL)
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&s.Pending, &s.Dead, &oldest) }, outboxGetStatsSQL)
 	if err != nil {
 		return s, fmt.Errorf("sqlite: count outbox messages: %w", err)
 	}

@@ -66,10 +66,10 @@ func TestOpenCreatesDirectoryAndKeepsData(t *testing.T) {
 	if d := storetest.JobDiff(got, j); d != "" {
 		t.Errorf("job after reopening differs: %s", d)
 	}
-	all, err := s.JobTaskCounts(t.Context(), []string{"j1"})
+	all, err := s.TaskCountByJob(t.Context(), []string{"j1"})
 	counts := all["j1"]
 	if err != nil || counts.Pending != 3 {
-		t.Errorf("JobTaskCounts after reopening = %+v, %v; want 3 pending", counts, err)
+		t.Errorf("TaskCountByJob after reopening = %+v, %v; want 3 pending", counts, err)
 	}
 	var mode string
 	if err := s.writer.QueryRowContext(t.Context(), "PRAGMA journal_mode").Scan(&mode); err != nil || mode != "wal" {

@@ -49,12 +49,13 @@ var (
 	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
 	// In SET, every column reference is to the row before the update.
-	taskUpstreamDoneSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
+	taskDecrementUpstreamsSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - ?1 <= 0 THEN 'pending' ELSE state END,
 	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskCols
 	taskResultListSQL = `SELECT chunk_index, result FROM tasks
 	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' AND chunk_index > ?
 	ORDER BY chunk_index LIMIT ?`
+	taskCountByJobSQL = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
 )
 
 // taskInsertSQLs are the INSERTs of 1, taskSmallBatch and taskBatch rows.
@@ -231,13 +232,13 @@ func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams)
 	return int(n), nil
 }
 
-// TaskUpstreamDone records that n upstreams of task id completed and
+// TaskDecrementUpstreams records that n upstreams of task id completed and
 // returns the task as written; a waiting task left with no pending upstreams
 // becomes pending.
-func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
+func (q *querier) TaskDecrementUpstreams(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
 	var t *domain.Task
 	err := q.queryRow(ctx, true, func(r scanner) (err error) { t, err = scanTask(r); return err },
-		taskUpstreamDoneSQL, n, timeArg(now), id)
+		taskDecrementUpstreamsSQL, n, timeArg(now), id)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: record %d upstreams done for task %s: %w", n, id, err)
 	}
@@ -260,6 +261,34 @@ func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListPar
 	}, taskResultListSQL, p.JobID, p.AfterIndex, limit)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: read results of job %s after chunk %d: %w", p.JobID, p.AfterIndex, err)
+	}
+	return out, nil
+}
+
+// TaskCountByJob counts each listed job's chunk tasks by state. SQLite
+// answers in process, so one prepared statement per job costs what one
+// statement for all would.
+func (q *querier) TaskCountByJob(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
+	out := make(map[string]domain.TaskCounts, len(jobIDs))
+	for _, id := range jobIDs {
+		var c domain.TaskCounts
+		err := q.query(ctx, false, func(r scanner) error {
+			var (
+				state string
+				n     int
+			)
+			if err := r.Scan(&state, &n); err != nil {
+				return err
+			}
+			c.Add(domain.TaskState(state), n)
+			return nil
+		}, taskCountByJobSQL, id)
+		if err != nil {
+			return nil, fmt.Errorf("sqlite: count tasks of job %s: %w", id, err)
+		}
+		if c.Total > 0 {
+			out[id] = c
+		}
 	}
 	return out, nil
 }

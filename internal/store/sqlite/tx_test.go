@@ -66,10 +66,10 @@ func TestLargeInsert(t *testing.T) {
 		t.Fatalf("insert %d tasks: %v", n, err)
 	}
 	t.Logf("inserted %d tasks in %s", n+1, time.Since(start))
-	all, err := s.JobTaskCounts(t.Context(), []string{"big"})
+	all, err := s.TaskCountByJob(t.Context(), []string{"big"})
 	counts := all["big"]
 	if err != nil || counts.Pending != n {
-		t.Errorf("JobTaskCounts = %+v, %v; want %d pending", counts, err, n)
+		t.Errorf("TaskCountByJob = %+v, %v; want %d pending", counts, err, n)
 	}
 	got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 3, Now: storetest.Epoch()})
 	if err != nil || len(got) != 3 {

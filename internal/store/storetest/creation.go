@@ -56,20 +56,20 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 			t.Errorf("JobList shows %d creating jobs, want none", len(jobs))
 		}
 		later := Epoch().Add(time.Second)
-		if err := s.JobCreationProgress(t.Context(), &store.JobCreationProgressParams{ID: "j1", Now: later}); err != nil {
-			t.Fatalf("JobCreationProgress: %v", err)
+		if err := s.JobUpdateCreation(t.Context(), &store.JobUpdateCreationParams{ID: "j1", Now: later}); err != nil {
+			t.Fatalf("JobUpdateCreation: %v", err)
 		}
 		if got := getJob(t, s, "j1"); !got.Creating || !got.UpdatedAt.Equal(later) {
 			t.Errorf("after progress: Creating %v UpdatedAt %v, want true %v", got.Creating, got.UpdatedAt, later)
 		}
-		if err := s.JobCreationProgress(t.Context(), &store.JobCreationProgressParams{ID: "j1", Now: later, Done: true}); err != nil {
-			t.Fatalf("JobCreationProgress done: %v", err)
+		if err := s.JobUpdateCreation(t.Context(), &store.JobUpdateCreationParams{ID: "j1", Now: later, Done: true}); err != nil {
+			t.Fatalf("JobUpdateCreation done: %v", err)
 		}
 		if jobs, _ := s.JobList(t.Context(), &store.JobListParams{Limit: 10}); len(jobs) != 1 || jobs[0].Creating {
 			t.Errorf("JobList after done = %v, want the job, whole", jobs)
 		}
-		checkErr(t, "JobCreationProgress of a whole job", s.JobCreationProgress(t.Context(),
-			&store.JobCreationProgressParams{ID: "j1", Now: later}), store.ErrNotFound)
+		checkErr(t, "JobUpdateCreation of a whole job", s.JobUpdateCreation(t.Context(),
+			&store.JobUpdateCreationParams{ID: "j1", Now: later}), store.ErrNotFound)
 		if _, err := s.JobDeleteAbandoned(t.Context(), &store.JobDeleteAbandonedParams{ID: "j1", Before: later.Add(time.Hour), Limit: 10}); err == nil {
 			t.Errorf("JobDeleteAbandoned deleted a whole job")
 		}
@@ -99,8 +99,8 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 			}
 			if steps == 0 {
 				// Abandoned now: its creation may not go on.
-				checkErr(t, "JobCreationProgress of an abandoned job", s.JobCreationProgress(t.Context(),
-					&store.JobCreationProgressParams{ID: "dead", Now: before}), store.ErrNotFound)
+				checkErr(t, "JobUpdateCreation of an abandoned job", s.JobUpdateCreation(t.Context(),
+					&store.JobUpdateCreationParams{ID: "dead", Now: before}), store.ErrNotFound)
 			}
 		}
 		if steps != 3 {

@@ -145,7 +145,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		}
 	})
 
-	t.Run("TaskUpstreamDone", func(t *testing.T) {
+	t.Run("TaskDecrementUpstreams", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := t.Context()
@@ -157,32 +157,32 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 
 		step := func(n int, now time.Time, wantLeft int, wantState domain.TaskState, version int64) {
 			t.Helper()
-			got, err := s.TaskUpstreamDone(ctx, id, n, now)
+			got, err := s.TaskDecrementUpstreams(ctx, id, n, now)
 			if err != nil {
-				t.Fatalf("TaskUpstreamDone(%d): %v", n, err)
+				t.Fatalf("TaskDecrementUpstreams(%d): %v", n, err)
 			}
 			want := cloneTask(b)
 			want.PendingUpstreams, want.State, want.UpdatedAt, want.Version = wantLeft, wantState, now, version
-			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) result", n), got, want)
-			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) row", n), getTask(t, s, id), want)
+			checkTask(t, fmt.Sprintf("TaskDecrementUpstreams(%d) result", n), got, want)
+			checkTask(t, fmt.Sprintf("TaskDecrementUpstreams(%d) row", n), getTask(t, s, id), want)
 		}
 		step(1, Epoch().Add(time.Second), 2, domain.TaskWaiting, b.Version+1)
 		step(2, Epoch().Add(2*time.Second), 0, domain.TaskPending, b.Version+2)
 
-		_, err := s.TaskUpstreamDone(ctx, "missing", 1, Epoch())
-		checkErr(t, "TaskUpstreamDone(missing)", err, store.ErrNotFound)
+		_, err := s.TaskDecrementUpstreams(ctx, "missing", 1, Epoch())
+		checkErr(t, "TaskDecrementUpstreams(missing)", err, store.ErrNotFound)
 
 		// Pinned: only a waiting task becomes pending; a cancelled one
 		// keeps its state while its count still goes down.
 		tree := fullTask("tree")
 		tree.State, tree.PendingUpstreams = domain.TaskCancelled, 1
 		insertTasks(t, s, tree)
-		got, err := s.TaskUpstreamDone(ctx, "tree", 1, Epoch())
+		got, err := s.TaskDecrementUpstreams(ctx, "tree", 1, Epoch())
 		if err != nil {
-			t.Fatalf("TaskUpstreamDone(cancelled): %v", err)
+			t.Fatalf("TaskDecrementUpstreams(cancelled): %v", err)
 		}
 		if got.State != domain.TaskCancelled || got.PendingUpstreams != 0 {
-			t.Errorf("cancelled task after TaskUpstreamDone: %s with %d upstreams, want cancelled with 0", got.State, got.PendingUpstreams)
+			t.Errorf("cancelled task after TaskDecrementUpstreams: %s with %d upstreams, want cancelled with 0", got.State, got.PendingUpstreams)
 		}
 	})
 

@@ -46,9 +46,9 @@ func outboxClaim(t *testing.T, q store.Querier, p store.OutboxClaimParams) []*st
 
 func outboxStats(t *testing.T, q store.Querier) store.OutboxStats {
 	t.Helper()
-	st, err := q.OutboxStats(t.Context())
+	st, err := q.OutboxGetStats(t.Context())
 	if err != nil {
-		t.Fatalf("OutboxStats: %v", err)
+		t.Fatalf("OutboxGetStats: %v", err)
 	}
 	return st
 }
@@ -130,8 +130,8 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 				return err
 			}
 			// The transaction sees its own messages.
-			if st, err := q.OutboxStats(ctx); err != nil || st.Pending != 1 || st.Dead != 1 {
-				t.Errorf("OutboxStats inside the transaction = %+v, %v; want 1 pending, 1 dead", st, err)
+			if st, err := q.OutboxGetStats(ctx); err != nil || st.Pending != 1 || st.Dead != 1 {
+				t.Errorf("OutboxGetStats inside the transaction = %+v, %v; want 1 pending, 1 dead", st, err)
 			}
 			return fmt.Errorf("give up: %w", errBoom)
 		})

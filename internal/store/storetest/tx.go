@@ -104,10 +104,10 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if j, err := q.JobGet(ctx, "j1"); err != nil || j.Status != domain.JobRunning {
 				return fmt.Errorf("JobGet after JobMarkRunning inside the tx: %v", err)
 			}
-			all, err := q.JobTaskCounts(ctx, []string{"j1"})
+			all, err := q.TaskCountByJob(ctx, []string{"j1"})
 			counts := all["j1"]
 			if err != nil || counts.Leased != 2 || counts.Pending != 1 {
-				return fmt.Errorf("JobTaskCounts inside the tx = %+v, %v; want 2 leased, 1 pending", counts, err)
+				return fmt.Errorf("TaskCountByJob inside the tx = %+v, %v; want 2 leased, 1 pending", counts, err)
 			}
 			tk, err := q.TaskGet(ctx, claimed[0].ID)
 			if err != nil || tk.State != domain.TaskLeased {
@@ -126,7 +126,7 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if ts, err := q.TaskListExpired(ctx, Epoch().Add(time.Hour), 10); err != nil || len(ts) != 1 {
 				return fmt.Errorf("TaskListExpired inside the tx = %d tasks, %v; want 1", len(ts), err)
 			}
-			if _, err := q.TaskUpstreamDone(ctx, StitchTaskID("j1"), 1, Epoch()); err != nil {
+			if _, err := q.TaskDecrementUpstreams(ctx, StitchTaskID("j1"), 1, Epoch()); err != nil {
 				return err
 			}
 			if n, err := q.TaskCancelJob(ctx, "j1", "", Epoch()); err != nil || n != 3 {
