@@ -65,12 +65,12 @@ const maxLeasedShown = 2000
 // Workers returns the workers seen within the last d, most recent first,
 // each with the tasks it holds now (of the first maxLeasedShown leases).
 func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
-	ws, err := e.store.WorkerList(ctx, e.now().Add(-d), limit)
+	ws, err := e.store.WorkerList(ctx, &store.WorkerListParams{Since: e.now().Add(-d), Limit: limit})
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("list workers: %w", err))
 	}
 	// Every lease expires before the end of time: this lists them all.
-	leased, err := e.store.TaskListExpired(ctx, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), maxLeasedShown)
+	leased, err := e.store.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Limit: maxLeasedShown})
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("list leases: %w", err))
 	}

@@ -119,7 +119,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		if job.UploadID != "" {
 			// Keeps retention from deleting the upload under the new job
 			// (see store.RetentionQuerier.UploadTouch), or finds it gone.
-			if err := q.UploadTouch(ctx, job.UploadID, now); err != nil {
+			if err := q.UploadTouch(ctx, &store.UploadTouchParams{ID: job.UploadID, Now: now}); err != nil {
 				return notFound(err, "upload %q", job.UploadID)
 			}
 		}
@@ -220,7 +220,7 @@ const abandonedBatch = 5000
 // The reaper runs it.
 func (e *Engine) DeleteAbandonedJobs(ctx context.Context) (int, error) {
 	before := e.now().Add(-CreationStale)
-	jobs, err := e.store.JobListAbandoned(ctx, before, 10)
+	jobs, err := e.store.JobListAbandoned(ctx, &store.JobListAbandonedParams{Before: before, Limit: 10})
 	if err != nil {
 		return 0, mapStoreErr(fmt.Errorf("list abandoned jobs: %w", err))
 	}
@@ -533,7 +533,7 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 		if err := q.JobUpdate(ctx, j); err != nil {
 			return err
 		}
-		_, err = q.TaskCancelJob(ctx, j.ID, "", now)
+		_, err = q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: j.ID, Now: now})
 		return err
 	})
 	if err != nil {

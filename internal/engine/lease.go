@@ -117,7 +117,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, err
 				jobIDs = append(jobIDs, t.JobID)
 			}
 		}
-		return q.JobMarkRunning(ctx, jobIDs, now)
+		return q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: jobIDs, Now: now})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -298,7 +298,7 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
-			d, err := q.TaskDecrementUpstreams(ctx, id, done[id], e.now())
+			d, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: done[id], Now: e.now()})
 			if err != nil {
 				return err
 			}

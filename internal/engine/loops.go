@@ -149,7 +149,7 @@ func (e *Engine) sweepBeforeClaim(ctx context.Context) {
 func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
 	n := 0
 	for {
-		expired, err := e.store.TaskListExpired(ctx, e.now(), reapBatch)
+		expired, err := e.store.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: e.now(), Limit: reapBatch})
 		if err != nil {
 			return n, mapStoreErr(fmt.Errorf("list expired leases: %w", err))
 		}

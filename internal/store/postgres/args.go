@@ -51,11 +51,11 @@ func (q *querier) TaskArgList(ctx context.Context, taskID string) ([]domain.Task
 	return out, nil
 }
 
-// TaskArgResolve sets the argument of taskID that is upstreamID's result.
-func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error) {
-	tag, err := q.db.Exec(ctx, sqlTaskArgResolve, value, taskID, upstreamID)
+// TaskArgResolve sets the argument of p.TaskID that is p.UpstreamID's result.
+func (q *querier) TaskArgResolve(ctx context.Context, p *store.TaskArgResolveParams) (bool, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskArgResolve, p.Value, p.TaskID, p.UpstreamID)
 	if err != nil {
-		return false, translate(err, "resolve argument of task %s from %s", taskID, upstreamID)
+		return false, translate(err, "resolve argument of task %s from %s", p.TaskID, p.UpstreamID)
 	}
 	return tag.RowsAffected() > 0, nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,8 +46,8 @@ func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreat
 }
 
 // JobListAbandoned returns jobs whose creation died.
-func (q *querier) JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error) {
-	rows, err := q.db.Query(ctx, sqlJobListAbandoned, before, max(limit, 1))
+func (q *querier) JobListAbandoned(ctx context.Context, p *store.JobListAbandonedParams) ([]*domain.Job, error) {
+	rows, err := q.db.Query(ctx, sqlJobListAbandoned, p.Before, max(p.Limit, 1))
 	if err != nil {
 		return nil, translate(err, "list abandoned jobs")
 	}

@@ -95,12 +95,8 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 }
 
 // WorkerList returns the workers seen since a time.
-func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([]*store.Worker, error) {
-	var lim any
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlWorkerList, since, lim)
+func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
+	rows, err := q.db.Query(ctx, sqlWorkerList, p.Since, limitOf(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list workers")
 	}

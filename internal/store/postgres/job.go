@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -204,13 +203,14 @@ func (q *querier) missing(ctx context.Context, existsSQL, what, id string, versi
 	return fmt.Errorf("update %s %s: it changed since version %d: %w", what, id, version, store.ErrStale)
 }
 
-// JobMarkRunning moves every listed job that is pending to running at now.
-func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Time) error {
-	if len(ids) == 0 {
+// JobMarkRunning moves every job of p.IDs that is pending to running at
+// p.Now.
+func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningParams) error {
+	if len(p.IDs) == 0 {
 		return nil
 	}
-	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, ids, now); err != nil {
-		return translate(err, "mark %d jobs running", len(ids))
+	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, p.IDs, p.Now); err != nil {
+		return translate(err, "mark %d jobs running", len(p.IDs))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -262,16 +261,16 @@ func (q *querier) UploadDelete(ctx context.Context, p *store.UploadDeleteParams)
 	return tag.RowsAffected() > 0, nil
 }
 
-// UploadTouch records that a job is created over upload id at now. The
-// row lock it takes makes a concurrent UploadDelete wait, then find the
-// upload used.
-func (q *querier) UploadTouch(ctx context.Context, id string, now time.Time) error {
-	tag, err := q.db.Exec(ctx, sqlUploadTouch, id, now)
+// UploadTouch records that a job is created over upload p.ID at p.Now.
+// The row lock it takes makes a concurrent UploadDelete wait, then find
+// the upload used.
+func (q *querier) UploadTouch(ctx context.Context, p *store.UploadTouchParams) error {
+	tag, err := q.db.Exec(ctx, sqlUploadTouch, p.ID, p.Now)
 	if err != nil {
-		return translate(err, "touch upload %s", id)
+		return translate(err, "touch upload %s", p.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("touch upload %s: %w", id, store.ErrNotFound)
+		return fmt.Errorf("touch upload %s: %w", p.ID, store.ErrNotFound)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -220,13 +219,13 @@ func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams)
 	return int(tag.RowsAffected()), nil
 }
 
-// TaskCancelJob moves every task of the job that is waiting, pending or
-// leased, except the one with ID except, to cancelled at now (clearing its
-// lease expiry) and returns how many it moved.
-func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
-	tag, err := q.db.Exec(ctx, sqlTaskCancelJob, jobID, except, now)
+// TaskCancelJob moves every task of job p.JobID that is waiting, pending or
+// leased, except the one with ID p.Except, to cancelled at p.Now (clearing
+// its lease expiry) and returns how many it moved.
+func (q *querier) TaskCancelJob(ctx context.Context, p *store.TaskCancelJobParams) (int, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskCancelJob, p.JobID, p.Except, p.Now)
 	if err != nil {
-		return 0, translate(err, "cancel tasks of job %s", jobID)
+		return 0, translate(err, "cancel tasks of job %s", p.JobID)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -234,10 +233,10 @@ func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now t
 // TaskDecrementUpstreams records that n upstreams of task id completed, in one
 // atomic statement, and returns the task as written (store.ErrNotFound when
 // there is none).
-func (q *querier) TaskDecrementUpstreams(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
-	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskDecrementUpstreams, id, n, now))
+func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecrementUpstreamsParams) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskDecrementUpstreams, p.ID, p.N, p.Now))
 	if err != nil {
-		return nil, translate(err, "record %d upstreams of task %s done", n, id)
+		return nil, translate(err, "record %d upstreams of task %s done", p.N, p.ID)
 	}
 	return t, nil
 }
@@ -267,13 +266,9 @@ func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListPar
 }
 
 // TaskListExpired returns the leased tasks whose lease expired at or before
-// now, oldest expiry first, at most limit of them (all when limit <= 0).
-func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
-	var lim any // NULL: no limit
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, lim)
+// p.Now, oldest expiry first, at most p.Limit of them (all when 0 or less).
+func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredParams) ([]*domain.Task, error) {
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, p.Now, limitOf(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list expired leases")
 	}

@@ -135,7 +135,7 @@ func TestDecrementUpstreamsConcurrent(t *testing.T) {
 	)
 	for range upstreams {
 		wg.Go(func() {
-			tk, err := s.TaskDecrementUpstreams(ctx, stitch.ID, 1, storetest.Epoch())
+			tk, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: stitch.ID, N: 1, Now: storetest.Epoch()})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -49,11 +49,11 @@ func (q *querier) TaskArgList(ctx context.Context, taskID string) ([]domain.Task
 	return out, nil
 }
 
-// TaskArgResolve sets the argument of taskID that is upstreamID's result.
-func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error) {
-	res, err := q.exec(ctx, taskArgResolveSQL, string(value), taskID, upstreamID)
+// TaskArgResolve sets the argument of p.TaskID that is p.UpstreamID's result.
+func (q *querier) TaskArgResolve(ctx context.Context, p *store.TaskArgResolveParams) (bool, error) {
+	res, err := q.exec(ctx, taskArgResolveSQL, string(p.Value), p.TaskID, p.UpstreamID)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: resolve argument of task %s from %s: %w", taskID, upstreamID, err)
+		return false, fmt.Errorf("sqlite: resolve argument of task %s from %s: %w", p.TaskID, p.UpstreamID, err)
 	}
 	n, err := res.RowsAffected()
 	return n > 0, err

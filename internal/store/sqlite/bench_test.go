@@ -91,7 +91,7 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 				return err
 			}
 			claimed = ts
-			return q.JobMarkRunning(ctx, []string{ts[0].JobID}, now)
+			return q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{ts[0].JobID}, Now: now})
 		})
 		if err != nil {
 			b.Fatalf("claim: %v", err)
@@ -113,7 +113,7 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		_, err = q.TaskDecrementUpstreams(ctx, t.DownstreamID, 1, now)
+		_, err = q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: t.DownstreamID, N: 1, Now: now})
 		return err
 	})
 	if err != nil {

@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -39,13 +38,13 @@ func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreat
 }
 
 // JobListAbandoned returns jobs whose creation died.
-func (q *querier) JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error) {
+func (q *querier) JobListAbandoned(ctx context.Context, p *store.JobListAbandonedParams) ([]*domain.Job, error) {
 	var out []*domain.Job
 	err := q.query(ctx, false, func(r scanner) error {
 		j, err := scanJob(r)
 		out = append(out, j)
 		return err
-	}, jobListAbandonedSQL, timeArg(before), max(limit, 1))
+	}, jobListAbandonedSQL, timeArg(p.Before), max(p.Limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list abandoned jobs: %w", err)
 	}

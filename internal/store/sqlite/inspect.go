@@ -90,7 +90,7 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 }
 
 // WorkerList returns the workers seen since a time.
-func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([]*store.Worker, error) {
+func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
 	var out []*store.Worker
 	err := q.query(ctx, false, func(r scanner) error {
 		var w store.Worker
@@ -99,7 +99,7 @@ func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([
 		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeCol(first), timeCol(last), timeCol(beat)
 		out = append(out, &w)
 		return err
-	}, workerListSQL, since.UnixMicro(), limitArg(limit))
+	}, workerListSQL, p.Since.UnixMicro(), limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list workers: %w", err)
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -182,13 +181,14 @@ func (q *querier) checkGuarded(ctx context.Context, res sql.Result, existsSQL, i
 	return fmt.Errorf("the stored version differs: %w", store.ErrStale)
 }
 
-// JobMarkRunning moves every listed job that is pending to running at now.
-func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Time) error {
-	if len(ids) == 0 {
+// JobMarkRunning moves every job of p.IDs that is pending to running at
+// p.Now.
+func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningParams) error {
+	if len(p.IDs) == 0 {
 		return nil
 	}
-	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(now), jsonArray(ids)); err != nil {
-		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(ids), err)
+	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(p.Now), jsonArray(p.IDs)); err != nil {
+		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(p.IDs), err)
 	}
 	return nil
 }

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -281,14 +280,14 @@ func (q *querier) UploadDelete(ctx context.Context, p *store.UploadDeleteParams)
 	return n > 0, err
 }
 
-// UploadTouch records that a job is created over upload id at now.
-func (q *querier) UploadTouch(ctx context.Context, id string, now time.Time) error {
-	res, err := q.exec(ctx, uploadTouchSQL, now.UnixMicro(), id)
+// UploadTouch records that a job is created over upload p.ID at p.Now.
+func (q *querier) UploadTouch(ctx context.Context, p *store.UploadTouchParams) error {
+	res, err := q.exec(ctx, uploadTouchSQL, p.Now.UnixMicro(), p.ID)
 	if err != nil {
-		return fmt.Errorf("sqlite: touch upload %s: %w", id, err)
+		return fmt.Errorf("sqlite: touch upload %s: %w", p.ID, err)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("sqlite: touch upload %s: %w", id, store.ErrNotFound)
+		return fmt.Errorf("sqlite: touch upload %s: %w", p.ID, store.ErrNotFound)
 	}
 	return nil
 }

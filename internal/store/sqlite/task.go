@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -194,26 +193,26 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 }
 
 // TaskListExpired returns the leased tasks whose lease expired at or before
-// now, oldest expiry first, at most limit of them (all when limit <= 0).
-func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
-	out, err := q.tasks(ctx, false, taskListExpiredSQL, now.UnixMicro(), limitArg(limit))
+// p.Now, oldest expiry first, at most p.Limit of them (all when 0 or less).
+func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredParams) ([]*domain.Task, error) {
+	out, err := q.tasks(ctx, false, taskListExpiredSQL, p.Now.UnixMicro(), limitArg(p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list expired leases: %w", err)
 	}
 	return out, nil
 }
 
-// TaskCancelJob moves every task of the job that is waiting, pending or
-// leased, except the one with ID except, to cancelled at now with no lease
-// expiry, and returns how many it moved.
-func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
-	res, err := q.exec(ctx, taskCancelJobSQL, timeArg(now), jobID, except)
+// TaskCancelJob moves every task of job p.JobID that is waiting, pending or
+// leased, except the one with ID p.Except, to cancelled at p.Now with no
+// lease expiry, and returns how many it moved.
+func (q *querier) TaskCancelJob(ctx context.Context, p *store.TaskCancelJobParams) (int, error) {
+	res, err := q.exec(ctx, taskCancelJobSQL, timeArg(p.Now), p.JobID, p.Except)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", jobID, err)
+		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", p.JobID, err)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", jobID, mapErr(err))
+		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", p.JobID, mapErr(err))
 	}
 	return int(n), nil
 }
@@ -235,12 +234,12 @@ func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams)
 // TaskDecrementUpstreams records that n upstreams of task id completed and
 // returns the task as written; a waiting task left with no pending upstreams
 // becomes pending.
-func (q *querier) TaskDecrementUpstreams(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
+func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecrementUpstreamsParams) (*domain.Task, error) {
 	var t *domain.Task
 	err := q.queryRow(ctx, true, func(r scanner) (err error) { t, err = scanTask(r); return err },
-		taskDecrementUpstreamsSQL, n, timeArg(now), id)
+		taskDecrementUpstreamsSQL, p.N, timeArg(p.Now), p.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: record %d upstreams done for task %s: %w", n, id, err)
+		return nil, fmt.Errorf("sqlite: record %d upstreams done for task %s: %w", p.N, p.ID, err)
 	}
 	return t, nil
 }

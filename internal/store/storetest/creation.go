@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -75,6 +76,34 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 		}
 	})
 
+	t.Run("JobListAbandoned", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id string, updated time.Duration) *domain.Job {
+			j := NewJob(id, Epoch())
+			j.Creating, j.UpdatedAt = true, Epoch().Add(updated)
+			return j
+		}
+		given := mk("given-up", 40*time.Second) // abandoned already: listed whenever it last moved
+		given.Status = domain.JobCancelled
+		whole := NewJob("whole", Epoch()) // not creating: never listed
+		insertJobs(t, s, mk("dead-2s", 2*time.Second), mk("live", 50*time.Second), given, mk("dead-1s", time.Second), whole)
+		before := Epoch().Add(30 * time.Second)
+		for _, c := range []struct {
+			limit int
+			want  []string
+		}{
+			{10, []string{"dead-1s", "dead-2s", "given-up"}}, // oldest UpdatedAt first
+			{2, []string{"dead-1s", "dead-2s"}},
+		} {
+			got, err := s.JobListAbandoned(t.Context(), &store.JobListAbandonedParams{Before: before, Limit: c.limit})
+			if err != nil {
+				t.Fatalf("JobListAbandoned(limit %d): %v", c.limit, err)
+			}
+			checkIDs(t, fmt.Sprintf("JobListAbandoned(limit %d)", c.limit), jobIDs(got), c.want)
+		}
+	})
+
 	t.Run("AbandonedJobsAreDeletedInSteps", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -85,7 +114,7 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 		insertJobs(t, s, j, live)
 		insertTasks(t, s, NewTasks(j, 25)...)
 		before := Epoch().Add(30 * time.Second)
-		got, err := s.JobListAbandoned(t.Context(), before, 10)
+		got, err := s.JobListAbandoned(t.Context(), &store.JobListAbandonedParams{Before: before, Limit: 10})
 		if err != nil || len(got) != 1 || got[0].ID != "dead" {
 			t.Fatalf("JobListAbandoned = %v, %v; want the dead job only", got, err)
 		}

@@ -129,7 +129,7 @@ func workerSeen(t *testing.T, q store.Querier, id string, now time.Time, heartbe
 
 func listWorkers(t *testing.T, q store.Querier, since time.Time, limit int) []*store.Worker {
 	t.Helper()
-	got, err := q.WorkerList(t.Context(), since, limit)
+	got, err := q.WorkerList(t.Context(), &store.WorkerListParams{Since: since, Limit: limit})
 	if err != nil {
 		t.Fatalf("WorkerList(%s, %d): %v", fmtTime(since), limit, err)
 	}

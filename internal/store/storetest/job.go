@@ -270,11 +270,11 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		for _, id := range []string{"p1", "p2", "p3", "r", "c", "f", "x"} {
 			before[id] = getJob(t, s, id)
 		}
-		if err := s.JobMarkRunning(ctx, nil, Epoch()); err != nil {
+		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{Now: Epoch()}); err != nil {
 			t.Fatalf("JobMarkRunning(no IDs): %v", err)
 		}
 		now := Epoch().Add(time.Second)
-		if err := s.JobMarkRunning(ctx, []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, now); err != nil {
+		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, Now: now}); err != nil {
 			t.Fatalf("JobMarkRunning: %v", err)
 		}
 		for id, b := range before {

@@ -30,7 +30,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			mk("cancelled", domain.TaskCancelled, now.Add(-time.Hour)),
 		)
 		list := func(limit int) []*domain.Task {
-			got, err := s.TaskListExpired(t.Context(), now, limit)
+			got, err := s.TaskListExpired(t.Context(), &store.TaskListExpiredParams{Now: now, Limit: limit})
 			if err != nil {
 				t.Fatalf("TaskListExpired: %v", err)
 			}
@@ -65,7 +65,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			before[id] = getTask(t, s, id)
 		}
 		now := Epoch().Add(time.Hour)
-		n, err := s.TaskCancelJob(ctx, "j1", except, now)
+		n, err := s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Except: except, Now: now})
 		if err != nil {
 			t.Fatalf("TaskCancelJob: %v", err)
 		}
@@ -84,18 +84,18 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			checkTask(t, "after TaskCancelJob", got, want)
 		}
 
-		n, err = s.TaskCancelJob(ctx, "j1", "", now.Add(time.Second))
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Now: now.Add(time.Second)})
 		if err != nil || n != 1 {
 			t.Errorf("second TaskCancelJob = %d, %v; want 1 (the task spared before), nil", n, err)
 		}
 		if got := getTask(t, s, except); got.State != domain.TaskCancelled || !got.FinishedAt.Equal(now.Add(time.Second)) {
 			t.Errorf("spared task is %s finished %s after the second cancel, want cancelled", got.State, fmtTime(got.FinishedAt))
 		}
-		n, err = s.TaskCancelJob(ctx, "j1", "", now)
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Now: now})
 		if err != nil || n != 0 {
 			t.Errorf("third TaskCancelJob = %d, %v; want 0, nil", n, err)
 		}
-		n, err = s.TaskCancelJob(ctx, "missing", "", now)
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "missing", Now: now})
 		if err != nil || n != 0 {
 			t.Errorf("TaskCancelJob(missing) = %d, %v; want 0, nil", n, err)
 		}
@@ -157,7 +157,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 
 		step := func(n int, now time.Time, wantLeft int, wantState domain.TaskState, version int64) {
 			t.Helper()
-			got, err := s.TaskDecrementUpstreams(ctx, id, n, now)
+			got, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: n, Now: now})
 			if err != nil {
 				t.Fatalf("TaskDecrementUpstreams(%d): %v", n, err)
 			}
@@ -169,7 +169,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		step(1, Epoch().Add(time.Second), 2, domain.TaskWaiting, b.Version+1)
 		step(2, Epoch().Add(2*time.Second), 0, domain.TaskPending, b.Version+2)
 
-		_, err := s.TaskDecrementUpstreams(ctx, "missing", 1, Epoch())
+		_, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: "missing", N: 1, Now: Epoch()})
 		checkErr(t, "TaskDecrementUpstreams(missing)", err, store.ErrNotFound)
 
 		// Pinned: only a waiting task becomes pending; a cancelled one
@@ -177,7 +177,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		tree := fullTask("tree")
 		tree.State, tree.PendingUpstreams = domain.TaskCancelled, 1
 		insertTasks(t, s, tree)
-		got, err := s.TaskDecrementUpstreams(ctx, "tree", 1, Epoch())
+		got, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: "tree", N: 1, Now: Epoch()})
 		if err != nil {
 			t.Fatalf("TaskDecrementUpstreams(cancelled): %v", err)
 		}

@@ -408,7 +408,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		if err := s.TaskArgInsert(ctx, args); err != nil {
 			t.Fatalf("TaskArgInsert: %v", err)
 		}
-		if ok, err := s.TaskArgResolve(ctx, "0:j1.b", "1:z", []byte(`"z"`)); err != nil || !ok {
+		if ok, err := s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.b", UpstreamID: "1:z", Value: []byte(`"z"`)}); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
 		list := func(jobID string, open bool) []domain.TaskArg {
@@ -449,7 +449,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		}
 		check("upstream arguments of j1", list("j1", false), all)
 
-		if ok, err := s.TaskArgResolve(ctx, "0:j1.a", "1:x", []byte(`"x"`)); err != nil || !ok {
+		if ok, err := s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.a", UpstreamID: "1:x", Value: []byte(`"x"`)}); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
 		check("open arguments of j1 after resolving one", listOpen("j1"), []domain.TaskArg{
@@ -459,7 +459,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		})
 		// Inside a transaction too.
 		err := s.InTx(ctx, func(q store.Querier) error {
-			if _, err := q.TaskArgResolve(ctx, "0:j1.b", "1:y", []byte(`"y"`)); err != nil {
+			if _, err := q.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.b", UpstreamID: "1:y", Value: []byte(`"y"`)}); err != nil {
 				return err
 			}
 			got, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: "j1", Open: true})
