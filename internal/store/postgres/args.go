@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
@@ -22,14 +23,18 @@ func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) erro
 	if len(args) == 0 {
 		return nil
 	}
-	return q.atomically(ctx, "insert task arguments", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		for _, a := range args {
 			if _, err := db.Exec(ctx, sqlTaskArgInsert, a.TaskID, a.Position, bytesArg(a.Value), a.UpstreamID); err != nil {
-				return translate(err, "insert argument %d of task %s", a.Position, a.TaskID)
+				return fmt.Errorf("argument %d of task %s: %w", a.Position, a.TaskID, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "insert %d task arguments", len(args))
+	}
+	return nil
 }
 
 // TaskArgList returns a task's arguments by position.

@@ -40,7 +40,7 @@ func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreat
 		return translate(err, "record the creation of job %s", p.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record the creation of job %s: it is gone, whole or abandoned: %w", p.ID, store.ErrNotFound)
+		return translate(store.ErrNotFound, "record the creation of job %s: it is gone, whole or abandoned", p.ID)
 	}
 	return nil
 }
@@ -62,29 +62,32 @@ func (q *querier) JobListAbandoned(ctx context.Context, p *store.JobListAbandone
 func (q *querier) JobDeleteAbandoned(ctx context.Context, p *store.JobDeleteAbandonedParams) (bool, error) {
 	limit := max(p.Limit, 1)
 	gone := false
-	err := q.atomically(ctx, "delete abandoned job", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		tag, err := db.Exec(ctx, sqlJobAbandon, p.ID, p.Before)
 		if err != nil {
-			return translate(err, "abandon job %s", p.ID)
+			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("delete abandoned job %s: it is not creating, or its creation went on: %w", p.ID, store.ErrNotFound)
+			return fmt.Errorf("it is not creating, or its creation went on: %w", store.ErrNotFound)
 		}
 		if _, err := db.Exec(ctx, sqlAbandonedLogsDelete, p.ID, limit); err != nil {
-			return translate(err, "delete logs of abandoned job %s", p.ID)
+			return err
 		}
 		tag, err = db.Exec(ctx, sqlAbandonedTasksDelete, p.ID, limit)
 		if err != nil {
-			return translate(err, "delete tasks of abandoned job %s", p.ID)
+			return err
 		}
 		if tag.RowsAffected() >= int64(limit) {
 			return nil
 		}
 		if _, err := db.Exec(ctx, sqlAbandonedJobDelete, p.ID); err != nil {
-			return translate(err, "delete abandoned job %s", p.ID)
+			return err
 		}
 		gone = true
 		return nil
 	})
-	return gone, err
+	if err != nil {
+		return false, translate(err, "delete abandoned job %s", p.ID)
+	}
+	return gone, nil
 }

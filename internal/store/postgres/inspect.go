@@ -32,11 +32,11 @@ WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
 // TaskCountFinished counts a job's completed chunks by when they finished.
 func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinishedParams) ([]int, error) {
 	if p.Buckets < 1 || p.Width < time.Microsecond {
-		return nil, fmt.Errorf("postgres: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
+		return nil, fmt.Errorf("postgres: count the finished tasks of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
 	}
 	rows, err := q.db.Query(ctx, sqlTaskCountFinished, p.JobID, p.Start, p.Width.Microseconds(), p.Buckets)
 	if err != nil {
-		return nil, translate(err, "finish counts of job %s", p.JobID)
+		return nil, translate(err, "count the finished tasks of job %s", p.JobID)
 	}
 	out := make([]int, p.Buckets)
 	var b, n int
@@ -45,7 +45,7 @@ func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinis
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "finish counts of job %s", p.JobID)
+		return nil, translate(err, "count the finished tasks of job %s", p.JobID)
 	}
 	return out, nil
 }
@@ -71,11 +71,7 @@ func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, erro
 
 // TaskListRoots returns the newest roots of general trees.
 func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	var lim any // NULL: no limit
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskListRoots, lim)
+	rows, err := q.db.Query(ctx, sqlTaskListRoots, limitArg(limit))
 	if err != nil {
 		return nil, translate(err, "list tree roots")
 	}
@@ -96,7 +92,7 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 
 // WorkerList returns the workers seen since a time.
 func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
-	rows, err := q.db.Query(ctx, sqlWorkerList, p.Since, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlWorkerList, p.Since, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list workers")
 	}

@@ -91,7 +91,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		return translate(err, "insert job %s", j.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert job %s: its ID or idempotency key is taken: %w", j.ID, store.ErrDuplicate)
+		return translate(store.ErrDuplicate, "insert job %s: its ID or idempotency key is taken", j.ID)
 	}
 	j.ResultBytes = int64(len(j.Result))
 	j.Version++
@@ -111,7 +111,7 @@ func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 // store.ErrNotFound.
 func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
 	if key == "" {
-		return nil, fmt.Errorf("get job by idempotency key: no key: %w", store.ErrNotFound)
+		return nil, translate(store.ErrNotFound, "get job by idempotency key: no key")
 	}
 	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGetByIdempotencyKey, key))
 	if err != nil {
@@ -128,7 +128,7 @@ const maxBytea = 1 << 30
 // p.Offset on, or store.ErrNotFound.
 func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParams) ([]byte, error) {
 	if p.Offset < 0 || p.Limit < 0 {
-		return nil, fmt.Errorf("read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
+		return nil, fmt.Errorf("postgres: read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
 	}
 	// Past maxBytea there is nothing, but the job may still be missing.
 	start := min(p.Offset, maxBytea) + 1
@@ -143,10 +143,7 @@ func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParam
 // JobList returns jobs newest first (CreatedAt, then ID, descending). A
 // Limit of 0 or less is no limit.
 func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
+	limit := limitArg(p.Limit)
 	var rows pgx.Rows
 	var err error
 	switch {
@@ -198,9 +195,9 @@ func (q *querier) missing(ctx context.Context, existsSQL, what, id string, versi
 		return translate(err, "update %s %s", what, id)
 	}
 	if !exists {
-		return fmt.Errorf("update %s %s: %w", what, id, store.ErrNotFound)
+		return translate(store.ErrNotFound, "update %s %s", what, id)
 	}
-	return fmt.Errorf("update %s %s: it changed since version %d: %w", what, id, version, store.ErrStale)
+	return translate(store.ErrStale, "update %s %s: it changed since version %d", what, id, version)
 }
 
 // JobMarkRunning moves every job of p.IDs that is pending to running at

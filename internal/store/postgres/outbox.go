@@ -3,6 +3,7 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -30,18 +31,22 @@ func (q *querier) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage)
 	if len(msgs) == 0 {
 		return nil
 	}
-	return q.atomically(ctx, "record outbox messages", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		for _, m := range msgs {
 			normTime(&m.NextAttemptAt)
 			normTime(&m.CreatedAt)
 			err := db.QueryRow(ctx, sqlOutboxInsert, m.Shard, m.Kind, m.Payload, m.Attempts,
 				timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt)).Scan(&m.ID)
 			if err != nil {
-				return translate(err, "record a %s message to shard %s", m.Kind, m.Shard)
+				return fmt.Errorf("a %s message to shard %s: %w", m.Kind, m.Shard, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "record %d outbox messages", len(msgs))
+	}
+	return nil
 }
 
 // OutboxClaim takes the messages due at p.Now until p.Until.

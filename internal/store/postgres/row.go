@@ -51,8 +51,8 @@ func textArg(s string) any {
 	return s
 }
 
-// limitOf is a LIMIT value: NULL (no limit) for 0 or less.
-func limitOf(n int) any {
+// limitArg is a LIMIT value: NULL (no limit) for 0 or less.
+func limitArg(n int) any {
 	if n <= 0 {
 		return nil
 	}

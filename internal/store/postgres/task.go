@@ -98,8 +98,8 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.AttemptDeadline)
 		domain.NormRunAfter(t)
 	}
-	if err := q.atomically(ctx, "insert tasks", func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
-		return err
+	if err := q.atomically(ctx, func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
+		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 	}
 	for _, t := range tasks {
 		t.Version++
@@ -129,10 +129,8 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 		row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
 		return row, nil
 	})
-	if _, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src); err != nil {
-		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
-	}
-	return nil
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src)
+	return err
 }
 
 // analyzeAfter is the size of a TaskInsert after which the store refreshes
@@ -143,13 +141,13 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 // ~40 ms that way, against ~0.3 ms (BenchmarkTaskClaim).
 const analyzeAfter = 10_000
 
-const sqlTasksAnalyze = `ANALYZE tasks`
+const sqlTaskAnalyze = `ANALYZE tasks`
 
 // analyzeTasks refreshes the statistics of tasks. It is an optimisation:
 // errors (a role that does not own the table only gets a warning) are
 // ignored, and the insert that asked for it has succeeded anyway.
 func (q *querier) analyzeTasks(ctx context.Context) {
-	_, _ = q.db.Exec(ctx, sqlTasksAnalyze)
+	_, _ = q.db.Exec(ctx, sqlTaskAnalyze)
 }
 
 // TaskGet returns the task with id, or store.ErrNotFound.
@@ -164,10 +162,7 @@ func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) 
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. A
 // Limit of 0 or less is no limit.
 func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*domain.Task, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
+	limit := limitArg(p.Limit)
 	after := int64(p.AfterIndex)
 	if after < 0 {
 		after = math.MinInt64 // from the start, the stitch task's -1 included
@@ -180,9 +175,9 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 		rows, err = q.db.Query(ctx, sqlTaskListState, p.JobID, string(p.Kind), after, limit, string(p.State))
 	}
 	if err != nil {
-		return nil, translate(err, "list tasks of job %s", p.JobID)
+		return nil, translate(err, "list %s tasks of job %s", p.Kind, p.JobID)
 	}
-	return collectTasks(rows, "list tasks of job %s", p.JobID)
+	return collectTasks(rows, "list %s tasks of job %s", p.Kind, p.JobID)
 }
 
 // TaskUpdate writes t's mutable fields where the stored version equals
@@ -244,11 +239,7 @@ func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecre
 // TaskResultList returns a page of the outputs of a job's completed chunk
 // tasks by ChunkIndex ascending.
 func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListParams) ([]store.ChunkResult, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskResultList, p.JobID, p.AfterIndex, limit)
+	rows, err := q.db.Query(ctx, sqlTaskResultList, p.JobID, p.AfterIndex, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
@@ -268,7 +259,7 @@ func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListPar
 // TaskListExpired returns the leased tasks whose lease expired at or before
 // p.Now, oldest expiry first, at most p.Limit of them (all when 0 or less).
 func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredParams) ([]*domain.Task, error) {
-	rows, err := q.db.Query(ctx, sqlTaskListExpired, p.Now, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, p.Now, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list expired leases")
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
-	"fmt"
 	"slices"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -21,19 +20,19 @@ import (
 // index. Stitch tasks, claimed by coordinators alone, have an index of
 // their own.
 var (
-	taskClaimCandidatesSQL = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
+	sqlTaskClaimCandidates = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
 	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1
 	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
-	taskClaimWorkloadCandidatesSQL = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
+	sqlTaskClaimWorkloadCandidates = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
 	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
 	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
-	taskClaimRowsSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	sqlTaskClaimRows = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
 	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
 	updated_at = ?2, version = version + 1
 	WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND run_after IS NULL
-	RETURNING ` + taskCols
-	taskClaimStitchSQL = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	RETURNING ` + taskColumns
+	sqlTaskClaimStitch = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + lease_seconds * 1000000, attempt_deadline = NULL, run_after = NULL,
 	updated_at = ?2, version = version + 1
 	WHERE rowid IN (
@@ -41,10 +40,10 @@ var (
 		WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?2)
 		ORDER BY priority DESC, job_created_at, job_id, chunk_index
 		LIMIT ?3)
-	RETURNING ` + taskCols
-	// taskRunnableSQL makes the tasks whose backoff passed runnable (no
+	RETURNING ` + taskColumns
+	// sqlTaskRunnable makes the tasks whose backoff passed runnable (no
 	// run_after), reading tasks_backoff, so that claims find them.
-	taskRunnableSQL = `UPDATE tasks SET run_after = NULL, version = version + 1
+	sqlTaskRunnable = `UPDATE tasks SET run_after = NULL, version = version + 1
 	WHERE rowid IN (
 		SELECT rowid FROM tasks INDEXED BY tasks_backoff
 		WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= ?1
@@ -82,15 +81,15 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	}
 	now := p.Now.UnixMicro()
 	if len(p.Kinds) == 1 && p.Kinds[0] == domain.KindStitch {
-		out, err := q.tasks(ctx, true, taskClaimStitchSQL, p.Owner, now, p.Max)
+		out, err := q.tasks(ctx, true, sqlTaskClaimStitch, p.Owner, now, p.Max)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: claim stitch tasks for %s: %w", p.Owner, err)
+			return nil, translate(err, "claim tasks for %s", p.Owner)
 		}
 		return out, nil
 	}
 	var out []*domain.Task
 	claim := func(q *querier) error {
-		if _, err := q.exec(ctx, taskRunnableSQL, now, runnableBatch); err != nil {
+		if _, err := q.exec(ctx, sqlTaskRunnable, now, runnableBatch); err != nil {
 			return err
 		}
 		var cands []claimCandidate
@@ -106,13 +105,13 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		}
 		for _, k := range p.Kinds {
 			if len(p.Workloads) == 0 {
-				if err := collect(taskClaimCandidatesSQL, string(k), p.Max); err != nil {
+				if err := collect(sqlTaskClaimCandidates, string(k), p.Max); err != nil {
 					return err
 				}
 				continue
 			}
 			for _, w := range p.Workloads {
-				if err := collect(taskClaimWorkloadCandidatesSQL, string(k), p.Max, w); err != nil {
+				if err := collect(sqlTaskClaimWorkloadCandidates, string(k), p.Max, w); err != nil {
 					return err
 				}
 			}
@@ -132,7 +131,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		}
 		b, _ := json.Marshal(ids) // integers always encode
 		var err error
-		out, err = q.tasks(ctx, true, taskClaimRowsSQL, p.Owner, now, string(b))
+		out, err = q.tasks(ctx, true, sqlTaskClaimRows, p.Owner, now, string(b))
 		return err
 	}
 	var err error
@@ -142,7 +141,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		err = q.atomically(ctx, "task_claim", claim)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim tasks for %s: %w", p.Owner, err)
+		return nil, translate(err, "claim tasks for %s", p.Owner)
 	}
 	return out, nil
 }

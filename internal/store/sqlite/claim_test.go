@@ -25,11 +25,11 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		args  []any
 		index string
 	}{
-		"claim of any workload":   {taskClaimCandidatesSQL, []any{"chunk", 10}, "tasks_claim"},
-		"claim of a workload":     {taskClaimWorkloadCandidatesSQL, []any{"chunk", 10, "tanimoto"}, "tasks_claim_workload"},
-		"claim of the candidates": {taskClaimRowsSQL, []any{"w", 1, "[1,2]"}, "sqlite_autoindex_tasks_1"},
-		"backoff passed":          {taskRunnableSQL, []any{1, 10}, "tasks_backoff"},
-		"stitch claim":            {taskClaimStitchSQL, []any{"w", 1, 10}, "tasks_claim_stitch"},
+		"claim of any workload":   {sqlTaskClaimCandidates, []any{"chunk", 10}, "tasks_claim"},
+		"claim of a workload":     {sqlTaskClaimWorkloadCandidates, []any{"chunk", 10, "tanimoto"}, "tasks_claim_workload"},
+		"claim of the candidates": {sqlTaskClaimRows, []any{"w", 1, "[1,2]"}, "sqlite_autoindex_tasks_1"},
+		"backoff passed":          {sqlTaskRunnable, []any{1, 10}, "tasks_backoff"},
+		"stitch claim":            {sqlTaskClaimStitch, []any{"w", 1, 10}, "tasks_claim_stitch"},
 	} {
 		plan := queryPlan(t, s, c.query, c.args...) + "\n"
 		uses := false
@@ -49,24 +49,24 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		args  []any
 		index string
 	}{
-		{taskListExpiredSQL, []any{1, 10}, "tasks_lease_expiry"},
-		{taskResultListSQL, []any{"j1", -1, 16}, "tasks_job_kind_state"},
-		{taskCountByJobSQL, []any{"j1"}, "tasks_job_kind_state"},
-		{taskListSQLs[0], []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
-		{taskListSQLs[1], []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},
-		{taskCancelJobSQL, []any{1, "j1", ""}, "tasks_job_kind"},
-		{taskDecrementUpstreamsSQL, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
-		{taskGetSQL, []any{"t"}, "sqlite_autoindex_tasks_1"},
-		{taskUpdateSQL, make([]any, 14), "sqlite_autoindex_tasks_1"},
-		{taskRetryJobSQL, []any{1, 1, "j1"}, "tasks_job_kind"},
-		{taskLogLastSQL, []any{"t", 1}, "task_logs_seq"},
-		{jobListSQLs[0][0], []any{10}, "jobs_created"},
-		{jobListSQLs[0][1], []any{1, "j", 10}, "jobs_created"},
-		{jobListSQLs[1][0], []any{"pending", 10}, "jobs_status_created"},
-		{jobListSQLs[1][1], []any{"pending", 1, "j", 10}, "jobs_status_created"},
-		{jobByKeySQL, []any{"k"}, "jobs_idempotency_key"},
-		{jobMarkRunningSQL, []any{1, `["j1"]`}, "sqlite_autoindex_jobs_1"},
-		{jobUpdateSQL, make([]any, 8), "sqlite_autoindex_jobs_1"},
+		{sqlTaskListExpired, []any{1, 10}, "tasks_lease_expiry"},
+		{sqlTaskResultList, []any{"j1", -1, 16}, "tasks_job_kind_state"},
+		{sqlTaskCountByJob, []any{"j1"}, "tasks_job_kind_state"},
+		{sqlTaskList, []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
+		{sqlTaskListState, []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},
+		{sqlTaskCancelJob, []any{1, "j1", ""}, "tasks_job_kind"},
+		{sqlTaskDecrementUpstreams, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
+		{sqlTaskGet, []any{"t"}, "sqlite_autoindex_tasks_1"},
+		{sqlTaskUpdate, make([]any, 14), "sqlite_autoindex_tasks_1"},
+		{sqlTaskRetryJob, []any{1, 1, "j1"}, "tasks_job_kind"},
+		{sqlTaskLogLast, []any{"t", 1}, "task_logs_seq"},
+		{sqlJobList, []any{10}, "jobs_created"},
+		{sqlJobListAfter, []any{1, "j", 10}, "jobs_created"},
+		{sqlJobListStatus, []any{"pending", 10}, "jobs_status_created"},
+		{sqlJobListStatusAfter, []any{"pending", 1, "j", 10}, "jobs_status_created"},
+		{sqlJobGetByIdempotencyKey, []any{"k"}, "jobs_idempotency_key"},
+		{sqlJobMarkRunning, []any{1, `["j1"]`}, "sqlite_autoindex_jobs_1"},
+		{sqlJobUpdate, make([]any, 8), "sqlite_autoindex_jobs_1"},
 	} {
 		plan := queryPlan(t, s, c.query, c.args...)
 		if !strings.Contains(plan, c.index) || strings.Contains(plan, "TEMP B-TREE") {

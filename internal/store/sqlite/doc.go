@@ -21,4 +21,10 @@
 // a statement waits up to busy_timeout (10 s) for another process's
 // transaction, and a wait that runs out is store.ErrUnavailable. One process
 // per file is the configuration the store is built for.
+//
+// Errors leave the store translated once, as PostgreSQL's do: a missing row
+// comes back as store.ErrNotFound, a unique violation as
+// store.ErrDuplicate, a read transaction that lost the race to write as
+// store.ErrStale and a database busy or locked past busy_timeout as
+// store.ErrUnavailable; the driver's error stays reachable with errors.As.
 package sqlite

@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -11,27 +12,39 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// mapErr translates the database's errors into the contract's sentinels,
-// keeping the original in the chain.
-func mapErr(err error) error {
-	if err == nil {
+// translate is how an error leaves the store, once: err wrapped in a
+// message made of format and args after "sqlite: ", with the contract's
+// sentinel for err in between when there is one. Both stay reachable with
+// errors.Is and errors.As. Context errors get no sentinel, and an error
+// that carries one already gets no second.
+func translate(err error, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if sentinel := sentinelOf(err); sentinel != nil && !errors.Is(err, sentinel) {
+		return fmt.Errorf("sqlite: %s: %w: %w", msg, sentinel, err)
+	}
+	return fmt.Errorf("sqlite: %s: %w", msg, err)
+}
+
+// sentinelOf is the contract's sentinel for err, or nil.
+func sentinelOf(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
 	if errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("%w: %w", store.ErrNotFound, err)
+		return store.ErrNotFound
 	}
 	var se *sqlite.Error
 	if !errors.As(err, &se) {
-		return err
+		return nil
 	}
 	switch code := se.Code(); {
 	case code == sqlite3.SQLITE_BUSY_SNAPSHOT:
 		// A read transaction that lost the race to write: rerun it.
-		return fmt.Errorf("%w: %w", store.ErrStale, err)
+		return store.ErrStale
 	case code&0xff == sqlite3.SQLITE_BUSY, code&0xff == sqlite3.SQLITE_LOCKED:
-		return fmt.Errorf("%w: %w", store.ErrUnavailable, err)
+		return store.ErrUnavailable
 	case code == sqlite3.SQLITE_CONSTRAINT_UNIQUE, code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return fmt.Errorf("%w: %w", store.ErrDuplicate, err)
+		return store.ErrDuplicate
 	}
-	return err
+	return nil
 }

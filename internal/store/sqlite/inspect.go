@@ -13,23 +13,23 @@ import (
 // Reads and writes that serve the dashboard and the metrics.
 
 const (
-	taskCountFinishedSQL = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
+	sqlTaskCountFinished = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
 	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
-	taskCountByStateSQL = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
-	taskListRootsSQL    = `SELECT ` + taskCols + ` FROM tasks
+	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
+	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
 	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`
-	workerUpsertSQL = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
+	sqlWorkerUpsert = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
 	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`
-	workerDeleteSQL = `DELETE FROM workers WHERE last_seen < ?`
-	workerListSQL   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < ?`
+	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
 	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
 )
 
 // TaskCountFinished counts a job's completed chunks by when they finished.
 func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinishedParams) ([]int, error) {
-	if err := checkBuckets(p); err != nil {
-		return nil, err
+	if p.Buckets < 1 || p.Width < time.Microsecond {
+		return nil, fmt.Errorf("sqlite: count the finished tasks of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
 	}
 	out := make([]int, p.Buckets)
 	err := q.query(ctx, false, func(r scanner) error {
@@ -37,18 +37,11 @@ func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinis
 		err := r.Scan(&b, &n)
 		out[b] = n
 		return err
-	}, taskCountFinishedSQL, p.JobID, p.Start.UnixMicro(), p.Width.Microseconds(), p.Buckets)
+	}, sqlTaskCountFinished, p.JobID, p.Start.UnixMicro(), p.Width.Microseconds(), p.Buckets)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: finish counts of job %s: %w", p.JobID, err)
+		return nil, translate(err, "count the finished tasks of job %s", p.JobID)
 	}
 	return out, nil
-}
-
-func checkBuckets(p *store.TaskCountFinishedParams) error {
-	if p.Buckets < 1 || p.Width < time.Microsecond {
-		return fmt.Errorf("sqlite: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
-	}
-	return nil
 }
 
 // TaskCountByState counts every task by kind and state.
@@ -61,18 +54,18 @@ func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, erro
 		c.Kind, c.State = domain.TaskKind(kind), domain.TaskState(state)
 		out = append(out, c)
 		return err
-	}, taskCountByStateSQL)
+	}, sqlTaskCountByState)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: count tasks by state: %w", err)
+		return nil, translate(err, "count tasks by state")
 	}
 	return out, nil
 }
 
 // TaskListRoots returns the newest roots of general trees.
 func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	out, err := q.tasks(ctx, false, taskListRootsSQL, limitArg(limit))
+	out, err := q.tasks(ctx, false, sqlTaskListRoots, limitArg(limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list tree roots: %w", err)
+		return nil, translate(err, "list tree roots")
 	}
 	return out, nil
 }
@@ -83,8 +76,8 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 	if p.Heartbeat {
 		heartbeat = timeArg(p.Now)
 	}
-	if _, err := q.exec(ctx, workerUpsertSQL, p.ID, timeArg(p.Now), heartbeat); err != nil {
-		return fmt.Errorf("sqlite: record worker %s: %w", p.ID, err)
+	if _, err := q.exec(ctx, sqlWorkerUpsert, p.ID, timeArg(p.Now), heartbeat); err != nil {
+		return translate(err, "record worker %s", p.ID)
 	}
 	return nil
 }
@@ -96,22 +89,25 @@ func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]
 		var w store.Worker
 		var first, last, beat sql.NullInt64
 		err := r.Scan(&w.ID, &first, &last, &beat)
-		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeCol(first), timeCol(last), timeCol(beat)
+		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeOf(first), timeOf(last), timeOf(beat)
 		out = append(out, &w)
 		return err
-	}, workerListSQL, p.Since.UnixMicro(), limitArg(p.Limit))
+	}, sqlWorkerList, p.Since.UnixMicro(), limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list workers: %w", err)
+		return nil, translate(err, "list workers")
 	}
 	return out, nil
 }
 
 // WorkerDelete deletes the workers not seen since before.
 func (q *querier) WorkerDelete(ctx context.Context, before time.Time) (int, error) {
-	res, err := q.exec(ctx, workerDeleteSQL, before.UnixMicro())
+	res, err := q.exec(ctx, sqlWorkerDelete, before.UnixMicro())
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: delete workers: %w", err)
+		return 0, translate(err, "delete workers")
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	if err != nil {
+		return 0, translate(err, "delete workers")
+	}
+	return int(n), nil
 }

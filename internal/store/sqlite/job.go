@@ -12,44 +12,49 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const jobCols = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
+const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
 	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
 	timeout_seconds, creating`
 
-// jobSelectCols are jobCols as reads select them: the final CSV's size in
+// jobSelectColumns are jobColumns as reads select them: the final CSV's size in
 // place of the CSV, which only JobResultRead reads. length() of a BLOB
 // column reads the row's header, not the value's overflow pages.
-var jobSelectCols = strings.Replace(jobCols, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
+var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
 
 var (
-	jobInsertSQL = `INSERT INTO jobs (` + jobCols + `) VALUES (` + placeholders(28) + `)`
-	jobGetSQL    = `SELECT ` + jobSelectCols + ` FROM jobs WHERE id = ?`
-	jobByKeySQL  = `SELECT ` + jobSelectCols + ` FROM jobs WHERE idempotency_key = ?`
-	jobExistsSQL = `SELECT 1 FROM jobs WHERE id = ?`
+	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(28) + `)`
+
+	sqlJobGet = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = ?`
+
+	sqlJobGetByIdempotencyKey = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = ?`
+
+	// JobList in four forms (any status or one; from the start or after a
+	// cursor), each a plain range scan of jobs_created or
+	// jobs_status_created. LIMIT -1 is no limit.
+	sqlJobList            = jobListSQL(false, false)
+	sqlJobListAfter       = jobListSQL(false, true)
+	sqlJobListStatus      = jobListSQL(true, false)
+	sqlJobListStatusAfter = jobListSQL(true, true)
+
+	sqlJobUpdate = `UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
+	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`
+
+	sqlJobExists = `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`
+
 	// substr counts bytes in a BLOB, from 1. SQLite hands a function the
 	// whole value (read from its pages, most often in the page cache) and
 	// frees it with the statement; only the slice reaches Go.
-	jobResultReadSQL = `SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`
-)
+	sqlJobResultRead = `SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`
 
-const (
-	jobUpdateSQL = `UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
-	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`
 	// The ID list is a JSON array, so one prepared statement serves any
 	// number of IDs. The unary + keeps the planner on the primary key
 	// rather than the index of every pending job.
-	jobMarkRunningSQL = `UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
+	sqlJobMarkRunning = `UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
 	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`
 )
 
-// jobListSQLs are JobList's queries, by [status filter][cursor].
-var jobListSQLs = [2][2]string{
-	{jobListSQL(false, false), jobListSQL(false, true)},
-	{jobListSQL(true, false), jobListSQL(true, true)},
-}
-
-// jobListSQL builds JobList's query; LIMIT -1 is no limit.
+// jobListSQL builds JobList's query, with or without a status and a cursor.
 func jobListSQL(status, after bool) string {
 	where := []string{"NOT creating"}
 	if status {
@@ -58,7 +63,7 @@ func jobListSQL(status, after bool) string {
 	if after {
 		where = append(where, "(created_at, id) < (?, ?)")
 	}
-	return `SELECT ` + jobSelectCols + ` FROM jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	return `SELECT ` + jobSelectColumns + ` FROM jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC LIMIT ?`
 }
 
 // JobInsert inserts j with version j.Version+1 and sets j.Version to it,
@@ -69,14 +74,14 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 	if j.Parameters == nil {
 		params = "{}"
 	}
-	_, err := q.exec(ctx, jobInsertSQL,
+	_, err := q.exec(ctx, sqlJobInsert,
 		j.ID, j.Name, j.Workload, params, j.ChunkRows, boolArg(j.HasHeader), j.TopK, j.ScoreColumn, string(j.Order),
 		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
-		nullString(j.IdempotencyKey), j.RequestHash, blobArg(j.Result), j.ResultSHA256,
+		textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, blobArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating))
+		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating))
 	if err != nil {
-		return fmt.Errorf("sqlite: insert job %s: %w", j.ID, err)
+		return translate(err, "insert job %s", j.ID)
 	}
 	if j.Parameters == nil {
 		j.Parameters = json.RawMessage(params)
@@ -89,9 +94,9 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 // JobGet returns the job with id, or store.ErrNotFound.
 func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 	var j *domain.Job
-	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, jobGetSQL, id)
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, sqlJobGet, id)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get job %s: %w", id, err)
+		return nil, translate(err, "get job %s", id)
 	}
 	return j, nil
 }
@@ -100,9 +105,9 @@ func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 // store.ErrNotFound; no job has the empty key.
 func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
 	var j *domain.Job
-	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, jobByKeySQL, key)
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, sqlJobGetByIdempotencyKey, key)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get job by idempotency key %q: %w", key, err)
+		return nil, translate(err, "get job by idempotency key")
 	}
 	return j, nil
 }
@@ -114,9 +119,9 @@ func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParam
 		return nil, fmt.Errorf("sqlite: read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
 	}
 	var b []byte
-	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&b) }, jobResultReadSQL, p.Offset, p.Limit, p.ID)
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&b) }, sqlJobResultRead, p.Offset, p.Limit, p.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read result of job %s at %d: %w", p.ID, p.Offset, err)
+		return nil, translate(err, "read result of job %s at %d", p.ID, p.Offset)
 	}
 	return b, nil
 }
@@ -132,14 +137,25 @@ func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domai
 		args = append(args, p.After.CreatedAt.UnixMicro(), p.After.ID)
 	}
 	args = append(args, limitArg(p.Limit))
+	var query string
+	switch {
+	case p.Status == "" && p.After == nil:
+		query = sqlJobList
+	case p.Status == "":
+		query = sqlJobListAfter
+	case p.After == nil:
+		query = sqlJobListStatus
+	default:
+		query = sqlJobListStatusAfter
+	}
 	var out []*domain.Job
 	err := q.query(ctx, false, func(r scanner) error {
 		j, err := scanJob(r)
 		out = append(out, j)
 		return err
-	}, jobListSQLs[boolArg(p.Status != "")][boolArg(p.After != nil)], args...)
+	}, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list jobs: %w", err)
+		return nil, translate(err, "list jobs")
 	}
 	return out, nil
 }
@@ -148,13 +164,15 @@ func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domai
 // j.Version, and bumps j.Version; otherwise store.ErrStale, or
 // store.ErrNotFound when the job is gone.
 func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
-	res, err := q.exec(ctx, jobUpdateSQL, string(j.Status), j.Error, blobArg(j.Result), j.ResultSHA256,
+	res, err := q.exec(ctx, sqlJobUpdate, string(j.Status), j.Error, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.ID, j.Version)
-	if err == nil {
-		err = q.checkGuarded(ctx, res, jobExistsSQL, j.ID)
-	}
 	if err != nil {
-		return fmt.Errorf("sqlite: update job %s at version %d: %w", j.ID, j.Version, err)
+		return translate(err, "update job %s", j.ID)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return translate(err, "update job %s", j.ID)
+	} else if n == 0 {
+		return q.missing(ctx, sqlJobExists, "job", j.ID, j.Version)
 	}
 	if j.Result != nil {
 		j.ResultBytes = int64(len(j.Result))
@@ -163,22 +181,17 @@ func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
 	return nil
 }
 
-// checkGuarded turns a version-guarded write that changed no row into
-// store.ErrStale, or store.ErrNotFound when existsSQL finds no row for id.
-func (q *querier) checkGuarded(ctx context.Context, res sql.Result, existsSQL, id string) error {
-	n, err := res.RowsAffected()
-	if err != nil {
-		return mapErr(err)
+// missing explains a version-guarded write that matched no row:
+// store.ErrNotFound when the row is gone, else store.ErrStale.
+func (q *querier) missing(ctx context.Context, existsSQL, what, id string, version int64) error {
+	var exists bool
+	if err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&exists) }, existsSQL, id); err != nil {
+		return translate(err, "update %s %s", what, id)
 	}
-	if n == 1 {
-		return nil
+	if !exists {
+		return translate(store.ErrNotFound, "update %s %s", what, id)
 	}
-	var one int
-	err = q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&one) }, existsSQL, id)
-	if err != nil {
-		return err
-	}
-	return fmt.Errorf("the stored version differs: %w", store.ErrStale)
+	return translate(store.ErrStale, "update %s %s: it changed since version %d", what, id, version)
 }
 
 // JobMarkRunning moves every job of p.IDs that is pending to running at
@@ -187,8 +200,8 @@ func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningPar
 	if len(p.IDs) == 0 {
 		return nil
 	}
-	if _, err := q.exec(ctx, jobMarkRunningSQL, timeArg(p.Now), jsonArray(p.IDs)); err != nil {
-		return fmt.Errorf("sqlite: mark %d jobs running: %w", len(p.IDs), err)
+	if _, err := q.exec(ctx, sqlJobMarkRunning, timeArg(p.Now), jsonArray(p.IDs)); err != nil {
+		return translate(err, "mark %d jobs running", len(p.IDs))
 	}
 	return nil
 }
@@ -212,6 +225,6 @@ func scanJob(r scanner) (*domain.Job, error) {
 	}
 	j.Parameters = json.RawMessage(params)
 	j.Order, j.Status, j.IdempotencyKey = domain.Order(order), domain.JobStatus(status), key.String
-	j.CreatedAt, j.UpdatedAt, j.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
+	j.CreatedAt, j.UpdatedAt, j.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
 	return &j, nil
 }

@@ -17,38 +17,39 @@ func timeArg(t time.Time) any {
 	return t.UnixMicro()
 }
 
-// timeCol reads a column written by timeArg.
-func timeCol(v sql.NullInt64) time.Time {
+// timeOf reads a column written by timeArg.
+func timeOf(v sql.NullInt64) time.Time {
 	if !v.Valid {
 		return time.Time{}
 	}
 	return time.UnixMicro(v.Int64).UTC()
 }
 
-// blobArg is b, NULL when nil.
-func blobArg(b []byte) any {
+// bytesArg is b, NULL when nil.
+func bytesArg(b []byte) any {
 	if b == nil {
 		return nil
 	}
 	return b
 }
 
-// textArg is b as TEXT, NULL when nil.
-func textArg(b []byte) any {
+// jsonArg is b, a JSON value, as TEXT, NULL when nil.
+func jsonArg(b []byte) any {
 	if b == nil {
 		return nil
 	}
 	return string(b)
 }
 
-// nullString is s, NULL when empty.
-func nullString(s string) any {
+// textArg is s, NULL when empty.
+func textArg(s string) any {
 	if s == "" {
 		return nil
 	}
 	return s
 }
 
+// boolArg is b as SQLite stores booleans, 1 or 0.
 func boolArg(b bool) int {
 	if b {
 		return 1
@@ -56,7 +57,7 @@ func boolArg(b bool) int {
 	return 0
 }
 
-// limitArg is the LIMIT for limit; 0 or less is no limit.
+// limitArg is a LIMIT value: -1 (no limit) for 0 or less.
 func limitArg(limit int) int {
 	if limit <= 0 {
 		return -1

@@ -38,7 +38,7 @@ func newStmtCache(writer, reader *sql.DB) *stmtCache {
 // other use of it, and returns the function that gives the turn back.
 func (c *stmtCache) takeTurn(ctx context.Context) (release func(), err error) {
 	if err := c.turn.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("sqlite: wait for the writer: %w", err)
+		return nil, fmt.Errorf("wait for the writer: %w", err)
 	}
 	return func() { c.turn.Release(1) }, nil
 }
@@ -61,7 +61,7 @@ func (c *stmtCache) get(ctx context.Context, query string, write bool) (*sql.Stm
 	}
 	st, err := db.PrepareContext(ctx, query)
 	if err != nil {
-		return nil, mapErr(err)
+		return nil, fmt.Errorf("prepare: %w", err)
 	}
 	m[query] = st
 	return st, nil
@@ -122,10 +122,13 @@ func (q *querier) stmt(ctx context.Context, query string, write bool) (st *sql.S
 	if st = q.stmts.cached(query); st != nil {
 		st = q.tx.StmtContext(ctx, st)
 	} else if st, err = q.tx.PrepareContext(ctx, query); err != nil {
-		return nil, nil, mapErr(err)
+		return nil, nil, fmt.Errorf("prepare: %w", err)
 	}
 	return st, func() { _ = st.Close() }, nil
 }
+
+// The statement helpers return the database's errors as they are: the
+// methods translate them once, naming what failed.
 
 // exec runs a write statement.
 func (q *querier) exec(ctx context.Context, query string, args ...any) (sql.Result, error) {
@@ -134,19 +137,18 @@ func (q *querier) exec(ctx context.Context, query string, args ...any) (sql.Resu
 		return nil, err
 	}
 	defer done()
-	res, err := st.ExecContext(ctx, args...)
-	return res, mapErr(err)
+	return st.ExecContext(ctx, args...)
 }
 
 // queryRow runs a statement that returns at most one row and scans it with
-// scan; no row is store.ErrNotFound. write says whether the statement writes.
+// scan; no row is sql.ErrNoRows. write says whether the statement writes.
 func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) error, query string, args ...any) error {
 	st, done, err := q.stmt(ctx, query, write)
 	if err != nil {
 		return err
 	}
 	defer done()
-	return mapErr(scan(st.QueryRowContext(ctx, args...)))
+	return scan(st.QueryRowContext(ctx, args...))
 }
 
 // query runs a statement and calls scan for each row it returns.
@@ -158,15 +160,15 @@ func (q *querier) query(ctx context.Context, write bool, scan func(scanner) erro
 	defer done()
 	rows, err := st.QueryContext(ctx, args...)
 	if err != nil {
-		return mapErr(err)
+		return err
 	}
 	defer rows.Close()
 	for rows.Next() {
 		if err := scan(rows); err != nil {
-			return mapErr(err)
+			return err
 		}
 	}
-	return mapErr(rows.Err())
+	return rows.Err()
 }
 
 // scanner is a *sql.Row or *sql.Rows.

@@ -48,7 +48,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	}
 	if err != nil {
 		_ = s.Close()
-		return nil, fmt.Errorf("sqlite: migrate %s: %w", path, err)
+		return nil, translate(err, "migrate %s", path)
 	}
 	return s, nil
 }
@@ -62,12 +62,12 @@ func OpenNoMigrate(ctx context.Context, path string) (*Store, error) {
 	}
 	if dir := filepath.Dir(path); dir != "" {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return nil, fmt.Errorf("sqlite: open %s: create its directory: %w", path, err)
+			return nil, translate(err, "open %s: create its directory", path)
 		}
 	}
 	writer, err := sql.Open("sqlite", path+"?"+writerParams)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, translate(err, "open %s", path)
 	}
 	writer.SetMaxOpenConns(1)
 	writer.SetMaxIdleConns(1)
@@ -77,12 +77,12 @@ func OpenNoMigrate(ctx context.Context, path string) (*Store, error) {
 	// any reader so readers never see the file in another journal mode.
 	if err := writer.PingContext(ctx); err != nil {
 		_ = writer.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, mapErr(err))
+		return nil, translate(err, "open %s", path)
 	}
 	reader, err := sql.Open("sqlite", path+"?"+readerParams)
 	if err != nil {
 		_ = writer.Close()
-		return nil, fmt.Errorf("sqlite: open %s for reading: %w", path, err)
+		return nil, translate(err, "open %s for reading", path)
 	}
 	n := min(max(runtime.GOMAXPROCS(0), 2), 8)
 	reader.SetMaxOpenConns(n)
@@ -106,12 +106,12 @@ func (s *Store) Path() string { return s.path }
 func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err error) {
 	release, err := s.stmts.takeTurn(ctx)
 	if err != nil {
-		return err
+		return translate(err, "begin")
 	}
 	defer release()
 	tx, err := s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", mapErr(err))
+		return translate(err, "begin")
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -122,12 +122,12 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err e
 	q := &querier{stmts: s.stmts, tx: tx}
 	if err := fn(q); err != nil {
 		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			return errors.Join(err, fmt.Errorf("sqlite: rollback: %w", mapErr(rerr)))
+			return errors.Join(err, translate(rerr, "rollback"))
 		}
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit: %w", mapErr(err))
+		return translate(err, "commit")
 	}
 	if q.bigWrite {
 		s.checkpoint(ctx)
@@ -148,10 +148,10 @@ func (s *Store) checkpoint(ctx context.Context) { s.stmts.checkpoint(ctx) }
 // Ping reports whether both the writer and a reader connection answer.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.reader.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
+		return translate(err, "ping")
 	}
 	if err := s.writer.PingContext(ctx); err != nil {
-		return fmt.Errorf("sqlite: ping: %w", mapErr(err))
+		return translate(err, "ping")
 	}
 	return nil
 }
@@ -172,7 +172,10 @@ type querier struct {
 }
 
 // atomically runs fn in a transaction of its own outside one, and in a
-// savepoint named name inside one, so that its statements apply all or none.
+// savepoint named name inside one, so that its statements apply all or
+// none. It is the one way a contract method that writes several
+// statements keeps them together. Its errors, and fn's, come back
+// untranslated, for the method to translate.
 func (q *querier) atomically(ctx context.Context, name string, fn func(q *querier) error) error {
 	if q.tx == nil {
 		release, err := q.stmts.takeTurn(ctx)
@@ -182,29 +185,29 @@ func (q *querier) atomically(ctx context.Context, name string, fn func(q *querie
 		defer release()
 		tx, err := q.stmts.writer.BeginTx(ctx, nil)
 		if err != nil {
-			return fmt.Errorf("begin: %w", mapErr(err))
+			return fmt.Errorf("begin: %w", err)
 		}
 		if err := fn(&querier{stmts: q.stmts, tx: tx}); err != nil {
 			_ = tx.Rollback()
 			return err
 		}
 		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", mapErr(err))
+			return fmt.Errorf("commit: %w", err)
 		}
 		return nil
 	}
 	if _, err := q.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
-		return fmt.Errorf("savepoint: %w", mapErr(err))
+		return fmt.Errorf("savepoint: %w", err)
 	}
 	if err := fn(q); err != nil {
 		_, rerr := q.tx.ExecContext(ctx, "ROLLBACK TO "+name+"; RELEASE "+name)
 		if rerr != nil {
-			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", mapErr(rerr)))
+			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", rerr))
 		}
 		return err
 	}
 	if _, err := q.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
-		return fmt.Errorf("release savepoint: %w", mapErr(err))
+		return fmt.Errorf("release savepoint: %w", err)
 	}
 	return nil
 }

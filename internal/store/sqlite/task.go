@@ -13,11 +13,11 @@ import (
 )
 
 const (
-	taskCols = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
+	taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
 	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
 	timeout_seconds, attempt_deadline`
-	taskNumCols = 30
+	taskNumColumns = 30
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then single rows, so
@@ -26,52 +26,53 @@ const (
 	taskSmallBatch = 16
 )
 
-// taskListCols are taskCols as lists select them: without the chunk
+// taskListColumns are taskColumns as lists select them: without the chunk
 // output, which only TaskGet (and the stitcher's TaskResultList) reads.
-var taskListCols = strings.Replace(taskCols, "input_bytes, result,", "input_bytes, NULL,", 1)
+var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
-	taskGetSQL    = `SELECT ` + taskCols + ` FROM tasks WHERE id = ?`
-	taskExistsSQL = `SELECT 1 FROM tasks WHERE id = ?`
-)
+	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
 
-var (
-	taskUpdateSQL = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
+	// TaskList with and without a state. LIMIT -1 is no limit.
+	sqlTaskList      = taskListSQL(false)
+	sqlTaskListState = taskListSQL(true)
+
+	sqlTaskUpdate = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
 	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
 	version = version + 1
 	WHERE id = ? AND version = ?`
-	taskListExpiredSQL = `SELECT ` + taskListCols + ` FROM tasks
+
+	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`
+
+	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
-	taskRetryJobSQL = `UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
+	sqlTaskRetryJob = `UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
 	lease_expires_at = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
 	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
-	taskCancelJobSQL = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
+	sqlTaskCancelJob = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
 	// In SET, every column reference is to the row before the update.
-	taskDecrementUpstreamsSQL = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
+	sqlTaskDecrementUpstreams = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - ?1 <= 0 THEN 'pending' ELSE state END,
-	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskCols
-	taskResultListSQL = `SELECT chunk_index, result FROM tasks
+	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskColumns
+	sqlTaskResultList = `SELECT chunk_index, result FROM tasks
 	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' AND chunk_index > ?
 	ORDER BY chunk_index LIMIT ?`
-	taskCountByJobSQL = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
+	sqlTaskCountByJob = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
 )
 
-// taskInsertSQLs are the INSERTs of 1, taskSmallBatch and taskBatch rows.
-var taskInsertSQLs = map[int]string{1: taskInsertSQL(1), taskSmallBatch: taskInsertSQL(taskSmallBatch), taskBatch: taskInsertSQL(taskBatch)}
-
-// taskListSQLs are TaskList's queries, without and with a state.
-var taskListSQLs = [2]string{taskListSQL(false), taskListSQL(true)}
+// sqlTaskInsert are the INSERTs of 1, taskSmallBatch and taskBatch rows.
+var sqlTaskInsert = map[int]string{1: taskInsertSQL(1), taskSmallBatch: taskInsertSQL(taskSmallBatch), taskBatch: taskInsertSQL(taskBatch)}
 
 // taskInsertSQL is the INSERT of n rows.
 func taskInsertSQL(n int) string {
-	row := "(" + placeholders(taskNumCols) + ")"
-	return `INSERT INTO tasks (` + taskCols + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
+	row := "(" + placeholders(taskNumColumns) + ")"
+	return `INSERT INTO tasks (` + taskColumns + `) VALUES ` + strings.TrimSuffix(strings.Repeat(row+", ", n), ", ")
 }
 
 // taskListSQL is TaskList's query, with or without a state.
 func taskListSQL(state bool) string {
-	q := `SELECT ` + taskListCols + ` FROM tasks WHERE job_id = ? AND kind = ? AND chunk_index > ?`
+	q := `SELECT ` + taskListColumns + ` FROM tasks WHERE job_id = ? AND kind = ? AND chunk_index > ?`
 	if state {
 		q += ` AND state = ?`
 	}
@@ -87,15 +88,15 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	for _, t := range tasks {
 		domain.NormRunAfter(t)
 	}
-	if _, ok := taskInsertSQLs[len(tasks)]; ok {
+	if _, ok := sqlTaskInsert[len(tasks)]; ok {
 		// One statement: all or none by itself.
-		if err := q.insertTaskRows(ctx, tasks, make([]any, 0, len(tasks)*taskNumCols)); err != nil {
-			return fmt.Errorf("sqlite: insert %d tasks: %w", len(tasks), err)
+		if err := q.insertTaskRows(ctx, tasks, make([]any, 0, len(tasks)*taskNumColumns)); err != nil {
+			return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 		}
 	} else if err := q.atomically(ctx, "task_insert", func(q *querier) error {
 		return q.insertTasks(ctx, tasks)
 	}); err != nil {
-		return fmt.Errorf("sqlite: insert %d tasks: %w", len(tasks), err)
+		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 	}
 	for _, t := range tasks {
 		t.Version++
@@ -115,7 +116,7 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 
 // insertTasks inserts tasks in batches.
 func (q *querier) insertTasks(ctx context.Context, tasks []*domain.Task) error {
-	args := make([]any, 0, min(len(tasks), taskBatch)*taskNumCols)
+	args := make([]any, 0, min(len(tasks), taskBatch)*taskNumColumns)
 	for len(tasks) > 0 {
 		n := 1
 		switch {
@@ -137,20 +138,20 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 	for _, t := range tasks {
 		args = append(args, t.ID, t.JobID, string(t.Kind), t.Workload, t.ChunkIndex, string(t.State), t.Attempt,
 			t.MaxAttempts, t.LeaseSeconds, t.LeaseOwner, timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), t.Priority,
-			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, blobArg(t.Result), textArg(t.Metrics),
+			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), jsonArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
 			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline))
 	}
-	_, err := q.exec(ctx, taskInsertSQLs[len(tasks)], args...)
+	_, err := q.exec(ctx, sqlTaskInsert[len(tasks)], args...)
 	return err
 }
 
 // TaskGet returns the task with id, or store.ErrNotFound.
 func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) {
 	var t *domain.Task
-	err := q.queryRow(ctx, false, func(r scanner) (err error) { t, err = scanTask(r); return err }, taskGetSQL, id)
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { t, err = scanTask(r); return err }, sqlTaskGet, id)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get task %s: %w", id, err)
+		return nil, translate(err, "get task %s", id)
 	}
 	return t, nil
 }
@@ -167,9 +168,13 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 		args = append(args, string(p.State))
 	}
 	args = append(args, limitArg(p.Limit))
-	out, err := q.tasks(ctx, false, taskListSQLs[boolArg(p.State != "")], args...)
+	query := sqlTaskList
+	if p.State != "" {
+		query = sqlTaskListState
+	}
+	out, err := q.tasks(ctx, false, query, args...)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list %s tasks of job %s: %w", p.Kind, p.JobID, err)
+		return nil, translate(err, "list %s tasks of job %s", p.Kind, p.JobID)
 	}
 	return out, nil
 }
@@ -179,14 +184,16 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 // store.ErrNotFound when the task is gone.
 func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	domain.NormRunAfter(t)
-	res, err := q.exec(ctx, taskUpdateSQL, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
-		timeArg(t.RunAfter), blobArg(t.Result), textArg(t.Metrics), t.Error, t.PendingUpstreams,
+	res, err := q.exec(ctx, sqlTaskUpdate, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
+		timeArg(t.RunAfter), bytesArg(t.Result), jsonArg(t.Metrics), t.Error, t.PendingUpstreams,
 		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, t.ID, t.Version)
-	if err == nil {
-		err = q.checkGuarded(ctx, res, taskExistsSQL, t.ID)
-	}
 	if err != nil {
-		return fmt.Errorf("sqlite: update task %s at version %d: %w", t.ID, t.Version, err)
+		return translate(err, "update task %s", t.ID)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return translate(err, "update task %s", t.ID)
+	} else if n == 0 {
+		return q.missing(ctx, sqlTaskExists, "task", t.ID, t.Version)
 	}
 	t.Version++
 	return nil
@@ -195,9 +202,9 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 // TaskListExpired returns the leased tasks whose lease expired at or before
 // p.Now, oldest expiry first, at most p.Limit of them (all when 0 or less).
 func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredParams) ([]*domain.Task, error) {
-	out, err := q.tasks(ctx, false, taskListExpiredSQL, p.Now.UnixMicro(), limitArg(p.Limit))
+	out, err := q.tasks(ctx, false, sqlTaskListExpired, p.Now.UnixMicro(), limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list expired leases: %w", err)
+		return nil, translate(err, "list expired leases")
 	}
 	return out, nil
 }
@@ -206,13 +213,13 @@ func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredP
 // leased, except the one with ID p.Except, to cancelled at p.Now with no
 // lease expiry, and returns how many it moved.
 func (q *querier) TaskCancelJob(ctx context.Context, p *store.TaskCancelJobParams) (int, error) {
-	res, err := q.exec(ctx, taskCancelJobSQL, timeArg(p.Now), p.JobID, p.Except)
+	res, err := q.exec(ctx, sqlTaskCancelJob, timeArg(p.Now), p.JobID, p.Except)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", p.JobID, err)
+		return 0, translate(err, "cancel tasks of job %s", p.JobID)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: cancel tasks of job %s: %w", p.JobID, mapErr(err))
+		return 0, translate(err, "cancel tasks of job %s", p.JobID)
 	}
 	return int(n), nil
 }
@@ -220,26 +227,27 @@ func (q *querier) TaskCancelJob(ctx context.Context, p *store.TaskCancelJobParam
 // TaskRetryJob puts the job's failed and cancelled chunk tasks back to
 // pending with p.MaxAttempts more attempts, and returns how many it moved.
 func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams) (int, error) {
-	res, err := q.exec(ctx, taskRetryJobSQL, p.MaxAttempts, timeArg(p.Now), p.JobID)
+	res, err := q.exec(ctx, sqlTaskRetryJob, p.MaxAttempts, timeArg(p.Now), p.JobID)
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: retry tasks of job %s: %w", p.JobID, err)
+		return 0, translate(err, "retry tasks of job %s", p.JobID)
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: retry tasks of job %s: %w", p.JobID, mapErr(err))
+		return 0, translate(err, "retry tasks of job %s", p.JobID)
 	}
 	return int(n), nil
 }
 
-// TaskDecrementUpstreams records that n upstreams of task id completed and
-// returns the task as written; a waiting task left with no pending upstreams
+// TaskDecrementUpstreams records that p.N upstreams of task p.ID completed,
+// in one statement, and returns the task as written (store.ErrNotFound
+// when there is none); a waiting task left with no pending upstreams
 // becomes pending.
 func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecrementUpstreamsParams) (*domain.Task, error) {
 	var t *domain.Task
 	err := q.queryRow(ctx, true, func(r scanner) (err error) { t, err = scanTask(r); return err },
-		taskDecrementUpstreamsSQL, p.N, timeArg(p.Now), p.ID)
+		sqlTaskDecrementUpstreams, p.N, timeArg(p.Now), p.ID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: record %d upstreams done for task %s: %w", p.N, p.ID, err)
+		return nil, translate(err, "record %d upstreams of task %s done", p.N, p.ID)
 	}
 	return t, nil
 }
@@ -247,19 +255,15 @@ func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecre
 // TaskResultList returns a page of the outputs of a job's completed chunk
 // tasks by ChunkIndex ascending.
 func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListParams) ([]store.ChunkResult, error) {
-	limit := p.Limit
-	if limit <= 0 {
-		limit = -1 // SQLite: no limit
-	}
 	var out []store.ChunkResult
 	err := q.query(ctx, false, func(r scanner) error {
 		var c store.ChunkResult
 		err := r.Scan(&c.ChunkIndex, &c.Result)
 		out = append(out, c)
 		return err
-	}, taskResultListSQL, p.JobID, p.AfterIndex, limit)
+	}, sqlTaskResultList, p.JobID, p.AfterIndex, limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read results of job %s after chunk %d: %w", p.JobID, p.AfterIndex, err)
+		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
 	return out, nil
 }
@@ -281,9 +285,9 @@ func (q *querier) TaskCountByJob(ctx context.Context, jobIDs []string) (map[stri
 			}
 			c.Add(domain.TaskState(state), n)
 			return nil
-		}, taskCountByJobSQL, id)
+		}, sqlTaskCountByJob, id)
 		if err != nil {
-			return nil, fmt.Errorf("sqlite: count tasks of job %s: %w", id, err)
+			return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
 		}
 		if c.Total > 0 {
 			out[id] = c
@@ -323,8 +327,8 @@ func scanTask(r scanner) (*domain.Task, error) {
 		return nil, fmt.Errorf("read task row: %w", err)
 	}
 	t.Kind, t.State, t.Metrics = domain.TaskKind(kind), domain.TaskState(state), metrics
-	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeCol(expires), timeCol(runAfter), timeCol(jobCreated)
-	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeCol(created), timeCol(updated), timeCol(finished)
-	t.AttemptDeadline = timeCol(deadline)
+	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(expires), timeOf(runAfter), timeOf(jobCreated)
+	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
+	t.AttemptDeadline = timeOf(deadline)
 	return &t, nil
 }
