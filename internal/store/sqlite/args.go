@@ -8,12 +8,12 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	sqlTaskArgInsert   = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`
-	sqlTaskArgList     = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`
-	sqlTaskArgResolve  = `UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`
-	sqlTaskArgListRefs = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`
+var (
+	sqlTaskArgInsert   = newStatement(`INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`)
+	sqlTaskArgList     = newStatement(`SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`)
+	sqlTaskArgResolve  = newStatement(`UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`)
+	sqlTaskArgListRefs = newStatement(`SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
+	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`)
 )
 
 // TaskArgInsert inserts args, all or none.

@@ -157,11 +157,17 @@ func BenchmarkJobChart(b *testing.B) {
 	b.Run("all-times", func(b *testing.B) {
 		for b.Loop() {
 			n := 0
-			err := s.querier.query(b.Context(), false, func(r scanner) error {
+			rows, err := s.reader.QueryContext(b.Context(),
+				`SELECT finished_at FROM tasks WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`, "big")
+			for err == nil && rows.Next() {
 				var v int64
 				n++
-				return r.Scan(&v)
-			}, `SELECT finished_at FROM tasks WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`, "big")
+				err = rows.Scan(&v)
+			}
+			if err == nil {
+				err = rows.Err()
+				rows.Close()
+			}
 			if err != nil || n != chunks {
 				b.Fatalf("read %d times: %v", n, err)
 			}

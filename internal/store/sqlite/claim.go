@@ -20,19 +20,19 @@ import (
 // index. Stitch tasks, claimed by coordinators alone, have an index of
 // their own.
 var (
-	sqlTaskClaimCandidates = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
+	sqlTaskClaimCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
 	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1
-	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
-	sqlTaskClaimWorkloadCandidates = `SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
+	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
+	sqlTaskClaimWorkloadCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
 	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
-	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`
-	sqlTaskClaimRows = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
+	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
 	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
 	updated_at = ?2, version = version + 1
 	WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND run_after IS NULL
-	RETURNING ` + taskColumns
-	sqlTaskClaimStitch = `UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	RETURNING ` + taskColumns)
+	sqlTaskClaimStitch = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
 	lease_expires_at = ?2 + lease_seconds * 1000000, attempt_deadline = NULL, run_after = NULL,
 	updated_at = ?2, version = version + 1
 	WHERE rowid IN (
@@ -40,14 +40,14 @@ var (
 		WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?2)
 		ORDER BY priority DESC, job_created_at, job_id, chunk_index
 		LIMIT ?3)
-	RETURNING ` + taskColumns
+	RETURNING ` + taskColumns)
 	// sqlTaskRunnable makes the tasks whose backoff passed runnable (no
 	// run_after), reading tasks_backoff, so that claims find them.
-	sqlTaskRunnable = `UPDATE tasks SET run_after = NULL, version = version + 1
+	sqlTaskRunnable = newStatement(`UPDATE tasks SET run_after = NULL, version = version + 1
 	WHERE rowid IN (
 		SELECT rowid FROM tasks INDEXED BY tasks_backoff
 		WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= ?1
-		ORDER BY run_after LIMIT ?2)`
+		ORDER BY run_after LIMIT ?2)`)
 )
 
 // runnableBatch bounds the tasks in backoff one claim makes runnable.
@@ -93,7 +93,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 			return err
 		}
 		var cands []claimCandidate
-		collect := func(query string, args ...any) error {
+		collect := func(query *statement, args ...any) error {
 			return q.query(ctx, true, func(r scanner) error {
 				var c claimCandidate
 				if err := r.Scan(&c.rowid, &c.priority, &c.jobCreated, &c.jobID, &c.chunkIndex); err != nil {

@@ -21,7 +21,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		}
 	}
 	for name, c := range map[string]struct {
-		query string
+		query *statement
 		args  []any
 		index string
 	}{
@@ -31,7 +31,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		"backoff passed":          {sqlTaskRunnable, []any{1, 10}, "tasks_backoff"},
 		"stitch claim":            {sqlTaskClaimStitch, []any{"w", 1, 10}, "tasks_claim_stitch"},
 	} {
-		plan := queryPlan(t, s, c.query, c.args...) + "\n"
+		plan := queryPlan(t, s, c.query.query, c.args...) + "\n"
 		uses := false
 		for _, end := range []string{" (", "\n"} {
 			uses = uses || strings.Contains(plan, "USING COVERING INDEX "+c.index+end) || strings.Contains(plan, "USING INDEX "+c.index+end)
@@ -45,7 +45,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 	}
 	// The other hot queries use their indexes too.
 	for _, c := range []struct {
-		query string
+		query *statement
 		args  []any
 		index string
 	}{
@@ -68,9 +68,9 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		{sqlJobMarkRunning, []any{1, `["j1"]`}, "sqlite_autoindex_jobs_1"},
 		{sqlJobUpdate, make([]any, 8), "sqlite_autoindex_jobs_1"},
 	} {
-		plan := queryPlan(t, s, c.query, c.args...)
+		plan := queryPlan(t, s, c.query.query, c.args...)
 		if !strings.Contains(plan, c.index) || strings.Contains(plan, "TEMP B-TREE") {
-			t.Errorf("plan of %q does not use %s without sorting:\n%s", c.query, c.index, plan)
+			t.Errorf("plan of %q does not use %s without sorting:\n%s", c.query.query, c.index, plan)
 		}
 	}
 }

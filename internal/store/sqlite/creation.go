@@ -11,18 +11,18 @@ import (
 // A job created in batches: hidden (creating) until done, renewed by each
 // batch, and deleted in steps when its creation died.
 var (
-	sqlJobUpdateCreation = `UPDATE jobs SET updated_at = ?2, creating = NOT ?3, version = version + 1
-	WHERE id = ?1 AND creating AND status <> 'cancelled'`
-	sqlJobListAbandoned = `SELECT ` + jobSelectColumns + ` FROM jobs INDEXED BY jobs_creating
-	WHERE creating AND (updated_at < ?1 OR status = 'cancelled') ORDER BY updated_at LIMIT ?2`
-	sqlJobAbandon = `UPDATE jobs SET status = 'cancelled', error = 'its creation stopped before it was whole',
+	sqlJobUpdateCreation = newStatement(`UPDATE jobs SET updated_at = ?2, creating = NOT ?3, version = version + 1
+	WHERE id = ?1 AND creating AND status <> 'cancelled'`)
+	sqlJobListAbandoned = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs INDEXED BY jobs_creating
+	WHERE creating AND (updated_at < ?1 OR status = 'cancelled') ORDER BY updated_at LIMIT ?2`)
+	sqlJobAbandon = newStatement(`UPDATE jobs SET status = 'cancelled', error = 'its creation stopped before it was whole',
 	version = version + 1
-	WHERE id = ?1 AND creating AND (updated_at < ?2 OR status = 'cancelled')`
-	sqlAbandonedLogsDelete = `DELETE FROM task_logs WHERE task_id IN (
-	SELECT id FROM tasks WHERE job_id = ?1 ORDER BY job_id, kind, chunk_index LIMIT ?2)`
-	sqlAbandonedTasksDelete = `DELETE FROM tasks WHERE rowid IN (
-	SELECT rowid FROM tasks WHERE job_id = ?1 ORDER BY job_id, kind, chunk_index LIMIT ?2)`
-	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = ?1 AND creating`
+	WHERE id = ?1 AND creating AND (updated_at < ?2 OR status = 'cancelled')`)
+	sqlAbandonedLogsDelete = newStatement(`DELETE FROM task_logs WHERE task_id IN (
+	SELECT id FROM tasks WHERE job_id = ?1 ORDER BY job_id, kind, chunk_index LIMIT ?2)`)
+	sqlAbandonedTasksDelete = newStatement(`DELETE FROM tasks WHERE rowid IN (
+	SELECT rowid FROM tasks WHERE job_id = ?1 ORDER BY job_id, kind, chunk_index LIMIT ?2)`)
+	sqlAbandonedJobDelete = newStatement(`DELETE FROM jobs WHERE id = ?1 AND creating`)
 )
 
 // JobUpdateCreation renews or ends the creation of job p.ID.

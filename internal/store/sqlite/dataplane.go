@@ -8,17 +8,22 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	uploadColumns   = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
-	sqlUploadInsert = `INSERT INTO uploads (` + uploadColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	sqlUploadGet    = `SELECT ` + uploadColumns + ` FROM uploads WHERE id = ?`
+const uploadColumns = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
+
+var (
+	sqlUploadInsert = newStatement(`INSERT INTO uploads (` + uploadColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+
+	sqlUploadGet = newStatement(`SELECT ` + uploadColumns + ` FROM uploads WHERE id = ?`)
 
 	// sqlTaskLogCount counts a task's lines up to a bound, so that the
 	// count costs at most that many index steps.
-	sqlTaskLogCount  = `SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`
-	sqlTaskLogInsert = `INSERT INTO task_logs (task_id, attempt, created_at, line, seq) VALUES (?, ?, ?, ?, ?)`
-	sqlTaskLogLast   = `SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = ? AND attempt = ? AND seq IS NOT NULL`
-	sqlTaskLogList   = `SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`
+	sqlTaskLogCount = newStatement(`SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`)
+
+	sqlTaskLogInsert = newStatement(`INSERT INTO task_logs (task_id, attempt, created_at, line, seq) VALUES (?, ?, ?, ?, ?)`)
+
+	sqlTaskLogLast = newStatement(`SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = ? AND attempt = ? AND seq IS NOT NULL`)
+
+	sqlTaskLogList = newStatement(`SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`)
 )
 
 // UploadInsert records u. A taken ID is store.ErrDuplicate.

@@ -12,18 +12,18 @@ import (
 
 // Reads and writes that serve the dashboard and the metrics.
 
-const (
-	sqlTaskCountFinished = `SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
-	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
-	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
-	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
-	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`
-	sqlWorkerUpsert = `INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
+var (
+	sqlTaskCountFinished = newStatement(`SELECT min(max((finished_at - ?2) / ?3, 0), ?4 - 1) AS b, count(*) FROM tasks
+	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`)
+	sqlTaskCountByState = newStatement(`SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`)
+	sqlTaskListRoots    = newStatement(`SELECT ` + taskColumns + ` FROM tasks
+	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`)
+	sqlWorkerUpsert = newStatement(`INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
-	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`
-	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < ?`
-	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
-	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`
+	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`)
+	sqlWorkerDelete = newStatement(`DELETE FROM workers WHERE last_seen < ?`)
+	sqlWorkerList   = newStatement(`SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`)
 )
 
 // TaskCountFinished counts a job's completed chunks by when they finished.

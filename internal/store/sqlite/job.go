@@ -23,35 +23,35 @@ const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_
 var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
 
 var (
-	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(28) + `)`
+	sqlJobInsert = newStatement(`INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(28) + `)`)
 
-	sqlJobGet = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = ?`
+	sqlJobGet = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = ?`)
 
-	sqlJobGetByIdempotencyKey = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = ?`
+	sqlJobGetByIdempotencyKey = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = ?`)
 
 	// JobList in four forms (any status or one; from the start or after a
 	// cursor), each a plain range scan of jobs_created or
 	// jobs_status_created. LIMIT -1 is no limit.
-	sqlJobList            = jobListSQL(false, false)
-	sqlJobListAfter       = jobListSQL(false, true)
-	sqlJobListStatus      = jobListSQL(true, false)
-	sqlJobListStatusAfter = jobListSQL(true, true)
+	sqlJobList            = newStatement(jobListSQL(false, false))
+	sqlJobListAfter       = newStatement(jobListSQL(false, true))
+	sqlJobListStatus      = newStatement(jobListSQL(true, false))
+	sqlJobListStatusAfter = newStatement(jobListSQL(true, true))
 
-	sqlJobUpdate = `UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
-	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`
+	sqlJobUpdate = newStatement(`UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
+	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`)
 
-	sqlJobExists = `SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`
+	sqlJobExists = newStatement(`SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ?)`)
 
 	// substr counts bytes in a BLOB, from 1. SQLite hands a function the
 	// whole value (read from its pages, most often in the page cache) and
 	// frees it with the statement; only the slice reaches Go.
-	sqlJobResultRead = `SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`
+	sqlJobResultRead = newStatement(`SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`)
 
 	// The ID list is a JSON array, so one prepared statement serves any
 	// number of IDs. The unary + keeps the planner on the primary key
 	// rather than the index of every pending job.
-	sqlJobMarkRunning = `UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
-	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`
+	sqlJobMarkRunning = newStatement(`UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
+	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`)
 )
 
 // jobListSQL builds JobList's query, with or without a status and a cursor.
@@ -137,7 +137,7 @@ func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domai
 		args = append(args, p.After.CreatedAt.UnixMicro(), p.After.ID)
 	}
 	args = append(args, limitArg(p.Limit))
-	var query string
+	var query *statement
 	switch {
 	case p.Status == "" && p.After == nil:
 		query = sqlJobList
@@ -183,7 +183,7 @@ func (q *querier) JobUpdate(ctx context.Context, j *domain.Job) error {
 
 // missing explains a version-guarded write that matched no row:
 // store.ErrNotFound when the row is gone, else store.ErrStale.
-func (q *querier) missing(ctx context.Context, existsSQL, what, id string, version int64) error {
+func (q *querier) missing(ctx context.Context, existsSQL *statement, what, id string, version int64) error {
 	var exists bool
 	if err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&exists) }, existsSQL, id); err != nil {
 		return translate(err, "update %s %s", what, id)

@@ -38,26 +38,13 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 	return s.warm(ctx)
 }
 
-// warm prepares on the writer every statement the store runs, so that
-// transactions never prepare one of their own (see querier.stmt).
+// warm prepares on the writer every statement the store runs (the table
+// statements), so that transactions never prepare one of their own (see
+// querier.stmt).
 func (s *Store) warm(ctx context.Context) error {
-	queries := []string{sqlJobInsert, sqlJobGet, sqlJobGetByIdempotencyKey, sqlJobExists, sqlJobUpdate, sqlJobMarkRunning,
-		sqlTaskCountByJob, sqlTaskGet, sqlTaskExists, sqlTaskUpdate, sqlTaskListExpired, sqlTaskCancelJob,
-		sqlTaskDecrementUpstreams, sqlTaskResultList, sqlTaskClaimCandidates, sqlTaskClaimWorkloadCandidates, sqlTaskClaimRows,
-		sqlTaskClaimStitch, sqlTaskRunnable, sqlJobResultRead, sqlJobUpdateCreation, sqlJobListAbandoned, sqlJobAbandon,
-		sqlAbandonedLogsDelete, sqlAbandonedTasksDelete, sqlAbandonedJobDelete,
-		sqlUploadInsert, sqlUploadGet, sqlTaskLogCount, sqlTaskLogInsert, sqlTaskLogList,
-		sqlTaskArgInsert, sqlTaskArgList, sqlTaskArgResolve, sqlTaskArgListRefs,
-		sqlOutboxInsert, sqlOutboxClaim, sqlOutboxUpdate, sqlOutboxDelete, sqlOutboxGetStats,
-		sqlTaskCountFinished, sqlTaskCountByState, sqlTaskListRoots, sqlWorkerUpsert, sqlWorkerList, sqlWorkerDelete}
-	queries = append(queries, sqlJobList, sqlJobListAfter, sqlJobListStatus, sqlJobListStatusAfter, sqlTaskList, sqlTaskListState)
-	for _, q := range sqlTaskInsert {
-		queries = append(queries, q)
-	}
-	queries = append(queries, retentionSQLs...)
-	for _, q := range queries {
-		if _, err := s.stmts.get(ctx, q, true); err != nil {
-			return translate(err, "prepare %q", q)
+	for _, st := range statements {
+		if _, err := s.stmts.get(ctx, st, true); err != nil {
+			return translate(err, "prepare %q", st.query)
 		}
 	}
 	return nil

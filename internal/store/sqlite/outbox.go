@@ -10,17 +10,22 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	outboxColumns   = `id, shard, kind, payload, attempts, next_attempt_at, last_error, created_at`
-	sqlOutboxInsert = `INSERT INTO outbox (shard, kind, payload, attempts, next_attempt_at, last_error, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
-	sqlOutboxClaim = `UPDATE outbox SET next_attempt_at = ?1 WHERE id IN (
+const outboxColumns = `id, shard, kind, payload, attempts, next_attempt_at, last_error, created_at`
+
+var (
+	sqlOutboxInsert = newStatement(`INSERT INTO outbox (shard, kind, payload, attempts, next_attempt_at, last_error, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+
+	sqlOutboxClaim = newStatement(`UPDATE outbox SET next_attempt_at = ?1 WHERE id IN (
 	SELECT id FROM outbox WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ?2 ORDER BY id LIMIT ?3)
-	RETURNING ` + outboxColumns
-	sqlOutboxUpdate   = `UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`
-	sqlOutboxDelete   = `DELETE FROM outbox WHERE id = ?`
-	sqlOutboxGetStats = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
-	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`
+	RETURNING ` + outboxColumns)
+
+	sqlOutboxUpdate = newStatement(`UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`)
+
+	sqlOutboxDelete = newStatement(`DELETE FROM outbox WHERE id = ?`)
+
+	sqlOutboxGetStats = newStatement(`SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
+	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`)
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.

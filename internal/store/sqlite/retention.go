@@ -17,54 +17,58 @@ const (
 	finalJob  = `('completed', 'failed', 'cancelled')`
 	finalTask = `('completed', 'failed', 'cancelled')`
 
-	sqlJobListExpired = `SELECT id, finished_at, upload_id FROM jobs
-	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND NOT creating AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
-	ORDER BY finished_at, id LIMIT ?4`
-	sqlJobDelete = `DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2 AND NOT creating
-	RETURNING id, finished_at, upload_id`
-	sqlPurgeInsert = `INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
-
 	// treeDone holds when no task of tree ?1 here is unfinished or
 	// finished at or after ?2.
 	treeDone = `NOT EXISTS (SELECT 1 FROM tasks u WHERE u.job_id = %s AND u.kind = 'tree'
 	AND (u.state NOT IN ` + finalTask + ` OR u.finished_at IS NULL OR u.finished_at >= ?1))`
 
-	treeDeleteSQL = `INSERT INTO purges (id, kind, created_at) SELECT ?2, 'tree', ?3
-	WHERE EXISTS (SELECT 1 FROM tasks WHERE job_id = ?2 AND kind = 'tree') AND `
-
-	sqlPurgeList   = `SELECT id, kind, created_at FROM purges ORDER BY created_at, id LIMIT ?`
-	sqlPurgeDelete = `DELETE FROM purges WHERE id = ?`
-
-	sqlTaskListIDs   = `SELECT id FROM tasks WHERE job_id = ? LIMIT ?`
-	sqlTaskLogDelete = `DELETE FROM task_logs WHERE id IN (
-	SELECT id FROM task_logs WHERE task_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)`
-	sqlTaskArgDelete = `DELETE FROM task_args WHERE task_id IN (SELECT value FROM json_each(?))`
-	sqlTaskDelete    = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
-
 	// uploadUnused holds when upload u is older than ?1, by creation and
 	// by last use, and no job but a completed one names it.
 	uploadUnused = `u.created_at < ?1 AND (u.used_at IS NULL OR u.used_at < ?1)
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.upload_id = u.id AND j.status <> 'completed')`
-
-	sqlUploadListExpired = `SELECT ` + uploadColumns + ` FROM uploads u WHERE ` + uploadUnused + `
-	AND (?2 IS NULL OR (u.created_at, u.id) > (?2, ?3)) ORDER BY u.created_at, u.id LIMIT ?4`
-	sqlUploadDelete   = `DELETE FROM uploads AS u WHERE u.id = ?2 AND ` + uploadUnused
-	sqlUploadTouch    = `UPDATE uploads SET used_at = ? WHERE id = ?`
-	sqlUploadBlobKeys = `SELECT DISTINCT blob_key FROM uploads WHERE blob_key IN (SELECT value FROM json_each(?))`
 )
 
 var (
-	sqlTaskTreeListExpired = `SELECT t.job_id, t.finished_at, t.id FROM tasks t
+	sqlJobListExpired = newStatement(`SELECT id, finished_at, upload_id FROM jobs
+	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND NOT creating AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
+	ORDER BY finished_at, id LIMIT ?4`)
+
+	sqlJobDelete = newStatement(`DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2 AND NOT creating
+	RETURNING id, finished_at, upload_id`)
+
+	sqlPurgeInsert = newStatement(`INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
+
+	sqlPurgeList = newStatement(`SELECT id, kind, created_at FROM purges ORDER BY created_at, id LIMIT ?`)
+
+	sqlPurgeDelete = newStatement(`DELETE FROM purges WHERE id = ?`)
+
+	sqlTaskListIDs = newStatement(`SELECT id FROM tasks WHERE job_id = ? LIMIT ?`)
+
+	sqlTaskLogDelete = newStatement(`DELETE FROM task_logs WHERE id IN (
+	SELECT id FROM task_logs WHERE task_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)`)
+
+	sqlTaskArgDelete = newStatement(`DELETE FROM task_args WHERE task_id IN (SELECT value FROM json_each(?))`)
+
+	sqlTaskDelete = newStatement(`DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
+
+	sqlUploadListExpired = newStatement(`SELECT ` + uploadColumns + ` FROM uploads u WHERE ` + uploadUnused + `
+	AND (?2 IS NULL OR (u.created_at, u.id) > (?2, ?3)) ORDER BY u.created_at, u.id LIMIT ?4`)
+
+	sqlUploadDelete = newStatement(`DELETE FROM uploads AS u WHERE u.id = ?2 AND ` + uploadUnused)
+
+	sqlUploadTouch = newStatement(`UPDATE uploads SET used_at = ? WHERE id = ?`)
+
+	sqlUploadBlobKeys = newStatement(`SELECT DISTINCT blob_key FROM uploads WHERE blob_key IN (SELECT value FROM json_each(?))`)
+
+	sqlTaskTreeListExpired = newStatement(`SELECT t.job_id, t.finished_at, t.id FROM tasks t
 	WHERE t.kind = 'tree' AND t.state IN ` + finalTask + ` AND t.finished_at < ?1
 	AND (?2 IS NULL OR (t.finished_at, t.id) > (?2, ?3)) AND ` + fmt.Sprintf(treeDone, "t.job_id") + `
-	ORDER BY t.finished_at, t.id LIMIT ?4`
-	sqlTaskTreeDelete = treeDeleteSQL + fmt.Sprintf(treeDone, "?2") + ` ON CONFLICT DO NOTHING RETURNING id`
-)
+	ORDER BY t.finished_at, t.id LIMIT ?4`)
 
-// retentionSQLs are the statements above, for Store.warm.
-var retentionSQLs = []string{sqlJobListExpired, sqlJobDelete, sqlPurgeInsert, sqlPurgeList, sqlPurgeDelete,
-	sqlTaskListIDs, sqlTaskLogDelete, sqlTaskArgDelete, sqlTaskDelete, sqlUploadListExpired, sqlUploadDelete,
-	sqlUploadTouch, sqlUploadBlobKeys, sqlTaskTreeListExpired, sqlTaskTreeDelete}
+	sqlTaskTreeDelete = newStatement(`INSERT INTO purges (id, kind, created_at) SELECT ?2, 'tree', ?3
+	WHERE EXISTS (SELECT 1 FROM tasks WHERE job_id = ?2 AND kind = 'tree') AND ` + fmt.Sprintf(treeDone, "?2") + `
+	ON CONFLICT DO NOTHING RETURNING id`)
+)
 
 // cursorArgs are the ?2 and ?3 of a listing after c (NULL: from the start).
 func cursorArgs(c *store.ExpiredCursor) (any, string) {

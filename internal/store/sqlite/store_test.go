@@ -76,3 +76,24 @@ func TestOpenCreatesDirectoryAndKeepsData(t *testing.T) {
 		t.Errorf("journal_mode = %q, %v; want wal", mode, err)
 	}
 }
+
+// TestOpenPreparesEveryStatement checks that Open leaves every statement
+// of the table prepared on the writer, so that no transaction prepares one
+// of its own, and that the table holds each statement once.
+func TestOpenPreparesEveryStatement(t *testing.T) {
+	t.Parallel()
+	s := openStore(t, filepath.Join(t.TempDir(), "scimesh.db"))
+	seen := map[string]int{}
+	for i, st := range statements {
+		if st.id != i {
+			t.Errorf("statement %d has id %d", i, st.id)
+		}
+		if s.stmts.cached(st) == nil {
+			t.Errorf("statement %d is not prepared after Open: %s", i, st.query)
+		}
+		if j, ok := seen[st.query]; ok {
+			t.Errorf("statements %d and %d are the same: %s", j, i, st.query)
+		}
+		seen[st.query] = i
+	}
+}

@@ -31,38 +31,42 @@ const (
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
-	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`
+	sqlTaskGet = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id = ?`)
 
 	// TaskList with and without a state. LIMIT -1 is no limit.
-	sqlTaskList      = taskListSQL(false)
-	sqlTaskListState = taskListSQL(true)
+	sqlTaskList      = newStatement(taskListSQL(false))
+	sqlTaskListState = newStatement(taskListSQL(true))
 
-	sqlTaskUpdate = `UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
+	sqlTaskUpdate = newStatement(`UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
 	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
 	version = version + 1
-	WHERE id = ? AND version = ?`
+	WHERE id = ? AND version = ?`)
 
-	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`
+	sqlTaskExists = newStatement(`SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`)
 
-	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
-	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`
-	sqlTaskRetryJob = `UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
+	sqlTaskListExpired = newStatement(`SELECT ` + taskListColumns + ` FROM tasks
+	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`)
+	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
 	lease_expires_at = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
-	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
-	sqlTaskCancelJob = `UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
-	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`
+	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`)
+	sqlTaskCancelJob = newStatement(`UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
+	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`)
 	// In SET, every column reference is to the row before the update.
-	sqlTaskDecrementUpstreams = `UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
+	sqlTaskDecrementUpstreams = newStatement(`UPDATE tasks SET pending_upstreams = pending_upstreams - ?1,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - ?1 <= 0 THEN 'pending' ELSE state END,
-	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskColumns
-	sqlTaskResultList = `SELECT chunk_index, result FROM tasks
+	updated_at = ?2, version = version + 1 WHERE id = ?3 RETURNING ` + taskColumns)
+	sqlTaskResultList = newStatement(`SELECT chunk_index, result FROM tasks
 	WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' AND chunk_index > ?
-	ORDER BY chunk_index LIMIT ?`
-	sqlTaskCountByJob = `SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`
+	ORDER BY chunk_index LIMIT ?`)
+	sqlTaskCountByJob = newStatement(`SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`)
 )
 
 // sqlTaskInsert are the INSERTs of 1, taskSmallBatch and taskBatch rows.
-var sqlTaskInsert = map[int]string{1: taskInsertSQL(1), taskSmallBatch: taskInsertSQL(taskSmallBatch), taskBatch: taskInsertSQL(taskBatch)}
+var sqlTaskInsert = map[int]*statement{
+	1:              newStatement(taskInsertSQL(1)),
+	taskSmallBatch: newStatement(taskInsertSQL(taskSmallBatch)),
+	taskBatch:      newStatement(taskInsertSQL(taskBatch)),
+}
 
 // taskInsertSQL is the INSERT of n rows.
 func taskInsertSQL(n int) string {
@@ -297,7 +301,7 @@ func (q *querier) TaskCountByJob(ctx context.Context, jobIDs []string) (map[stri
 }
 
 // tasks runs a query returning task rows.
-func (q *querier) tasks(ctx context.Context, write bool, query string, args ...any) ([]*domain.Task, error) {
+func (q *querier) tasks(ctx context.Context, write bool, query *statement, args ...any) ([]*domain.Task, error) {
 	var out []*domain.Task
 	err := q.query(ctx, write, func(r scanner) error {
 		t, err := scanTask(r)
