@@ -79,7 +79,7 @@ type Config struct {
 	// uploads for ever.
 	UploadRetention time.Duration
 	// RetentionInterval is how often Run makes a retention pass (see
-	// Prune). Zero or less makes none: unlike the other settings, the
+	// PruneExpired). Zero or less makes none: unlike the other settings, the
 	// zero value keeps everything, so that nothing is deleted unless the
 	// operator asked for it.
 	RetentionInterval time.Duration

@@ -94,19 +94,19 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 		ids = append(ids, v.ID)
 	}
 	for {
-		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Max: 7})
+		tasks, err := b.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w", Max: 7})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(tasks) == 0 {
 			break
 		}
-		var items []engine.ResultParams
+		var items []engine.CompleteTaskParams
 		for _, tk := range tasks {
-			items = append(items, engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt,
+			items = append(items, engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt,
 				Output: fmt.Appendf(nil, "id,score\n%s,%d\n", tk.ID, tk.ChunkIndex)})
 		}
-		for _, r := range a.CompleteMany(t.Context(), items) {
+		for _, r := range a.CompleteTasks(t.Context(), items) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -155,11 +155,11 @@ func TestFailureBackoff(t *testing.T) {
 	}
 	waits := []time.Duration{750 * time.Millisecond, 1500 * time.Millisecond}
 	for i, want := range waits {
-		tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+		tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 		if err != nil || len(tasks) != 1 || tasks[0].Attempt != i+1 {
 			t.Fatalf("claim %d: %v %v", i, tasks, err)
 		}
-		got, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: i + 1, Error: "boom", Retryable: true})
+		got, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: i + 1, Error: "boom", Retryable: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,18 +168,18 @@ func TestFailureBackoff(t *testing.T) {
 		}
 		now = now.Add(want)
 	}
-	tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim of the last attempt: %v, %v", tasks, err)
 	}
-	if _, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
+	if _, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
 		t.Fatal(err)
 	}
 	job, err := e.GetJob(t.Context(), v.ID)
 	if err != nil || job.Status != domain.JobFailed || !strings.Contains(job.Error, "after 3 attempt(s): boom") {
 		t.Fatalf("job after the last attempt: %+v %v", job, err)
 	}
-	if _, err := e.Heartbeat(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
+	if _, err := e.RenewLease(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
 		t.Fatalf("heartbeat on a failed task = %v, want ErrCancelled", err)
 	}
 }
@@ -208,7 +208,7 @@ func TestReplicasWakeEachOther(t *testing.T) {
 
 	got := make(chan []*engine.TaskView, 1)
 	go func() {
-		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Wait: 20 * time.Second})
+		tasks, err := b.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w", Wait: 20 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
@@ -283,15 +283,15 @@ func TestWorkersSeenAndPruned(t *testing.T) {
 	if _, _, err := e.CreateJob(ctx, spec(1), ""); err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w1"})
+	tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w1"})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim: %v %v", tasks, err)
 	}
 	c.Advance(10 * time.Second)
-	if _, err := e.Heartbeat(ctx, tasks[0].ID, "w1", 1); err != nil {
+	if _, err := e.RenewLease(ctx, tasks[0].ID, "w1", 1); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := e.Workers(ctx, time.Hour, 10)
+	ws, err := e.ListWorkers(ctx, time.Hour, 10)
 	if err != nil || len(ws) != 1 || ws[0].ID != "w1" || len(ws[0].Tasks) != 1 || ws[0].Tasks[0].ID != tasks[0].ID ||
 		!ws[0].LastHeartbeat.Equal(c.Now()) {
 		t.Fatalf("workers after a claim and a heartbeat: %+v, %v; want w1 holding its task, heartbeat now", ws, err)
@@ -303,7 +303,7 @@ func TestWorkersSeenAndPruned(t *testing.T) {
 	if n, err := e.PruneWorkers(ctx); n != 1 || err != nil {
 		t.Fatalf("pruned %d workers silent for 8 days (%v), want 1", n, err)
 	}
-	if ws, _ := e.Workers(ctx, 365*24*time.Hour, 10); len(ws) != 0 {
+	if ws, _ := e.ListWorkers(ctx, 365*24*time.Hour, 10); len(ws) != 0 {
 		t.Fatalf("a pruned worker is still listed: %+v", ws)
 	}
 }

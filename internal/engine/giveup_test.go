@@ -31,7 +31,7 @@ func checkStates(t *testing.T, mesh map[string]*engine.Engine, ids map[string]st
 
 func checkOutbox(t *testing.T, e *engine.Engine, pending, dead int) {
 	t.Helper()
-	st, err := e.OutboxStats(t.Context())
+	st, err := e.GetOutboxStats(t.Context())
 	if err != nil || st.Pending != pending || st.Dead != dead {
 		t.Fatalf("outbox of %s: %+v (%v), want %d pending and %d given up on", e.Shard(), st, err, pending, dead)
 	}

@@ -59,12 +59,12 @@ type WorkerView struct {
 	Tasks []*domain.Task // leased, soonest expiry first
 }
 
-// maxLeasedShown bounds the leases Workers reads.
+// maxLeasedShown bounds the leases ListWorkers reads.
 const maxLeasedShown = 2000
 
-// Workers returns the workers seen within the last d, most recent first,
+// ListWorkers returns the workers seen within the last d, most recent first,
 // each with the tasks it holds now (of the first maxLeasedShown leases).
-func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
+func (e *Engine) ListWorkers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
 	ws, err := e.store.WorkerList(ctx, &store.WorkerListParams{Since: e.now().Add(-d), Limit: limit})
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("list workers: %w", err))
@@ -85,21 +85,21 @@ func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*Wo
 	return out, nil
 }
 
-// JobFinishCounts counts a job's completed chunks by when they finished,
+// CountFinishedTasks counts a job's completed chunks by when they finished,
 // in buckets of width from start (see store.Querier.TaskCountFinished).
-func (e *Engine) JobFinishCounts(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
+func (e *Engine) CountFinishedTasks(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
 	c, err := e.store.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
 	return c, mapStoreErr(err)
 }
 
-// TaskCounts counts this shard's tasks by kind and state.
-func (e *Engine) TaskCounts(ctx context.Context) ([]store.TaskCount, error) {
+// CountTasks counts this shard's tasks by kind and state.
+func (e *Engine) CountTasks(ctx context.Context) ([]store.TaskCount, error) {
 	c, err := e.store.TaskCountByState(ctx)
 	return c, mapStoreErr(err)
 }
 
-// TreeRoots returns the newest roots of general trees on this shard.
-func (e *Engine) TreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
+// ListTreeRoots returns the newest roots of general trees on this shard.
+func (e *Engine) ListTreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
 	ts, err := e.store.TaskListRoots(ctx, limit)
 	return ts, mapStoreErr(err)
 }
@@ -114,10 +114,10 @@ type TreeNode struct {
 // MaxTreeShown bounds the tasks Tree returns.
 const MaxTreeShown = 2000
 
-// Tree returns the tasks on this shard of the tree that task id belongs to
+// GetTree returns the tasks on this shard of the tree that task id belongs to
 // (a job's, or a general one), by position in the tree, at most
 // MaxTreeShown of them.
-func (e *Engine) Tree(ctx context.Context, id string) ([]*TreeNode, error) {
+func (e *Engine) GetTree(ctx context.Context, id string) ([]*TreeNode, error) {
 	t, err := e.store.TaskGet(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "task %q", id)

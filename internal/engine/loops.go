@@ -19,7 +19,7 @@ func (e *Engine) Run(ctx context.Context) {
 	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.ExpireLeases) })
 	wg.Go(func() { e.loop(ctx, "worker pruner", time.Hour, nil, e.PruneWorkers) })
 	wg.Go(func() { e.loop(ctx, "abandoned job sweeper", CreationStale/2, nil, e.DeleteAbandonedJobs) })
-	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReady) })
+	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReadyJobs) })
 	if e.cfg.RetentionInterval > 0 {
 		wg.Go(func() { e.retentionLoop(ctx) })
 	}

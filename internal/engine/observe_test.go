@@ -51,7 +51,7 @@ func TestObserver(t *testing.T) {
 	}
 	claim := func(max int) []*engine.TaskView {
 		t.Helper()
-		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: max})
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: max})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,15 +59,15 @@ func TestObserver(t *testing.T) {
 	}
 	fail := func(tk *engine.TaskView, retryable, release bool) {
 		t.Helper()
-		if _, err := e.Fail(ctx, engine.FailParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Error: "boom",
+		if _, err := e.FailTask(ctx, engine.FailTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Error: "boom",
 			Retryable: retryable, Release: release}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	two := claim(2)
-	result := engine.ResultParams{TaskID: two[0].ID, WorkerID: "w", Attempt: 1, Output: []byte("id,score\na,1\n")}
+	result := engine.CompleteTaskParams{TaskID: two[0].ID, WorkerID: "w", Attempt: 1, Output: []byte("id,score\na,1\n")}
 	for range 2 { // the replay is not a completion
-		if _, err := e.Complete(ctx, result); err != nil {
+		if _, err := e.CompleteTask(ctx, result); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,7 +107,7 @@ func TestObserverTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w"})
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w"})
 		if err != nil || len(tasks) != 1 || tasks[0].Attempt != attempt {
 			t.Fatalf("claim of attempt %d: %v, %v", attempt, tasks, err)
 		}

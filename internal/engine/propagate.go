@@ -19,7 +19,7 @@ import (
 //   - a task that succeeds hands its result to its downstream
 //     (MsgReportSuccess → ReportSuccess);
 //   - a task that fails for good fails its downstream, and so on up to the
-//     root (MsgSetFailed → UpstreamFailed), and every task on that path
+//     root (MsgSetFailed → ReportFailure), and every task on that path
 //     cancels its other upstreams (MsgSetCancel → CancelTask), which cancel
 //     theirs, down to the leaves.
 //
@@ -325,11 +325,11 @@ func (e *Engine) ReportSuccess(ctx context.Context, taskID, upstreamID string, r
 	return nil
 }
 
-// UpstreamFailed fails task taskID of this shard because its upstream
+// ReportFailure fails task taskID of this shard because its upstream
 // upstreamID failed for good (MsgSetFailed), recording cause as its error,
 // and goes on failing the path to the root and cancelling the rest. A task
 // already final stays as it is.
-func (e *Engine) UpstreamFailed(ctx context.Context, taskID, upstreamID, cause string) error {
+func (e *Engine) ReportFailure(ctx context.Context, taskID, upstreamID, cause string) error {
 	return e.upstreamFailed(ctx, taskID, upstreamID, cause, nil)
 }
 

@@ -47,7 +47,7 @@ func (r *router) Deliver(ctx context.Context, shard string, m *engine.Message) e
 	case engine.MsgReportSuccess:
 		err = e.ReportSuccess(ctx, m.TaskID, m.UpstreamID, m.Result)
 	case engine.MsgSetFailed:
-		err = e.UpstreamFailed(ctx, m.TaskID, m.UpstreamID, m.Error)
+		err = e.ReportFailure(ctx, m.TaskID, m.UpstreamID, m.Error)
 	case engine.MsgSetCancel:
 		err = e.CancelTask(ctx, m.TaskID, m.Error)
 	}
@@ -153,7 +153,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if root != ids["s1:root"] || root[:3] != "s1:" || ids["s0:a"][:3] != "s0:" {
 		t.Fatalf("IDs %v root %s: each task must be on its shard, the root's ID the tree's", ids, root)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 1 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 1 {
 		t.Fatalf("outbox after a submission to a shard that is down: %+v, want the one creation pending", st)
 	}
 	a := pollOne(t, s0)
@@ -167,7 +167,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if n, _ := s0.DeliverOutbox(ctx); n != 0 {
 		t.Fatalf("delivered %d messages to a shard that is down", n)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 2 || st.Dead != 0 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 2 || st.Dead != 0 {
 		t.Fatalf("outbox while s1 is down: %+v, want 2 pending", st)
 	}
 
@@ -179,7 +179,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if n, err := s0.DeliverOutbox(ctx); n != 2 || err != nil {
 		t.Fatalf("DeliverOutbox once s1 is back: %d, %v; want the creation then the result", n, err)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 0 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 0 {
 		t.Fatalf("outbox after delivery: %+v, want empty", st)
 	}
 	b := pollOne(t, s1)
@@ -290,7 +290,7 @@ func TestFailureAcrossShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := pollOne(t, mesh["s2"])
-	if _, err := mesh["s2"].Fail(ctx, engine.FailParams{TaskID: bad.ID, WorkerID: "w", Attempt: bad.Attempt, Error: "boom"}); err != nil {
+	if _, err := mesh["s2"].FailTask(ctx, engine.FailTaskParams{TaskID: bad.ID, WorkerID: "w", Attempt: bad.Attempt, Error: "boom"}); err != nil {
 		t.Fatal(err)
 	}
 	// Deliver shard by shard, in an order that lets cancellations race
@@ -326,7 +326,7 @@ func TestFailureAcrossShards(t *testing.T) {
 		t.Errorf("root's error %q, want it to start %q", v.Task.Error, want)
 	}
 	for s, e := range mesh {
-		if st, _ := e.OutboxStats(ctx); st.Pending != 0 || st.Dead != 0 {
+		if st, _ := e.GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 0 {
 			t.Errorf("outbox of %s: %+v, want empty", s, st)
 		}
 	}
@@ -346,7 +346,7 @@ func TestOutboxGivesUpOnRefusal(t *testing.T) {
 	if n, _ := mesh["s0"].DeliverOutbox(ctx); n != 0 {
 		t.Fatalf("delivered %d refused messages", n)
 	}
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
 		t.Fatalf("outbox after a refusal: %+v, want one given up on", st)
 	}
 }
@@ -419,7 +419,7 @@ func TestInternalCallsLeaveJobsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunk := j.ID + "-0"
-	if err := e.UpstreamFailed(ctx, j.RootTaskID, chunk, "boom"); !errors.Is(err, domain.ErrInvalidArgument) {
+	if err := e.ReportFailure(ctx, j.RootTaskID, chunk, "boom"); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Errorf("SetFailed on a job's stitch task: %v, want ErrInvalidArgument", err)
 	}
 	if err := e.CancelTask(ctx, chunk, "because"); !errors.Is(err, domain.ErrInvalidArgument) {
@@ -477,7 +477,7 @@ func TestRefusedCreationFailsTheTree(t *testing.T) {
 	}
 	// Nothing is sent to the tasks that never were: no message waits.
 	for _, s := range []string{"s0", "s1", "s2"} {
-		st, _ := mesh[s].OutboxStats(ctx)
+		st, _ := mesh[s].GetOutboxStats(ctx)
 		if want := map[string]int{"s0": 1}[s]; st.Dead != want || st.Pending != 0 {
 			t.Errorf("%s's outbox: %+v, want %d given up (the refused creation) and nothing pending", s, st, want)
 		}
@@ -501,12 +501,12 @@ func TestMessageForTaskThatNeverAppears(t *testing.T) {
 	}
 	c.Advance(time.Hour)
 	mesh["s0"].DeliverOutbox(ctx)
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 1 || st.Dead != 0 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 1 || st.Dead != 0 {
 		t.Fatalf("outbox an hour later: %+v, want the result still waiting", st)
 	}
 	c.Advance(24 * time.Hour)
 	mesh["s0"].DeliverOutbox(ctx)
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
 		t.Fatalf("outbox a day later: %+v, want the result given up on", st)
 	}
 }

@@ -20,12 +20,12 @@ func TestReleaseOnLastAttemptIsSaved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim: %v, %v", tasks, err)
 	}
 	id := tasks[0].ID
-	if _, err := e.Fail(t.Context(), engine.FailParams{TaskID: id, WorkerID: "w", Attempt: 1, Error: "worker stopping", Release: true}); err != nil {
+	if _, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: id, WorkerID: "w", Attempt: 1, Error: "worker stopping", Release: true}); err != nil {
 		t.Fatal(err)
 	}
 	stored, err := s.TaskGet(t.Context(), id)
@@ -36,12 +36,12 @@ func TestReleaseOnLastAttemptIsSaved(t *testing.T) {
 		t.Fatalf("stored after the release: state %s, attempt %d, max_attempts %d; want pending, 1, 2",
 			stored.State, stored.Attempt, stored.MaxAttempts)
 	}
-	tasks, err = e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w2"})
+	tasks, err = e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w2"})
 	if err != nil || len(tasks) != 1 || tasks[0].Attempt != 2 || tasks[0].MaxAttempts != 2 {
 		t.Fatalf("claim after the release: %+v, %v; want attempt 2 of 2", tasks, err)
 	}
 	// The attempt the release gave back is the last: its failure is final.
-	got, err := e.Fail(t.Context(), engine.FailParams{TaskID: id, WorkerID: "w2", Attempt: 2, Error: "boom", Retryable: true})
+	got, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: id, WorkerID: "w2", Attempt: 2, Error: "boom", Retryable: true})
 	if err != nil || got.State != domain.TaskFailed {
 		t.Fatalf("failure of attempt 2 = %v, %v; want failed", got, err)
 	}
