@@ -305,3 +305,11 @@ func (e *Engine) jobSettingsIn(ctx context.Context, q store.Querier, id string) 
 	e.jobsMu.Unlock()
 	return j, nil
 }
+
+// notFound words a store.ErrNotFound for people.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s does not exist: %w", fmt.Sprintf(format, args...), domain.ErrNotFound)
+	}
+	return mapStoreErr(err)
+}
