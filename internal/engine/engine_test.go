@@ -17,6 +17,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -147,8 +148,8 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 func TestFailureBackoff(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(s, engine.Config{Now: func() time.Time { return now }, Jitter: func() float64 { return 0.5 }})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Now: c.Now, Jitter: func() float64 { return 0.5 }})
 	v, _, err := e.CreateJob(t.Context(), spec(1), "")
 	if err != nil {
 		t.Fatal(err)
@@ -163,10 +164,10 @@ func TestFailureBackoff(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != domain.TaskPending || !got.RunAfter.Equal(now.Add(want)) {
-			t.Fatalf("after attempt %d: %s, run after %v, want pending at +%v", i+1, got.State, got.RunAfter.Sub(now), want)
+		if got.State != domain.TaskPending || !got.RunAfter.Equal(c.Now().Add(want)) {
+			t.Fatalf("after attempt %d: %s, run after %v, want pending at +%v", i+1, got.State, got.RunAfter.Sub(c.Now()), want)
 		}
-		now = now.Add(want)
+		c.Advance(want)
 	}
 	tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 	if err != nil || len(tasks) != 1 {
@@ -240,10 +241,8 @@ func TestReplicasWakeEachOther(t *testing.T) {
 func TestTreeLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e := newEngine(s, engine.Config{Shard: "s0", Now: clock})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Shard: "s0", Now: c.Now})
 	ids, root, err := e.SubmitTree(t.Context(), &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
 		{ID: "s0:root", Workload: "sum", Args: []domain.TreeArg{{Ref: "s0:a"}, {Ref: "s0:b"}}},
 		{ID: "s0:a", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("1")}}, MaxAttempts: 1, LeaseSeconds: 5},
@@ -256,9 +255,7 @@ func TestTreeLeaseExpiry(t *testing.T) {
 	if err != nil || leaf == nil || leaf.ID != ids["s0:a"] || string(leaf.Args[0]) != "1" {
 		t.Fatalf("PollTree = %+v, %v", leaf, err)
 	}
-	mu.Lock()
-	now = now.Add(6 * time.Second)
-	mu.Unlock()
+	c.Advance(6 * time.Second)
 	if n, err := e.ExpireLeases(t.Context()); err != nil || n != 1 {
 		t.Fatalf("ExpireLeases = %d, %v", n, err)
 	}

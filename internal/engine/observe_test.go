@@ -9,6 +9,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // observed records what an engine tells its Observer.
@@ -43,8 +44,8 @@ func (o *observed) Expired(k domain.TaskKind, final bool) {
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	obs := &observed{}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(openStore(t), engine.Config{Now: c.Now, Observer: obs})
 	ctx := t.Context()
 	if _, _, err := e.CreateJob(ctx, spec(3), ""); err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestObserver(t *testing.T) {
 	fail(two[1], true, true) // a release is not a failure
 	fail(claim(1)[0], true, false)
 	claim(1) // the third chunk, the second one waiting out its backoff
-	now = now.Add(61 * time.Second)
+	c.Advance(61 * time.Second)
 	if n, err := e.ExpireLeases(ctx); err != nil || n != 1 {
 		t.Fatalf("ExpireLeases = %d, %v; want 1", n, err)
 	}
@@ -98,8 +99,8 @@ func TestObserver(t *testing.T) {
 func TestObserverTimeout(t *testing.T) {
 	t.Parallel()
 	obs := &observed{}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs, Jitter: func() float64 { return 0 }})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(openStore(t), engine.Config{Now: c.Now, Observer: obs, Jitter: func() float64 { return 0 }})
 	ctx := t.Context()
 	sp := spec(1)
 	sp.TimeoutSeconds, sp.MaxAttempts = 10, 2
@@ -111,20 +112,20 @@ func TestObserverTimeout(t *testing.T) {
 		if err != nil || len(tasks) != 1 || tasks[0].Attempt != attempt {
 			t.Fatalf("claim of attempt %d: %v, %v", attempt, tasks, err)
 		}
-		if got, want := tasks[0].AttemptDeadline, now.Add(10*time.Second); !got.Equal(want) || !tasks[0].LeaseExpiresAt.Equal(want) {
+		if got, want := tasks[0].AttemptDeadline, c.Now().Add(10*time.Second); !got.Equal(want) || !tasks[0].LeaseExpiresAt.Equal(want) {
 			t.Fatalf("attempt %d: deadline %v, lease %v; want both %v", attempt, got, tasks[0].LeaseExpiresAt, want)
 		}
-		now = now.Add(9 * time.Second)
+		c.Advance(9 * time.Second)
 		if n, err := e.ExpireLeases(ctx); err != nil || n != 0 {
 			t.Fatalf("ExpireLeases before the deadline = %d, %v; want 0", n, err)
 		}
-		now = now.Add(time.Second)
+		c.Advance(time.Second)
 		for want := 1; want >= 0; want-- { // the second pass finds nothing
 			if n, err := e.ExpireLeases(ctx); err != nil || n != want {
 				t.Fatalf("ExpireLeases at the deadline = %d, %v; want %d", n, err, want)
 			}
 		}
-		now = now.Add(time.Second) // the backoff at jitter 0: 0.5 s
+		c.Advance(time.Second) // the backoff at jitter 0: 0.5 s
 	}
 	want := []string{"claimed chunk 1", "failed chunk final=false", "claimed chunk 1", "failed chunk final=true"}
 	obs.mu.Lock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // router delivers messages between engines in this process, as the rpc
@@ -71,35 +72,17 @@ func (r *router) setDown(shard string, down bool) {
 	r.down[shard] = down
 }
 
-// clock is a settable time source shared by a test's engines.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // newMesh returns one engine per shard, each on its own SQLite file, wired
 // by a router, on a shared clock.
-func newMesh(t *testing.T, shards ...string) (map[string]*engine.Engine, *router, *clock) {
+func newMesh(t *testing.T, shards ...string) (map[string]*engine.Engine, *router, *enginetest.Clock) {
 	return newMeshGivingUp(t, 0, shards...)
 }
 
 // newMeshGivingUp is newMesh with engines that give up on a shard that
 // leaves a message unanswered for giveUp (Config.PeerGiveUp).
-func newMeshGivingUp(t *testing.T, giveUp time.Duration, shards ...string) (map[string]*engine.Engine, *router, *clock) {
+func newMeshGivingUp(t *testing.T, giveUp time.Duration, shards ...string) (map[string]*engine.Engine, *router, *enginetest.Clock) {
 	r := &router{shards: map[string]*engine.Engine{}, down: map[string]bool{}, applied: map[engine.MessageKind]int{}}
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	for _, s := range shards {
 		r.shards[s] = newEngine(openStore(t), engine.Config{Shard: s, Peers: r, Now: c.Now, Jitter: func() float64 { return 0 },
 			PeerGiveUp: giveUp})

@@ -15,6 +15,7 @@ import (
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -33,7 +34,7 @@ type retentionBundle struct {
 	e     *engine.Engine
 	s     store.Store
 	blobs *blob.Store
-	clock *clock
+	clock *enginetest.Clock
 }
 
 func newRetention(t *testing.T, s store.Store) *retentionBundle {
@@ -43,7 +44,7 @@ func newRetention(t *testing.T, s store.Store) *retentionBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEngine(s, engine.Config{Now: c.Now, Blobs: blobs, RetentionBatch: retentionBatch})
 	return &retentionBundle{dir: dir, e: e, s: s, blobs: blobs, clock: c}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/table"
 )
 
@@ -89,7 +90,7 @@ func checkCompleted(t *testing.T, e *engine.Engine, id string, want []byte, want
 func TestStitchLeaseExpiresMidMerge(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	a := newEngine(s, engine.Config{NodeID: "a", Now: c.Now})
 	b := newEngine(s, engine.Config{NodeID: "b", Now: c.Now})
 	id, want := completeChunks(t, a, 40, 5, smallOutput)
@@ -130,7 +131,7 @@ func TestStitchLeaseExpiresMidMerge(t *testing.T) {
 func TestStitchLeaseRenewedWhileMerging(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	const lease = 300 * time.Millisecond
 	a := newEngine(s, engine.Config{NodeID: "a", Now: c.Now, StitchLease: lease})
 	b := newEngine(s, engine.Config{NodeID: "b", Now: c.Now, StitchLease: lease})

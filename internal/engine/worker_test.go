@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // TestWorkersSeenAndPruned: a worker's claims and heartbeats are recorded
 // for the dashboard, and a worker silent for a week is forgotten.
 func TestWorkersSeenAndPruned(t *testing.T) {
 	t.Parallel()
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEngine(openStore(t), engine.Config{Now: c.Now})
 	ctx := t.Context()
 	if _, _, err := e.CreateJob(ctx, spec(1), ""); err != nil {
