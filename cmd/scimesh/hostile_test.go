@@ -141,11 +141,11 @@ func (h *hostile) unchanged(t *testing.T) {
 	if task.State != domain.TaskPending || task.Attempt != 0 {
 		t.Errorf("task after the attacks: %s attempt %d, want pending attempt 0", task.State, task.Attempt)
 	}
-	logs, err := h.engine.Logs(ctx, h.taskID, 0, 10)
+	logs, err := h.engine.ListLogs(ctx, h.taskID, 0, 10)
 	if err != nil || len(logs.Lines) != 0 {
 		t.Errorf("log after the attacks: %v %v, want none", logs, err)
 	}
-	workers, err := h.engine.Workers(ctx, time.Hour, 10)
+	workers, err := h.engine.ListWorkers(ctx, time.Hour, 10)
 	if err != nil || len(workers) != 0 {
 		t.Errorf("workers after the attacks: %d %v, want none", len(workers), err)
 	}
@@ -675,7 +675,7 @@ func TestHostileCaps(t *testing.T) {
 		go func() { answers <- claim(4) }()
 	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if n, _ := h.engine.Waiting(); n == 3 {
+		if n, _ := h.engine.CountWaiting(); n == 3 {
 			break
 		}
 		if time.Now().After(deadline) {

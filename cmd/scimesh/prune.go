@@ -38,7 +38,7 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 			if err != nil {
 				return err
 			}
-			return runPrune(cmd.Context(), cmd.OutOrStdout(), sc, engine.PruneParams{
+			return runPrune(cmd.Context(), cmd.OutOrStdout(), sc, engine.PruneExpiredParams{
 				Retention: rc.Retention, UploadRetention: rc.UploadRetention, DryRun: dryRun,
 			})
 		},
@@ -52,7 +52,7 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 
 // runPrune makes one retention pass on the storage sc names and prints
 // what it deleted (or would) to out.
-func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneParams) error {
+func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneExpiredParams) error {
 	blobs, err := storeopen.Blobs(sc.DataDir)
 	if err != nil {
 		return err
@@ -63,7 +63,7 @@ func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.Pru
 	}
 	defer st.Close()
 	eng := engine.New(st, engine.Config{Blobs: blobs, Logger: slog.New(slog.DiscardHandler)})
-	r, err := eng.Prune(ctx, p)
+	r, err := eng.PruneExpired(ctx, p)
 	if r != nil {
 		printPrune(out, r, p)
 	}
@@ -74,7 +74,7 @@ func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.Pru
 }
 
 // printPrune writes a pass's report, one line per kind of thing.
-func printPrune(out io.Writer, r *engine.PruneReport, p engine.PruneParams) {
+func printPrune(out io.Writer, r *engine.PruneReport, p engine.PruneExpiredParams) {
 	verb := "deleted"
 	if r.DryRun {
 		verb = "would delete"

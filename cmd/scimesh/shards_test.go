@@ -124,7 +124,7 @@ func (m *mesh) outbox(shard string) store.OutboxStats {
 		m.t.Fatal(err)
 	}
 	defer st.Close()
-	s, err := st.OutboxStats(m.t.Context())
+	s, err := st.OutboxGetStats(m.t.Context())
 	if err != nil {
 		m.t.Fatal(err)
 	}

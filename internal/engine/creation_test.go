@@ -9,6 +9,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -50,9 +51,8 @@ func (q *failingQuerier) JobDeleteAbandoned(ctx context.Context, p *store.JobDel
 func TestCreateJobInBatches(t *testing.T) {
 	t.Parallel()
 	fs := &failingStore{Store: openStore(t)}
-	var now atomic.Int64
-	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMicro())
-	e := newEngine(fs, engine.Config{Now: func() time.Time { return time.UnixMicro(now.Load()) }})
+	c := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	e := newEngine(fs, engine.Config{Now: c.Now})
 	n := 2*engine.CreateBatch + 7
 	noJobs := func(what string) {
 		t.Helper()
@@ -89,7 +89,7 @@ func TestCreateJobInBatches(t *testing.T) {
 		t.Fatalf("DeleteAbandonedJobs before it is stale = %d, %v; want 0", n, err)
 	}
 
-	now.Add((engine.CreationStale + time.Second).Microseconds())
+	c.Advance(engine.CreationStale + time.Second)
 	v, created, err := e.CreateJob(t.Context(), spec(n), "key")
 	if err != nil || !created || v.ChunkCount != n || v.Tasks.Total != n || v.Tasks.Pending != n {
 		t.Fatalf("CreateJob once stale = %+v, %v, %v; want a whole job of %d chunks", v, created, err, n)

@@ -5,6 +5,19 @@
 // Transports call the engine; the engine calls the store; the domain
 // decides.
 //
+// Names: the engine's exported methods are Verb+Noun, as the standard
+// library names operations (CreateJob, GetJob, ListJobs, CancelJob,
+// ClaimTasks, RenewLease, CompleteTask, FailTask, ListLogs, FollowLogs,
+// OpenJobResult, GetOutboxStats, PruneExpired), unlike the storage
+// contract, whose methods are Noun+Verb so that a table's sort together
+// (JobGet, TaskClaim). A read of one thing by its ID is Get, of a page or
+// a set List, of a number Count, of a stream to read Open; a method that
+// acts on many things of a kind takes the plural (CompleteTasks,
+// ExpireLeases, StitchReadyJobs). A method's params struct is named after
+// it (ClaimTasks takes ClaimTasksParams). Methods that read the engine's
+// own settings take no verb (Shard), and those that run the engine itself
+// take no noun (Run, Ping).
+//
 // The rules:
 //
 //   - Every operation is one transaction that reads the rows it needs,

@@ -79,7 +79,7 @@ type Config struct {
 	// uploads for ever.
 	UploadRetention time.Duration
 	// RetentionInterval is how often Run makes a retention pass (see
-	// Prune). Zero or less makes none: unlike the other settings, the
+	// PruneExpired). Zero or less makes none: unlike the other settings, the
 	// zero value keeps everything, so that nothing is deleted unless the
 	// operator asked for it.
 	RetentionInterval time.Duration
@@ -304,4 +304,12 @@ func (e *Engine) jobSettingsIn(ctx context.Context, q store.Querier, id string) 
 	e.jobs[id] = j
 	e.jobsMu.Unlock()
 	return j, nil
+}
+
+// notFound words a store.ErrNotFound for people.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("%s does not exist: %w", fmt.Sprintf(format, args...), domain.ErrNotFound)
+	}
+	return mapStoreErr(err)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -94,19 +95,19 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 		ids = append(ids, v.ID)
 	}
 	for {
-		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Max: 7})
+		tasks, err := b.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w", Max: 7})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(tasks) == 0 {
 			break
 		}
-		var items []engine.ResultParams
+		var items []engine.CompleteTaskParams
 		for _, tk := range tasks {
-			items = append(items, engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt,
+			items = append(items, engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt,
 				Output: fmt.Appendf(nil, "id,score\n%s,%d\n", tk.ID, tk.ChunkIndex)})
 		}
-		for _, r := range a.CompleteMany(t.Context(), items) {
+		for _, r := range a.CompleteTasks(t.Context(), items) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
@@ -147,39 +148,39 @@ func TestTwoEnginesStitchOnce(t *testing.T) {
 func TestFailureBackoff(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(s, engine.Config{Now: func() time.Time { return now }, Jitter: func() float64 { return 0.5 }})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Now: c.Now, Jitter: func() float64 { return 0.5 }})
 	v, _, err := e.CreateJob(t.Context(), spec(1), "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	waits := []time.Duration{750 * time.Millisecond, 1500 * time.Millisecond}
 	for i, want := range waits {
-		tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+		tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 		if err != nil || len(tasks) != 1 || tasks[0].Attempt != i+1 {
 			t.Fatalf("claim %d: %v %v", i, tasks, err)
 		}
-		got, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: i + 1, Error: "boom", Retryable: true})
+		got, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: i + 1, Error: "boom", Retryable: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.State != domain.TaskPending || !got.RunAfter.Equal(now.Add(want)) {
-			t.Fatalf("after attempt %d: %s, run after %v, want pending at +%v", i+1, got.State, got.RunAfter.Sub(now), want)
+		if got.State != domain.TaskPending || !got.RunAfter.Equal(c.Now().Add(want)) {
+			t.Fatalf("after attempt %d: %s, run after %v, want pending at +%v", i+1, got.State, got.RunAfter.Sub(c.Now()), want)
 		}
-		now = now.Add(want)
+		c.Advance(want)
 	}
-	tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w"})
+	tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
 	if err != nil || len(tasks) != 1 {
 		t.Fatalf("claim of the last attempt: %v, %v", tasks, err)
 	}
-	if _, err := e.Fail(t.Context(), engine.FailParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
+	if _, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: tasks[0].ID, WorkerID: "w", Attempt: 3, Error: "boom", Retryable: true}); err != nil {
 		t.Fatal(err)
 	}
 	job, err := e.GetJob(t.Context(), v.ID)
 	if err != nil || job.Status != domain.JobFailed || !strings.Contains(job.Error, "after 3 attempt(s): boom") {
 		t.Fatalf("job after the last attempt: %+v %v", job, err)
 	}
-	if _, err := e.Heartbeat(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
+	if _, err := e.RenewLease(t.Context(), tasks[0].ID, "w", 3); !errors.Is(err, domain.ErrCancelled) {
 		t.Fatalf("heartbeat on a failed task = %v, want ErrCancelled", err)
 	}
 }
@@ -208,7 +209,7 @@ func TestReplicasWakeEachOther(t *testing.T) {
 
 	got := make(chan []*engine.TaskView, 1)
 	go func() {
-		tasks, err := b.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Wait: 20 * time.Second})
+		tasks, err := b.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w", Wait: 20 * time.Second})
 		if err != nil {
 			t.Error(err)
 		}
@@ -240,10 +241,8 @@ func TestReplicasWakeEachOther(t *testing.T) {
 func TestTreeLeaseExpiry(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	var mu sync.Mutex
-	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e := newEngine(s, engine.Config{Shard: "s0", Now: clock})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Shard: "s0", Now: c.Now})
 	ids, root, err := e.SubmitTree(t.Context(), &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
 		{ID: "s0:root", Workload: "sum", Args: []domain.TreeArg{{Ref: "s0:a"}, {Ref: "s0:b"}}},
 		{ID: "s0:a", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("1")}}, MaxAttempts: 1, LeaseSeconds: 5},
@@ -256,9 +255,7 @@ func TestTreeLeaseExpiry(t *testing.T) {
 	if err != nil || leaf == nil || leaf.ID != ids["s0:a"] || string(leaf.Args[0]) != "1" {
 		t.Fatalf("PollTree = %+v, %v", leaf, err)
 	}
-	mu.Lock()
-	now = now.Add(6 * time.Second)
-	mu.Unlock()
+	c.Advance(6 * time.Second)
 	if n, err := e.ExpireLeases(t.Context()); err != nil || n != 1 {
 		t.Fatalf("ExpireLeases = %d, %v", n, err)
 	}
@@ -270,40 +267,5 @@ func TestTreeLeaseExpiry(t *testing.T) {
 	}
 	if err := e.CompleteTree(t.Context(), ids["s0:a"], "w", 1, json.RawMessage("1")); !errors.Is(err, domain.ErrCancelled) {
 		t.Errorf("a late result of the expired leaf = %v, want ErrCancelled", err)
-	}
-}
-
-// TestWorkersSeenAndPruned: a worker's claims and heartbeats are recorded
-// for the dashboard, and a worker silent for a week is forgotten.
-func TestWorkersSeenAndPruned(t *testing.T) {
-	t.Parallel()
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-	e := newEngine(openStore(t), engine.Config{Now: c.Now})
-	ctx := t.Context()
-	if _, _, err := e.CreateJob(ctx, spec(1), ""); err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w1"})
-	if err != nil || len(tasks) != 1 {
-		t.Fatalf("claim: %v %v", tasks, err)
-	}
-	c.Advance(10 * time.Second)
-	if _, err := e.Heartbeat(ctx, tasks[0].ID, "w1", 1); err != nil {
-		t.Fatal(err)
-	}
-	ws, err := e.Workers(ctx, time.Hour, 10)
-	if err != nil || len(ws) != 1 || ws[0].ID != "w1" || len(ws[0].Tasks) != 1 || ws[0].Tasks[0].ID != tasks[0].ID ||
-		!ws[0].LastHeartbeat.Equal(c.Now()) {
-		t.Fatalf("workers after a claim and a heartbeat: %+v, %v; want w1 holding its task, heartbeat now", ws, err)
-	}
-	if n, err := e.PruneWorkers(ctx); n != 0 || err != nil {
-		t.Fatalf("pruned %d workers seen seconds ago (%v)", n, err)
-	}
-	c.Advance(8 * 24 * time.Hour)
-	if n, err := e.PruneWorkers(ctx); n != 1 || err != nil {
-		t.Fatalf("pruned %d workers silent for 8 days (%v), want 1", n, err)
-	}
-	if ws, _ := e.Workers(ctx, 365*24*time.Hour, 10); len(ws) != 0 {
-		t.Fatalf("a pruned worker is still listed: %+v", ws)
 	}
 }

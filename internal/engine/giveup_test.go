@@ -8,6 +8,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // deliverAll runs every engine's outbox once, in the order given.
@@ -31,7 +32,7 @@ func checkStates(t *testing.T, mesh map[string]*engine.Engine, ids map[string]st
 
 func checkOutbox(t *testing.T, e *engine.Engine, pending, dead int) {
 	t.Helper()
-	st, err := e.OutboxStats(t.Context())
+	st, err := e.GetOutboxStats(t.Context())
 	if err != nil || st.Pending != pending || st.Dead != dead {
 		t.Fatalf("outbox of %s: %+v (%v), want %d pending and %d given up on", e.Shard(), st, err, pending, dead)
 	}
@@ -191,7 +192,7 @@ func TestOutboxGivesUpOnSilentDownstreamRootElsewhere(t *testing.T) {
 func TestOutboxGiveUpCountsFromStart(t *testing.T) {
 	t.Parallel()
 	r := &router{shards: map[string]*engine.Engine{}, down: map[string]bool{}, applied: map[engine.MessageKind]int{}}
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	st := openStore(t)
 	cfg := engine.Config{Shard: "s0", Peers: r, Now: c.Now, Jitter: func() float64 { return 0 }, PeerGiveUp: 10 * time.Minute}
 	first := newEngine(st, cfg)

@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -11,95 +10,23 @@ import (
 )
 
 // Reads for people: the dashboard and the metrics. None of them is on a
-// worker's path but seen, which records a worker's call at most every
-// seenEvery per worker and process.
+// worker's path (the workers' own bookkeeping is in worker.go).
 
-// seenEvery bounds how often one process records that a worker called.
-const seenEvery = 5 * time.Second
-
-// seenLog remembers when this process last recorded each worker.
-type seenLog struct {
-	mu   sync.Mutex
-	last map[string]seenAt
-}
-
-type seenAt struct{ call, beat time.Time }
-
-// seen records that worker called (a claim or poll; with heartbeat, a lease
-// renewal), unless this process did so recently. A failure to record is
-// logged and otherwise ignored: it costs the dashboard a little freshness.
-func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
-	now := e.now()
-	e.seenLog.mu.Lock()
-	s := e.seenLog.last[worker]
-	due := now.Sub(s.call) >= seenEvery || (heartbeat && now.Sub(s.beat) >= seenEvery)
-	if due {
-		if len(e.seenLog.last) >= 10_000 {
-			clear(e.seenLog.last)
-		}
-		s.call = now
-		if heartbeat {
-			s.beat = now
-		}
-		e.seenLog.last[worker] = s
-	}
-	e.seenLog.mu.Unlock()
-	if !due {
-		return
-	}
-	err := e.store.WorkerSeen(ctx, &store.WorkerSeenParams{ID: worker, Now: now, Heartbeat: heartbeat})
-	if err != nil && ctx.Err() == nil {
-		e.log.WarnContext(ctx, "recording a worker's call failed", "worker_id", worker, "error", err)
-	}
-}
-
-// WorkerView is a worker and the tasks it holds leases on.
-type WorkerView struct {
-	*store.Worker
-	Tasks []*domain.Task // leased, soonest expiry first
-}
-
-// maxLeasedShown bounds the leases Workers reads.
-const maxLeasedShown = 2000
-
-// Workers returns the workers seen within the last d, most recent first,
-// each with the tasks it holds now (of the first maxLeasedShown leases).
-func (e *Engine) Workers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
-	ws, err := e.store.WorkerList(ctx, e.now().Add(-d), limit)
-	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("list workers: %w", err))
-	}
-	// Every lease expires before the end of time: this lists them all.
-	leased, err := e.store.TaskListExpired(ctx, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), maxLeasedShown)
-	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("list leases: %w", err))
-	}
-	byOwner := map[string][]*domain.Task{}
-	for _, t := range leased {
-		byOwner[t.LeaseOwner] = append(byOwner[t.LeaseOwner], t)
-	}
-	out := make([]*WorkerView, len(ws))
-	for i, w := range ws {
-		out[i] = &WorkerView{Worker: w, Tasks: byOwner[w.ID]}
-	}
-	return out, nil
-}
-
-// JobFinishCounts counts a job's completed chunks by when they finished,
-// in buckets of width from start (see store.Querier.TaskFinishCounts).
-func (e *Engine) JobFinishCounts(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
-	c, err := e.store.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
+// CountFinishedTasks counts a job's completed chunks by when they finished,
+// in buckets of width from start (see store.Querier.TaskCountFinished).
+func (e *Engine) CountFinishedTasks(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
+	c, err := e.store.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
 	return c, mapStoreErr(err)
 }
 
-// TaskCounts counts this shard's tasks by kind and state.
-func (e *Engine) TaskCounts(ctx context.Context) ([]store.TaskCount, error) {
+// CountTasks counts this shard's tasks by kind and state.
+func (e *Engine) CountTasks(ctx context.Context) ([]store.TaskCount, error) {
 	c, err := e.store.TaskCountByState(ctx)
 	return c, mapStoreErr(err)
 }
 
-// TreeRoots returns the newest roots of general trees on this shard.
-func (e *Engine) TreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
+// ListTreeRoots returns the newest roots of general trees on this shard.
+func (e *Engine) ListTreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
 	ts, err := e.store.TaskListRoots(ctx, limit)
 	return ts, mapStoreErr(err)
 }
@@ -114,10 +41,10 @@ type TreeNode struct {
 // MaxTreeShown bounds the tasks Tree returns.
 const MaxTreeShown = 2000
 
-// Tree returns the tasks on this shard of the tree that task id belongs to
+// GetTree returns the tasks on this shard of the tree that task id belongs to
 // (a job's, or a general one), by position in the tree, at most
 // MaxTreeShown of them.
-func (e *Engine) Tree(ctx context.Context, id string) ([]*TreeNode, error) {
+func (e *Engine) GetTree(ctx context.Context, id string) ([]*TreeNode, error) {
 	t, err := e.store.TaskGet(ctx, id)
 	if err != nil {
 		return nil, notFound(err, "task %q", id)

@@ -25,7 +25,7 @@ func TestTreeView(t *testing.T) {
 	}
 	check := func(what string) {
 		t.Helper()
-		nodes, err := mesh["s0"].Tree(ctx, ids["s0:c"])
+		nodes, err := mesh["s0"].GetTree(ctx, ids["s0:c"])
 		if err != nil {
 			t.Fatalf("Tree: %v", err)
 		}

@@ -119,7 +119,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		if job.UploadID != "" {
 			// Keeps retention from deleting the upload under the new job
 			// (see store.RetentionQuerier.UploadTouch), or finds it gone.
-			if err := q.UploadTouch(ctx, job.UploadID, now); err != nil {
+			if err := q.UploadTouch(ctx, &store.UploadTouchParams{ID: job.UploadID, Now: now}); err != nil {
 				return notFound(err, "upload %q", job.UploadID)
 			}
 		}
@@ -162,7 +162,7 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 		end := min(start+CreateBatch, len(inputs))
 		err := e.tx(ctx, func(q store.Querier) error {
 			now := e.now()
-			if err := q.JobCreationProgress(ctx, &store.JobCreationProgressParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
+			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
 				return fmt.Errorf("job %s was given up on while it was created (no progress for %v): %w", job.ID, CreationStale, err)
 			}
 			j, err := q.JobGet(ctx, job.ID)
@@ -220,7 +220,7 @@ const abandonedBatch = 5000
 // The reaper runs it.
 func (e *Engine) DeleteAbandonedJobs(ctx context.Context) (int, error) {
 	before := e.now().Add(-CreationStale)
-	jobs, err := e.store.JobListAbandoned(ctx, before, 10)
+	jobs, err := e.store.JobListAbandoned(ctx, &store.JobListAbandonedParams{Before: before, Limit: 10})
 	if err != nil {
 		return 0, mapStoreErr(fmt.Errorf("list abandoned jobs: %w", err))
 	}
@@ -351,7 +351,7 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 	for i, j := range jobs {
 		ids[i] = j.ID
 	}
-	counts, err := e.store.JobTaskCounts(ctx, ids)
+	counts, err := e.store.TaskCountByJob(ctx, ids)
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("count tasks of %d jobs: %w", len(ids), err))
 	}
@@ -372,14 +372,6 @@ func (e *Engine) GetJob(ctx context.Context, id string) (*JobView, error) {
 		return nil, notFound(err, "job %q", id)
 	}
 	return e.view(ctx, j)
-}
-
-// notFound words a store.ErrNotFound for people.
-func notFound(err error, format string, args ...any) error {
-	if errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("%s does not exist: %w", fmt.Sprintf(format, args...), domain.ErrNotFound)
-	}
-	return mapStoreErr(err)
 }
 
 // ListJobsParams selects a page of jobs.
@@ -456,62 +448,6 @@ func decodeJobCursor(c string) (*store.JobCursor, error) {
 	return &store.JobCursor{CreatedAt: time.UnixMicro(us).UTC(), ID: id}, nil
 }
 
-// ListTasksParams selects a page of a job's chunk tasks.
-type ListTasksParams struct {
-	JobID  string
-	State  domain.TaskState // empty for any
-	Limit  int              // 1-1000; 0 means 50
-	Cursor string
-}
-
-// ListTasks returns a job's chunk tasks by chunk index and the next page's cursor.
-func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView, string, error) {
-	if p.State != "" && !p.State.Valid() {
-		return nil, "", domain.Invalidf("state %q is not one of waiting, pending, leased, completed, failed, cancelled", p.State)
-	}
-	limit, err := pageLimit(p.Limit)
-	if err != nil {
-		return nil, "", err
-	}
-	after := -1
-	if p.Cursor != "" {
-		s, err := decodeCursor(p.Cursor)
-		if err != nil {
-			return nil, "", err
-		}
-		if after, err = strconv.Atoi(s); err != nil || after < 0 {
-			return nil, "", domain.Invalidf("cursor %q is not one this server handed out; pass next_cursor from the previous page", p.Cursor)
-		}
-	}
-	job, err := e.jobSettings(ctx, p.JobID)
-	if err != nil {
-		return nil, "", notFound(err, "job %q", p.JobID)
-	}
-	tasks, err := e.store.TaskList(ctx, &store.TaskListParams{
-		JobID: p.JobID, Kind: domain.KindChunk, State: p.State, Limit: limit + 1, AfterIndex: after,
-	})
-	if err != nil {
-		return nil, "", mapStoreErr(fmt.Errorf("list tasks of job %s: %w", p.JobID, err))
-	}
-	if len(tasks) == 0 {
-		// The settings may come from memory: an empty page may be that
-		// of a job another process deleted (retention) since.
-		if _, err := e.store.JobGet(ctx, p.JobID); err != nil {
-			return nil, "", notFound(err, "job %q", p.JobID)
-		}
-	}
-	next := ""
-	if len(tasks) > limit {
-		tasks = tasks[:limit]
-		next = encodeCursor(strconv.Itoa(tasks[limit-1].ChunkIndex))
-	}
-	views := make([]*TaskView, len(tasks))
-	for i, t := range tasks {
-		views[i] = &TaskView{Task: t, Job: job}
-	}
-	return views, next, nil
-}
-
 // CancelJob cancels a job and every task of it not yet final. Cancelling a
 // job that is already final changes nothing and returns it as it is.
 func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
@@ -533,7 +469,7 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 		if err := q.JobUpdate(ctx, j); err != nil {
 			return err
 		}
-		_, err = q.TaskCancelJob(ctx, j.ID, "", now)
+		_, err = q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: j.ID, Now: now})
 		return err
 	})
 	if err != nil {
@@ -574,7 +510,7 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 		if moved, err = q.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: j.ID, MaxAttempts: j.MaxAttempts, Now: now}); err != nil {
 			return err
 		}
-		counts, err := q.JobTaskCounts(ctx, []string{j.ID})
+		counts, err := q.TaskCountByJob(ctx, []string{j.ID})
 		if err != nil {
 			return err
 		}
@@ -599,31 +535,4 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 	e.log.InfoContext(ctx, "job retry", "job_id", id, "chunks", moved)
 	job.Result = nil
 	return e.view(ctx, job)
-}
-
-// TaskView is a task with the settings of its job.
-type TaskView struct {
-	*domain.Task
-	Job *domain.Job
-}
-
-// GetTask returns a task with its job's settings.
-func (e *Engine) GetTask(ctx context.Context, id string) (*TaskView, error) {
-	t, err := e.store.TaskGet(ctx, id)
-	if err != nil {
-		return nil, notFound(err, "task %q", id)
-	}
-	return e.taskView(ctx, t)
-}
-
-func (e *Engine) taskView(ctx context.Context, t *domain.Task) (*TaskView, error) {
-	v := &TaskView{Task: t}
-	if t.JobID != "" && t.Kind != domain.KindTree { // a tree's ID is no job's
-		j, err := e.jobSettings(ctx, t.JobID)
-		if err != nil {
-			return nil, err
-		}
-		v.Job = j
-	}
-	return v, nil
 }

@@ -22,8 +22,8 @@ const (
 	MaxBatchResults = 1000
 )
 
-// ClaimParams says who claims what.
-type ClaimParams struct {
+// ClaimTasksParams says who claims what.
+type ClaimTasksParams struct {
 	WorkerID  string
 	Workloads []string      // empty for any
 	Max       int           // 1-1000; 0 means 1
@@ -32,10 +32,10 @@ type ClaimParams struct {
 	kind domain.TaskKind // chunk tasks unless set (PollTree sets tree)
 }
 
-// Claim leases up to p.Max runnable chunk tasks to p.WorkerID, in claim
+// ClaimTasks leases up to p.Max runnable chunk tasks to p.WorkerID, in claim
 // order: priority, then oldest job, then chunk index. With p.Wait it holds
 // until a task is ready or the wait is over; none is an empty slice.
-func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) {
+func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	if !domain.ValidWorkerID(p.WorkerID) {
 		return nil, domain.Invalidf("worker_id %q must be 1-128 characters of A-Z a-z 0-9 . _ : -", p.WorkerID)
 	}
@@ -97,7 +97,7 @@ func (e *Engine) Claim(ctx context.Context, p ClaimParams) ([]*TaskView, error) 
 	}
 }
 
-func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, error) {
+func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	e.sweepBeforeClaim(ctx)
 	var tasks []*domain.Task
 	start := time.Now()
@@ -117,7 +117,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimParams) ([]*TaskView, err
 				jobIDs = append(jobIDs, t.JobID)
 			}
 		}
-		return q.JobMarkRunning(ctx, jobIDs, now)
+		return q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: jobIDs, Now: now})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -149,9 +149,9 @@ func claimOrder(a, b *domain.Task) int {
 	return a.ChunkIndex - b.ChunkIndex
 }
 
-// Heartbeat renews the live lease held by (worker, attempt) and returns its
+// RenewLease renews the live lease held by (worker, attempt) and returns its
 // new expiry.
-func (e *Engine) Heartbeat(ctx context.Context, taskID, worker string, attempt int) (time.Time, error) {
+func (e *Engine) RenewLease(ctx context.Context, taskID, worker string, attempt int) (time.Time, error) {
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return time.Time{}, err
 	}
@@ -176,8 +176,8 @@ func (e *Engine) Heartbeat(ctx context.Context, taskID, worker string, attempt i
 	return expires, nil
 }
 
-// ResultParams is a worker's result for one task.
-type ResultParams struct {
+// CompleteTaskParams is a worker's result for one task.
+type CompleteTaskParams struct {
 	TaskID   string
 	WorkerID string
 	Attempt  int
@@ -185,24 +185,24 @@ type ResultParams struct {
 	Metrics  json.RawMessage // optional JSON object
 }
 
-// ItemResult is the outcome of one item of CompleteMany.
+// ItemResult is the outcome of one item of CompleteTasks.
 type ItemResult struct {
 	Task *TaskView // set on success
 	Err  error
 }
 
-// Complete records a chunk task's output for the live lease (worker,
+// CompleteTask records a chunk task's output for the live lease (worker,
 // attempt). The output must be CSV with the job's score column, at most
 // top_k rows and finite scores; otherwise ErrInvalidArgument and the lease
 // stays. Replaying the recorded result changes nothing.
-func (e *Engine) Complete(ctx context.Context, p ResultParams) (*TaskView, error) {
-	r := e.CompleteMany(ctx, []ResultParams{p})[0]
+func (e *Engine) CompleteTask(ctx context.Context, p CompleteTaskParams) (*TaskView, error) {
+	r := e.CompleteTasks(ctx, []CompleteTaskParams{p})[0]
 	return r.Task, r.Err
 }
 
-// CompleteMany records several results in one transaction. Each item is
-// judged on its own, exactly as Complete would judge it alone.
-func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemResult {
+// CompleteTasks records several results in one transaction. Each item is
+// judged on its own, exactly as CompleteTask would judge it alone.
+func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) []ItemResult {
 	out := make([]ItemResult, len(items))
 	valid := make([]int, 0, len(items)) // indexes of items that passed validation
 	for i, p := range items {
@@ -298,7 +298,7 @@ func (e *Engine) CompleteMany(ctx context.Context, items []ResultParams) []ItemR
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
-			d, err := q.TaskUpstreamDone(ctx, id, done[id], e.now())
+			d, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: done[id], Now: e.now()})
 			if err != nil {
 				return err
 			}
@@ -338,7 +338,7 @@ func sortedKeys(m map[string]int) []string {
 }
 
 // checkResultForm checks what a result says of itself, before any read.
-func checkResultForm(p ResultParams) error {
+func checkResultForm(p CompleteTaskParams) error {
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
 		return err
 	}
@@ -375,8 +375,8 @@ func chunkJobID(taskID string) (jobID string, ok bool) {
 	return taskID[:i], true
 }
 
-// FailParams is a worker's report that its attempt failed.
-type FailParams struct {
+// FailTaskParams is a worker's report that its attempt failed.
+type FailTaskParams struct {
 	TaskID    string
 	WorkerID  string
 	Attempt   int
@@ -390,10 +390,10 @@ type FailParams struct {
 // MaxErrorBytes bounds a recorded error message.
 const MaxErrorBytes = 8 << 10
 
-// Fail ends the live lease (worker, attempt) with an error. A retryable
+// FailTask ends the live lease (worker, attempt) with an error. A retryable
 // failure with attempts left puts the task back to pending after a backoff;
 // otherwise the task fails for good and fails its job.
-func (e *Engine) Fail(ctx context.Context, p FailParams) (*TaskView, error) {
+func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, error) {
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
 		return nil, err
 	}
@@ -474,4 +474,108 @@ func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, n
 		}
 	}
 	return e.failPath(ctx, q, t, "", nil, now)
+}
+
+// reapBatch bounds the expired leases handled per pass.
+const reapBatch = 500
+
+// sweepEvery rate-limits the expiry sweep that runs before claims.
+const sweepEvery = 100 * time.Millisecond
+
+func (e *Engine) sweepBeforeClaim(ctx context.Context) {
+	e.sweepMu.Lock()
+	if time.Since(e.lastSweep) < sweepEvery {
+		e.sweepMu.Unlock()
+		return
+	}
+	e.lastSweep = time.Now()
+	e.sweepMu.Unlock()
+	if _, err := e.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
+		e.log.WarnContext(ctx, "expiry sweep before claim failed", "error", err)
+	}
+}
+
+// ExpireLeases ends every lease expired by now: its task goes back to
+// pending while attempts remain, else fails with its job. A lease that ran
+// out because its attempt reached its deadline (the job's timeout_seconds;
+// a lease never outlasts it) is a timed-out attempt: a retryable failure,
+// retried after the usual backoff. It returns how many leases it ended.
+func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		expired, err := e.store.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: e.now(), Limit: reapBatch})
+		if err != nil {
+			return n, mapStoreErr(fmt.Errorf("list expired leases: %w", err))
+		}
+		for _, c := range expired {
+			ok, err := e.expire(ctx, c.ID)
+			if err != nil {
+				return n, err
+			}
+			if ok {
+				n++
+			}
+		}
+		if len(expired) < reapBatch {
+			return n, nil
+		}
+	}
+}
+
+func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
+	var ended *domain.Task
+	var owner string
+	var timedOut bool
+	err := e.tx(ctx, func(q store.Querier) error {
+		ended, timedOut = nil, false
+		t, err := q.TaskGet(ctx, id)
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
+			return nil // renewed, completed or already expired by another process
+		}
+		owner = t.LeaseOwner
+		ended = t
+		reason := fmt.Sprintf("lease of attempt %d expired: worker %q stopped heartbeating", t.Attempt, t.LeaseOwner)
+		if t.Kind == domain.KindStitch {
+			reason = fmt.Sprintf("stitch lease of attempt %d expired: coordinator %q stopped", t.Attempt, t.LeaseOwner)
+		}
+		var final bool
+		timedOut, final = domain.ExpireLease(t, reason, domain.Backoff(t.Attempt, e.cfg.Jitter()), now)
+		if err := q.TaskUpdate(ctx, t); err != nil {
+			return err
+		}
+		if final {
+			return e.failJob(ctx, q, t, now)
+		}
+		return nil
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("expire lease of task %s: %w", id, err)
+	}
+	if ended == nil {
+		return false, nil
+	}
+	if timedOut {
+		e.cfg.Observer.Failed(ended.Kind, ended.State == domain.TaskFailed)
+		e.log.InfoContext(ctx, "task attempt timed out", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+			"attempt", ended.Attempt, "state", ended.State, "error", ended.Error)
+	} else {
+		e.cfg.Observer.Expired(ended.Kind, ended.State == domain.TaskFailed)
+		e.log.InfoContext(ctx, "lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
+			"attempt", ended.Attempt, "state", ended.State)
+	}
+	if ended.State == domain.TaskPending && !ended.RunAfter.After(e.now()) {
+		if ended.Kind == domain.KindStitch {
+			e.stitch.Notify()
+		} else {
+			e.notifyWork(ended.Kind, ended.Workload, 1)
+		}
+	}
+	return true, nil
 }

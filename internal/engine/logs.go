@@ -83,9 +83,9 @@ type LogPage struct {
 	Final bool
 }
 
-// Logs returns up to limit lines of a task's log after the line with ID
+// ListLogs returns up to limit lines of a task's log after the line with ID
 // after (0 from the start).
-func (e *Engine) Logs(ctx context.Context, taskID string, after int64, limit int) (*LogPage, error) {
+func (e *Engine) ListLogs(ctx context.Context, taskID string, after int64, limit int) (*LogPage, error) {
 	t, err := e.store.TaskGet(ctx, taskID)
 	if err != nil {
 		return nil, notFound(err, "task %q", taskID)
@@ -130,7 +130,7 @@ func (e *Engine) FollowLogs(ctx context.Context, taskID string, follow bool, emi
 	var after int64
 	for first := true; ; first = false {
 		woken := b.Wait() // before reading: no append is missed
-		p, err := e.Logs(ctx, taskID, after, logFollowPage)
+		p, err := e.ListLogs(ctx, taskID, after, logFollowPage)
 		if err != nil {
 			return err
 		}
@@ -165,9 +165,9 @@ func (e *Engine) FollowLogs(ctx context.Context, taskID string, follow bool, emi
 // another process.
 const logPoll = 500 * time.Millisecond
 
-// Waiting returns how many claims of this process wait for work and how
+// CountWaiting returns how many claims of this process wait for work and how
 // many streams are open.
-func (e *Engine) Waiting() (claims, streams int) {
+func (e *Engine) CountWaiting() (claims, streams int) {
 	e.claimers.mu.Lock()
 	claims = len(e.claimers.waiting)
 	e.claimers.mu.Unlock()

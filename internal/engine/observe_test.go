@@ -9,6 +9,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // observed records what an engine tells its Observer.
@@ -43,15 +44,15 @@ func (o *observed) Expired(k domain.TaskKind, final bool) {
 func TestObserver(t *testing.T) {
 	t.Parallel()
 	obs := &observed{}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(openStore(t), engine.Config{Now: c.Now, Observer: obs})
 	ctx := t.Context()
 	if _, _, err := e.CreateJob(ctx, spec(3), ""); err != nil {
 		t.Fatal(err)
 	}
 	claim := func(max int) []*engine.TaskView {
 		t.Helper()
-		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: max})
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: max})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,22 +60,22 @@ func TestObserver(t *testing.T) {
 	}
 	fail := func(tk *engine.TaskView, retryable, release bool) {
 		t.Helper()
-		if _, err := e.Fail(ctx, engine.FailParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Error: "boom",
+		if _, err := e.FailTask(ctx, engine.FailTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Error: "boom",
 			Retryable: retryable, Release: release}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	two := claim(2)
-	result := engine.ResultParams{TaskID: two[0].ID, WorkerID: "w", Attempt: 1, Output: []byte("id,score\na,1\n")}
+	result := engine.CompleteTaskParams{TaskID: two[0].ID, WorkerID: "w", Attempt: 1, Output: []byte("id,score\na,1\n")}
 	for range 2 { // the replay is not a completion
-		if _, err := e.Complete(ctx, result); err != nil {
+		if _, err := e.CompleteTask(ctx, result); err != nil {
 			t.Fatal(err)
 		}
 	}
 	fail(two[1], true, true) // a release is not a failure
 	fail(claim(1)[0], true, false)
 	claim(1) // the third chunk, the second one waiting out its backoff
-	now = now.Add(61 * time.Second)
+	c.Advance(61 * time.Second)
 	if n, err := e.ExpireLeases(ctx); err != nil || n != 1 {
 		t.Fatalf("ExpireLeases = %d, %v; want 1", n, err)
 	}
@@ -98,8 +99,8 @@ func TestObserver(t *testing.T) {
 func TestObserverTimeout(t *testing.T) {
 	t.Parallel()
 	obs := &observed{}
-	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-	e := newEngine(openStore(t), engine.Config{Now: func() time.Time { return now }, Observer: obs, Jitter: func() float64 { return 0 }})
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(openStore(t), engine.Config{Now: c.Now, Observer: obs, Jitter: func() float64 { return 0 }})
 	ctx := t.Context()
 	sp := spec(1)
 	sp.TimeoutSeconds, sp.MaxAttempts = 10, 2
@@ -107,24 +108,24 @@ func TestObserverTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	for attempt := 1; attempt <= 2; attempt++ {
-		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w"})
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w"})
 		if err != nil || len(tasks) != 1 || tasks[0].Attempt != attempt {
 			t.Fatalf("claim of attempt %d: %v, %v", attempt, tasks, err)
 		}
-		if got, want := tasks[0].AttemptDeadline, now.Add(10*time.Second); !got.Equal(want) || !tasks[0].LeaseExpiresAt.Equal(want) {
+		if got, want := tasks[0].AttemptDeadline, c.Now().Add(10*time.Second); !got.Equal(want) || !tasks[0].LeaseExpiresAt.Equal(want) {
 			t.Fatalf("attempt %d: deadline %v, lease %v; want both %v", attempt, got, tasks[0].LeaseExpiresAt, want)
 		}
-		now = now.Add(9 * time.Second)
+		c.Advance(9 * time.Second)
 		if n, err := e.ExpireLeases(ctx); err != nil || n != 0 {
 			t.Fatalf("ExpireLeases before the deadline = %d, %v; want 0", n, err)
 		}
-		now = now.Add(time.Second)
+		c.Advance(time.Second)
 		for want := 1; want >= 0; want-- { // the second pass finds nothing
 			if n, err := e.ExpireLeases(ctx); err != nil || n != want {
 				t.Fatalf("ExpireLeases at the deadline = %d, %v; want %d", n, err, want)
 			}
 		}
-		now = now.Add(time.Second) // the backoff at jitter 0: 0.5 s
+		c.Advance(time.Second) // the backoff at jitter 0: 0.5 s
 	}
 	want := []string{"claimed chunk 1", "failed chunk final=false", "claimed chunk 1", "failed chunk final=true"}
 	obs.mu.Lock()

@@ -411,8 +411,8 @@ func (e *Engine) outboxUpdate(ctx context.Context, m *store.OutboxMessage) {
 	}
 }
 
-// OutboxStats returns the size of this shard's outbox.
-func (e *Engine) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
-	s, err := e.store.OutboxStats(ctx)
+// GetOutboxStats returns the size of this shard's outbox.
+func (e *Engine) GetOutboxStats(ctx context.Context) (store.OutboxStats, error) {
+	s, err := e.store.OutboxGetStats(ctx)
 	return s, mapStoreErr(err)
 }

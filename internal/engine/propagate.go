@@ -19,7 +19,7 @@ import (
 //   - a task that succeeds hands its result to its downstream
 //     (MsgReportSuccess → ReportSuccess);
 //   - a task that fails for good fails its downstream, and so on up to the
-//     root (MsgSetFailed → UpstreamFailed), and every task on that path
+//     root (MsgSetFailed → ReportFailure), and every task on that path
 //     cancels its other upstreams (MsgSetCancel → CancelTask), which cancel
 //     theirs, down to the leaves.
 //
@@ -35,7 +35,7 @@ import (
 // same result changes nothing; another result from the same upstream is
 // ErrConflict.
 func (e *Engine) handOver(ctx context.Context, q store.Querier, taskID, upstreamID string, result []byte) (bool, error) {
-	set, err := q.TaskArgResolve(ctx, taskID, upstreamID, result)
+	set, err := q.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: taskID, UpstreamID: upstreamID, Value: result})
 	if err != nil {
 		return false, err
 	}
@@ -58,7 +58,7 @@ func (e *Engine) handOver(ctx context.Context, q store.Querier, taskID, upstream
 		}
 		return false, domain.Invalidf("task %s has no upstream %s", taskID, upstreamID)
 	}
-	d, err := q.TaskUpstreamDone(ctx, taskID, 1, e.now())
+	d, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: taskID, N: 1, Now: e.now()})
 	if err != nil {
 		return false, err
 	}
@@ -109,7 +109,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 	reason := "task " + t.ID + " of the tree failed"
 	if cur.DownstreamID == "" { // the root failed here: the whole tree is over
 		if t.Kind != domain.KindTree {
-			if _, err := q.TaskCancelJob(ctx, t.JobID, t.ID, now); err != nil {
+			if _, err := q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: t.JobID, Except: t.ID, Now: now}); err != nil {
 				return err
 			}
 			return e.send(ctx, q, msgs...)
@@ -144,7 +144,7 @@ func (e *Engine) cancelTreeHere(ctx context.Context, q store.Querier, tree, exce
 			msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
 		}
 	}
-	if _, err := q.TaskCancelJob(ctx, tree, except, now); err != nil {
+	if _, err := q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: tree, Except: except, Now: now}); err != nil {
 		return nil, err
 	}
 	return msgs, nil
@@ -325,11 +325,11 @@ func (e *Engine) ReportSuccess(ctx context.Context, taskID, upstreamID string, r
 	return nil
 }
 
-// UpstreamFailed fails task taskID of this shard because its upstream
+// ReportFailure fails task taskID of this shard because its upstream
 // upstreamID failed for good (MsgSetFailed), recording cause as its error,
 // and goes on failing the path to the root and cancelling the rest. A task
 // already final stays as it is.
-func (e *Engine) UpstreamFailed(ctx context.Context, taskID, upstreamID, cause string) error {
+func (e *Engine) ReportFailure(ctx context.Context, taskID, upstreamID, cause string) error {
 	return e.upstreamFailed(ctx, taskID, upstreamID, cause, nil)
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 )
 
 // router delivers messages between engines in this process, as the rpc
@@ -47,7 +48,7 @@ func (r *router) Deliver(ctx context.Context, shard string, m *engine.Message) e
 	case engine.MsgReportSuccess:
 		err = e.ReportSuccess(ctx, m.TaskID, m.UpstreamID, m.Result)
 	case engine.MsgSetFailed:
-		err = e.UpstreamFailed(ctx, m.TaskID, m.UpstreamID, m.Error)
+		err = e.ReportFailure(ctx, m.TaskID, m.UpstreamID, m.Error)
 	case engine.MsgSetCancel:
 		err = e.CancelTask(ctx, m.TaskID, m.Error)
 	}
@@ -71,35 +72,17 @@ func (r *router) setDown(shard string, down bool) {
 	r.down[shard] = down
 }
 
-// clock is a settable time source shared by a test's engines.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // newMesh returns one engine per shard, each on its own SQLite file, wired
 // by a router, on a shared clock.
-func newMesh(t *testing.T, shards ...string) (map[string]*engine.Engine, *router, *clock) {
+func newMesh(t *testing.T, shards ...string) (map[string]*engine.Engine, *router, *enginetest.Clock) {
 	return newMeshGivingUp(t, 0, shards...)
 }
 
 // newMeshGivingUp is newMesh with engines that give up on a shard that
 // leaves a message unanswered for giveUp (Config.PeerGiveUp).
-func newMeshGivingUp(t *testing.T, giveUp time.Duration, shards ...string) (map[string]*engine.Engine, *router, *clock) {
+func newMeshGivingUp(t *testing.T, giveUp time.Duration, shards ...string) (map[string]*engine.Engine, *router, *enginetest.Clock) {
 	r := &router{shards: map[string]*engine.Engine{}, down: map[string]bool{}, applied: map[engine.MessageKind]int{}}
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	for _, s := range shards {
 		r.shards[s] = newEngine(openStore(t), engine.Config{Shard: s, Peers: r, Now: c.Now, Jitter: func() float64 { return 0 },
 			PeerGiveUp: giveUp})
@@ -153,7 +136,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if root != ids["s1:root"] || root[:3] != "s1:" || ids["s0:a"][:3] != "s0:" {
 		t.Fatalf("IDs %v root %s: each task must be on its shard, the root's ID the tree's", ids, root)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 1 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 1 {
 		t.Fatalf("outbox after a submission to a shard that is down: %+v, want the one creation pending", st)
 	}
 	a := pollOne(t, s0)
@@ -167,7 +150,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if n, _ := s0.DeliverOutbox(ctx); n != 0 {
 		t.Fatalf("delivered %d messages to a shard that is down", n)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 2 || st.Dead != 0 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 2 || st.Dead != 0 {
 		t.Fatalf("outbox while s1 is down: %+v, want 2 pending", st)
 	}
 
@@ -179,7 +162,7 @@ func TestOutboxDeliversOnceShardIsBack(t *testing.T) {
 	if n, err := s0.DeliverOutbox(ctx); n != 2 || err != nil {
 		t.Fatalf("DeliverOutbox once s1 is back: %d, %v; want the creation then the result", n, err)
 	}
-	if st, _ := s0.OutboxStats(ctx); st.Pending != 0 {
+	if st, _ := s0.GetOutboxStats(ctx); st.Pending != 0 {
 		t.Fatalf("outbox after delivery: %+v, want empty", st)
 	}
 	b := pollOne(t, s1)
@@ -290,7 +273,7 @@ func TestFailureAcrossShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	bad := pollOne(t, mesh["s2"])
-	if _, err := mesh["s2"].Fail(ctx, engine.FailParams{TaskID: bad.ID, WorkerID: "w", Attempt: bad.Attempt, Error: "boom"}); err != nil {
+	if _, err := mesh["s2"].FailTask(ctx, engine.FailTaskParams{TaskID: bad.ID, WorkerID: "w", Attempt: bad.Attempt, Error: "boom"}); err != nil {
 		t.Fatal(err)
 	}
 	// Deliver shard by shard, in an order that lets cancellations race
@@ -326,7 +309,7 @@ func TestFailureAcrossShards(t *testing.T) {
 		t.Errorf("root's error %q, want it to start %q", v.Task.Error, want)
 	}
 	for s, e := range mesh {
-		if st, _ := e.OutboxStats(ctx); st.Pending != 0 || st.Dead != 0 {
+		if st, _ := e.GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 0 {
 			t.Errorf("outbox of %s: %+v, want empty", s, st)
 		}
 	}
@@ -346,7 +329,7 @@ func TestOutboxGivesUpOnRefusal(t *testing.T) {
 	if n, _ := mesh["s0"].DeliverOutbox(ctx); n != 0 {
 		t.Fatalf("delivered %d refused messages", n)
 	}
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
 		t.Fatalf("outbox after a refusal: %+v, want one given up on", st)
 	}
 }
@@ -419,7 +402,7 @@ func TestInternalCallsLeaveJobsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	chunk := j.ID + "-0"
-	if err := e.UpstreamFailed(ctx, j.RootTaskID, chunk, "boom"); !errors.Is(err, domain.ErrInvalidArgument) {
+	if err := e.ReportFailure(ctx, j.RootTaskID, chunk, "boom"); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Errorf("SetFailed on a job's stitch task: %v, want ErrInvalidArgument", err)
 	}
 	if err := e.CancelTask(ctx, chunk, "because"); !errors.Is(err, domain.ErrInvalidArgument) {
@@ -477,7 +460,7 @@ func TestRefusedCreationFailsTheTree(t *testing.T) {
 	}
 	// Nothing is sent to the tasks that never were: no message waits.
 	for _, s := range []string{"s0", "s1", "s2"} {
-		st, _ := mesh[s].OutboxStats(ctx)
+		st, _ := mesh[s].GetOutboxStats(ctx)
 		if want := map[string]int{"s0": 1}[s]; st.Dead != want || st.Pending != 0 {
 			t.Errorf("%s's outbox: %+v, want %d given up (the refused creation) and nothing pending", s, st, want)
 		}
@@ -501,12 +484,12 @@ func TestMessageForTaskThatNeverAppears(t *testing.T) {
 	}
 	c.Advance(time.Hour)
 	mesh["s0"].DeliverOutbox(ctx)
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 1 || st.Dead != 0 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 1 || st.Dead != 0 {
 		t.Fatalf("outbox an hour later: %+v, want the result still waiting", st)
 	}
 	c.Advance(24 * time.Hour)
 	mesh["s0"].DeliverOutbox(ctx)
-	if st, _ := mesh["s0"].OutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
+	if st, _ := mesh["s0"].GetOutboxStats(ctx); st.Pending != 0 || st.Dead != 1 {
 		t.Fatalf("outbox a day later: %+v, want the result given up on", st)
 	}
 }

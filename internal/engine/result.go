@@ -16,7 +16,7 @@ const ResultPiece = 1 << 20
 
 // ResultStream is a completed job's final CSV, read from the store a piece
 // (ResultPiece) at a time as it is read, so that a download's memory does
-// not grow with the CSV. It reads with the context given to JobResult:
+// not grow with the CSV. It reads with the context given to OpenJobResult:
 // like an http.Request's body, it serves the one call that opened it and
 // must not outlive it.
 //
@@ -36,9 +36,9 @@ type ResultStream struct {
 	piece []byte // read from the store, not yet returned
 }
 
-// JobResult opens a completed job's final CSV; before the job completes,
+// OpenJobResult opens a completed job's final CSV; before the job completes,
 // ErrNotReady. A job still being created does not exist yet.
-func (e *Engine) JobResult(ctx context.Context, id string) (*ResultStream, error) {
+func (e *Engine) OpenJobResult(ctx context.Context, id string) (*ResultStream, error) {
 	j, err := e.store.JobGet(ctx, id)
 	if err == nil && j.Creating {
 		err = store.ErrNotFound

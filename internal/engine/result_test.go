@@ -39,7 +39,7 @@ func (p *pieceCounter) JobResultRead(ctx context.Context, rp *store.JobResultRea
 // as the stream said.
 func readResult(t *testing.T, e *engine.Engine, id string) []byte {
 	t.Helper()
-	res, err := e.JobResult(t.Context(), id)
+	res, err := e.OpenJobResult(t.Context(), id)
 	if err != nil {
 		t.Fatalf("JobResult(%s): %v", id, err)
 	}
@@ -84,7 +84,7 @@ func TestJobResultStreamsInPieces(t *testing.T) {
 		counter := &pieceCounter{Store: s}
 		e := newEngine(counter, engine.Config{})
 
-		res, err := e.JobResult(t.Context(), "big")
+		res, err := e.OpenJobResult(t.Context(), "big")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,7 @@ func TestJobResultStreamsInPieces(t *testing.T) {
 		}
 
 		// Read, however small the buffer, and at the end io.EOF.
-		res, err = e.JobResult(t.Context(), "big")
+		res, err = e.OpenJobResult(t.Context(), "big")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,12 +134,12 @@ func TestJobResultRefusals(t *testing.T) {
 		}
 	}
 	for id, want := range map[string]error{"missing": domain.ErrNotFound, "creating": domain.ErrNotFound, "running": domain.ErrNotReady} {
-		if res, err := e.JobResult(t.Context(), id); !errors.Is(err, want) {
+		if res, err := e.OpenJobResult(t.Context(), id); !errors.Is(err, want) {
 			t.Errorf("JobResult(%s) = %v, %v; want %v", id, res, err, want)
 		}
 	}
 	insertCompleted(t, s, "empty", []byte{})
-	res, err := e.JobResult(t.Context(), "empty")
+	res, err := e.OpenJobResult(t.Context(), "empty")
 	if err != nil || res.Size != 0 {
 		t.Fatalf("JobResult of an empty result = %+v, %v", res, err)
 	}
@@ -157,7 +157,7 @@ func TestJobResultDeletedMidway(t *testing.T) {
 		want := bigResult(engine.ResultPiece + 10)
 		insertCompleted(t, s, "doomed", want)
 		e := newEngine(s, engine.Config{})
-		res, err := e.JobResult(t.Context(), "doomed")
+		res, err := e.OpenJobResult(t.Context(), "doomed")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +205,7 @@ func TestJobResultMemoryBounded(t *testing.T) {
 			defer debug.SetGCPercent(debug.SetGCPercent(5))
 			h := startHeapSampler()
 			start := time.Now()
-			res, err := e.JobResult(t.Context(), "big")
+			res, err := e.OpenJobResult(t.Context(), "big")
 			if err != nil {
 				t.Fatal(err)
 			}

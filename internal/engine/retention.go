@@ -53,8 +53,8 @@ const (
 	retentionFirstDelay = time.Minute
 )
 
-// PruneParams says what one retention pass deletes.
-type PruneParams struct {
+// PruneExpiredParams says what one retention pass deletes.
+type PruneExpiredParams struct {
 	// Retention: final jobs and finished trees older than this are
 	// deleted; 0 keeps them all.
 	Retention time.Duration
@@ -89,11 +89,11 @@ func (r *PruneReport) Total() int {
 	return r.Jobs + r.Trees + r.Tasks + r.Logs + r.Args + r.Uploads + r.Files
 }
 
-// RetentionPass makes one pass with the engine's configured retention
+// ApplyRetention makes one pass with the engine's configured retention
 // (Config.Retention and Config.UploadRetention) and returns how many rows
 // and files it deleted.
-func (e *Engine) RetentionPass(ctx context.Context) (int, error) {
-	r, err := e.Prune(ctx, PruneParams{Retention: e.cfg.Retention, UploadRetention: e.cfg.UploadRetention})
+func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
+	r, err := e.PruneExpired(ctx, PruneExpiredParams{Retention: e.cfg.Retention, UploadRetention: e.cfg.UploadRetention})
 	if r == nil {
 		return 0, err
 	}
@@ -104,13 +104,13 @@ func (e *Engine) RetentionPass(ctx context.Context) (int, error) {
 	return r.Total(), err
 }
 
-// Prune makes one retention pass now: it deletes the final jobs and
+// PruneExpired makes one retention pass now: it deletes the final jobs and
 // finished trees older than p.Retention with their tasks, logs, results
 // and arguments, the uploads unused for p.UploadRetention that no
 // unfinished job names with their files, and the files no row names. It
 // also finishes every deletion a crashed or concurrent pass left under way.
 // With p.DryRun it deletes nothing and reports what it would delete.
-func (e *Engine) Prune(ctx context.Context, p PruneParams) (*PruneReport, error) {
+func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*PruneReport, error) {
 	if p.Retention < 0 || p.UploadRetention < 0 {
 		return nil, domain.Invalidf("retention %v and upload retention %v must not be negative; 0 keeps everything",
 			p.Retention, p.UploadRetention)
@@ -447,5 +447,5 @@ func (e *Engine) retentionLoop(ctx context.Context) {
 		return
 	case <-first.C:
 	}
-	e.loop(ctx, "retention", e.cfg.RetentionInterval, nil, e.RetentionPass)
+	e.loop(ctx, "retention", e.cfg.RetentionInterval, nil, e.ApplyRetention)
 }

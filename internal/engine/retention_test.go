@@ -15,6 +15,7 @@ import (
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
@@ -33,7 +34,7 @@ type retentionBundle struct {
 	e     *engine.Engine
 	s     store.Store
 	blobs *blob.Store
-	clock *clock
+	clock *enginetest.Clock
 }
 
 func newRetention(t *testing.T, s store.Store) *retentionBundle {
@@ -43,7 +44,7 @@ func newRetention(t *testing.T, s store.Store) *retentionBundle {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEngine(s, engine.Config{Now: c.Now, Blobs: blobs, RetentionBatch: retentionBatch})
 	return &retentionBundle{dir: dir, e: e, s: s, blobs: blobs, clock: c}
 }
@@ -72,7 +73,7 @@ func (b *retentionBundle) upload(t *testing.T, rows int) *domain.Upload {
 	for i := range rows {
 		fmt.Fprintf(&sb, "r%d,%d\n", i, i)
 	}
-	u, err := b.e.Upload(t.Context(), strings.NewReader(sb.String()))
+	u, err := b.e.CreateUpload(t.Context(), strings.NewReader(sb.String()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,14 +102,14 @@ func (b *retentionBundle) complete(t *testing.T, jobID string) {
 	t.Helper()
 	ctx := t.Context()
 	for {
-		tasks, err := b.e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: 100, Workloads: []string{"w"}})
+		tasks, err := b.e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: 100, Workloads: []string{"w"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if len(tasks) == 0 {
 			break
 		}
-		var items []engine.ResultParams
+		var items []engine.CompleteTaskParams
 		for _, tk := range tasks {
 			if tk.JobID != jobID {
 				t.Fatalf("claimed task %s of job %s, want only job %s's", tk.ID, tk.JobID, jobID)
@@ -117,15 +118,15 @@ func (b *retentionBundle) complete(t *testing.T, jobID string) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			items = append(items, engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: []byte("id,score\na,1\n")})
+			items = append(items, engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: []byte("id,score\na,1\n")})
 		}
-		for _, r := range b.e.CompleteMany(ctx, items) {
+		for _, r := range b.e.CompleteTasks(ctx, items) {
 			if r.Err != nil {
 				t.Fatal(r.Err)
 			}
 		}
 	}
-	if _, err := b.e.StitchReady(ctx); err != nil {
+	if _, err := b.e.StitchReadyJobs(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if v, err := b.e.GetJob(ctx, jobID); err != nil || v.Status != domain.JobCompleted {
@@ -165,12 +166,12 @@ func checkGone(t *testing.T, e *engine.Engine, v *engine.JobView, taskIDs ...str
 	checkNotFound(t, "GetJob of job "+v.ID, err)
 	_, _, err = e.ListTasks(ctx, engine.ListTasksParams{JobID: v.ID})
 	checkNotFound(t, "ListTasks of job "+v.ID, err)
-	_, err = e.JobResult(ctx, v.ID)
+	_, err = e.OpenJobResult(ctx, v.ID)
 	checkNotFound(t, "JobResult of job "+v.ID, err)
 	for _, id := range taskIDs {
 		_, err := e.GetTask(ctx, id)
 		checkNotFound(t, "GetTask "+id, err)
-		_, err = e.Logs(ctx, id, 0, 10)
+		_, err = e.ListLogs(ctx, id, 0, 10)
 		checkNotFound(t, "Logs of task "+id, err)
 	}
 }
@@ -221,7 +222,7 @@ func TestRetentionDeletesWhatIsDue(t *testing.T) {
 
 		b.clock.Advance(keepJobs + day)
 		running := b.job(t, "slow", nil, 2)
-		claimed, err := b.e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Workloads: []string{"slow"}})
+		claimed, err := b.e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Workloads: []string{"slow"}})
 		if err != nil || len(claimed) != 1 || claimed[0].JobID != running.ID {
 			t.Fatalf("claim of the running job: %+v, %v", claimed, err)
 		}
@@ -231,7 +232,7 @@ func TestRetentionDeletesWhatIsDue(t *testing.T) {
 		recent := b.job(t, "w", nil, 1)
 		b.complete(t, recent.ID)
 
-		r, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+		r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -268,7 +269,7 @@ func TestRetentionDeletesWhatIsDue(t *testing.T) {
 		} else {
 			in.Close()
 		}
-		again, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+		again, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 		if err != nil || again.Total() != 0 {
 			t.Errorf("a second pass = %+v, %v; want nothing to delete", again, err)
 		}
@@ -288,12 +289,12 @@ func TestRetentionKeepsUploadsOfRetriableJobs(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(keepUploads + day)
-	r, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+	r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 	if err != nil || r.Uploads != 0 || r.Jobs != 0 {
 		t.Fatalf("pass before the job's retention = %+v, %v; want the upload of a cancelled job kept", r, err)
 	}
 	b.clock.Advance(keepJobs)
-	r, err = b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+	r, err = b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 	if err != nil || r.Jobs != 1 || r.Uploads != 1 {
 		t.Fatalf("pass after the job's retention = %+v, %v; want the job and its upload deleted", r, err)
 	}
@@ -347,7 +348,7 @@ func TestRetentionCrashBetweenBatches(t *testing.T) {
 	v := b.job(t, "w", nil, 8)
 	b.complete(t, v.ID)
 	b.clock.Advance(keepJobs + day)
-	_, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs})
+	_, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs})
 	if !errors.Is(err, errCrash) {
 		t.Fatalf("Prune = %v, want the crash", err)
 	}
@@ -362,7 +363,7 @@ func TestRetentionCrashBetweenBatches(t *testing.T) {
 	checkGone(t, fresh, v, chunkIDs(v.ID, 8)...)
 	checkGone(t, b.e, v, chunkIDs(v.ID, 8)...)
 
-	r, err := fresh.Prune(ctx, engine.PruneParams{Retention: keepJobs})
+	r, err := fresh.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs})
 	if err != nil || r.Jobs != 0 || r.Tasks != len(left) || r.PurgesFinished != 1 {
 		t.Fatalf("the next pass = %+v, %v; want the %d tasks left and the purge finished", r, err, len(left))
 	}
@@ -392,7 +393,7 @@ func TestRetentionTwoEnginesAtOnce(t *testing.T) {
 		errs := make([]error, 2)
 		for i, e := range []*engine.Engine{ba.e, eb} {
 			wg.Go(func() {
-				reports[i], errs[i] = e.Prune(t.Context(), engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+				reports[i], errs[i] = e.PruneExpired(t.Context(), engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 			})
 		}
 		wg.Wait()
@@ -450,7 +451,7 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.clock.Advance(keepJobs + day)
-	dry, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads, DryRun: true})
+	dry, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads, DryRun: true})
 	if err != nil || dry.Jobs != 1 || dry.Uploads != 1 || dry.Files != 2 || dry.FileBytes != 8 || dry.Tasks != 0 {
 		t.Fatalf("dry run = %+v, %v; want 1 job, 1 upload, 2 files of 8 bytes", dry, err)
 	}
@@ -462,7 +463,7 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 			t.Errorf("a dry run removed %s: %v", f, err)
 		}
 	}
-	r, err := b.e.Prune(ctx, engine.PruneParams{Retention: keepJobs, UploadRetention: keepUploads})
+	r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})
 	if err != nil || r.Jobs != 1 || r.Uploads != 1 || r.Files != 2 {
 		t.Fatalf("pass = %+v, %v", r, err)
 	}

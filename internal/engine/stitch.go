@@ -30,7 +30,7 @@ const (
 	stitchMaxPage   = 256
 )
 
-// StitchReady leases stitch tasks whose chunks all completed, merges each
+// StitchReadyJobs leases stitch tasks whose chunks all completed, merges each
 // job's chunk outputs into its final CSV and completes the job. It returns
 // how many jobs it completed or failed.
 //
@@ -40,7 +40,7 @@ const (
 // killed or cut off) lets any process take the stitch again, and never
 // spends the job's max_attempts. Only outputs that cannot be merged fail
 // the job.
-func (e *Engine) StitchReady(ctx context.Context) (int, error) {
+func (e *Engine) StitchReadyJobs(ctx context.Context) (int, error) {
 	n := 0
 	for {
 		// One at a time: a stitch leased now but merged after others

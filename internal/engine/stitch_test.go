@@ -11,6 +11,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/table"
 )
 
@@ -28,7 +29,7 @@ func completeChunks(t *testing.T, e *engine.Engine, n, topK int, output func(i i
 	}
 	var outs []table.ChunkOutput
 	for {
-		tasks, err := e.Claim(t.Context(), engine.ClaimParams{WorkerID: "w", Max: 100})
+		tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w", Max: 100})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -38,7 +39,7 @@ func completeChunks(t *testing.T, e *engine.Engine, n, topK int, output func(i i
 		for _, tk := range tasks {
 			out := output(tk.ChunkIndex)
 			outs = append(outs, table.ChunkOutput{Index: tk.ChunkIndex, Data: out})
-			if _, err := e.Complete(t.Context(), engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: out}); err != nil {
+			if _, err := e.CompleteTask(t.Context(), engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: out}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -89,7 +90,7 @@ func checkCompleted(t *testing.T, e *engine.Engine, id string, want []byte, want
 func TestStitchLeaseExpiresMidMerge(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	a := newEngine(s, engine.Config{NodeID: "a", Now: c.Now})
 	b := newEngine(s, engine.Config{NodeID: "b", Now: c.Now})
 	id, want := completeChunks(t, a, 40, 5, smallOutput)
@@ -111,11 +112,11 @@ func TestStitchLeaseExpiresMidMerge(t *testing.T) {
 		} else if v.Status.Final() {
 			t.Errorf("job is %s (%q) once the stitch lease ran out; want it still running", v.Status, v.Error)
 		}
-		if n, err := b.StitchReady(t.Context()); err != nil || n != 1 {
+		if n, err := b.StitchReadyJobs(t.Context()); err != nil || n != 1 {
 			t.Errorf("b.StitchReady = %d, %v; want the job stitched", n, err)
 		}
 	})
-	if n, err := a.StitchReady(t.Context()); err != nil || n != 0 {
+	if n, err := a.StitchReadyJobs(t.Context()); err != nil || n != 0 {
 		t.Errorf("a.StitchReady = %d, %v; want 0 (its lease was lost), no error", n, err)
 	}
 	if !tookOver {
@@ -130,7 +131,7 @@ func TestStitchLeaseExpiresMidMerge(t *testing.T) {
 func TestStitchLeaseRenewedWhileMerging(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
-	c := &clock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	const lease = 300 * time.Millisecond
 	a := newEngine(s, engine.Config{NodeID: "a", Now: c.Now, StitchLease: lease})
 	b := newEngine(s, engine.Config{NodeID: "b", Now: c.Now, StitchLease: lease})
@@ -163,7 +164,7 @@ func TestStitchLeaseRenewedWhileMerging(t *testing.T) {
 			}
 		}
 	})
-	if n, err := a.StitchReady(t.Context()); err != nil || n != 1 {
+	if n, err := a.StitchReadyJobs(t.Context()); err != nil || n != 1 {
 		t.Fatalf("StitchReady = %d, %v; want 1", n, err)
 	}
 	checkCompleted(t, a, id, want, 1)
@@ -187,7 +188,7 @@ func TestStitchStopsWhenJobCancelled(t *testing.T) {
 			time.Sleep(200 * time.Millisecond) // renewals every 30 ms notice
 		}
 	})
-	if n, err := a.StitchReady(t.Context()); err != nil || n != 0 {
+	if n, err := a.StitchReadyJobs(t.Context()); err != nil || n != 0 {
 		t.Errorf("StitchReady on a cancelled job = %d, %v; want 0, nil", n, err)
 	}
 	if pages != 1 {
@@ -215,7 +216,7 @@ func TestStitchInvalidOutputsFailJob(t *testing.T) {
 		}
 		return smallOutput(i)
 	})
-	if n, err := a.StitchReady(t.Context()); err != nil || n != 1 {
+	if n, err := a.StitchReadyJobs(t.Context()); err != nil || n != 1 {
 		t.Fatalf("StitchReady = %d, %v; want 1 job failed", n, err)
 	}
 	v, err := a.GetJob(t.Context(), id)

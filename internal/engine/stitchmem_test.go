@@ -52,18 +52,18 @@ func completeBigJob(tb testing.TB, e *engine.Engine, chunks, rows int) string {
 		tb.Fatal(err)
 	}
 	for {
-		tasks, err := e.Claim(ctx, engine.ClaimParams{WorkerID: "w", Max: 50})
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: 50})
 		if err != nil {
 			tb.Fatal(err)
 		}
 		if len(tasks) == 0 {
 			return v.ID
 		}
-		items := make([]engine.ResultParams, len(tasks))
+		items := make([]engine.CompleteTaskParams, len(tasks))
 		for i, tk := range tasks {
-			items[i] = engine.ResultParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: bigOutput(tk.ChunkIndex, rows)}
+			items[i] = engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w", Attempt: tk.Attempt, Output: bigOutput(tk.ChunkIndex, rows)}
 		}
-		for _, r := range e.CompleteMany(ctx, items) {
+		for _, r := range e.CompleteTasks(ctx, items) {
 			if r.Err != nil {
 				tb.Fatal(r.Err)
 			}
@@ -154,7 +154,7 @@ type stitchMemory struct {
 	heap    uint64        // peak growth of the Go heap
 	anon    uint64        // peak growth of the anonymous resident memory; 0 when unknown
 	rss     uint64        // peak growth of the resident set (VmHWM over VmRSS before), the mapped database file included; 0 when unknown
-	elapsed time.Duration // StitchReady's wall time
+	elapsed time.Duration // StitchReadyJobs's wall time
 }
 
 func (m stitchMemory) String() string {
@@ -173,7 +173,7 @@ func measureStitch(tb testing.TB, e *engine.Engine, jobID string) stitchMemory {
 	}
 	h := startHeapSampler()
 	start := time.Now()
-	n, err := e.StitchReady(context.Background())
+	n, err := e.StitchReadyJobs(context.Background())
 	m.elapsed = time.Since(start)
 	m.heap, m.anon = h.Stop()
 	if rssBefore > 0 {

@@ -172,7 +172,7 @@ type TreeTask struct {
 // PollTree leases one runnable tree task of the given workloads (any when
 // empty), waiting up to wait; nil when there is none.
 func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string, wait time.Duration) (*TreeTask, error) {
-	views, err := e.Claim(ctx, ClaimParams{WorkerID: worker, Workloads: workloads, Max: 1, Wait: wait, kind: domain.KindTree})
+	views, err := e.ClaimTasks(ctx, ClaimTasksParams{WorkerID: worker, Workloads: workloads, Max: 1, Wait: wait, kind: domain.KindTree})
 	if err != nil || len(views) == 0 {
 		return nil, err
 	}
@@ -241,8 +241,8 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 	return nil
 }
 
-// TreeArgs returns the upstream IDs of a tree task, in argument order.
-func (e *Engine) TreeArgs(ctx context.Context, taskID string) ([]string, error) {
+// ListTreeArgs returns the upstream IDs of a tree task, in argument order.
+func (e *Engine) ListTreeArgs(ctx context.Context, taskID string) ([]string, error) {
 	args, err := e.store.TaskArgList(ctx, taskID)
 	if err != nil {
 		return nil, mapStoreErr(err)

@@ -17,11 +17,11 @@ import (
 	"github.com/scimesh/scimesh/internal/table"
 )
 
-// Upload streams a CSV table from r to disk — checked, normalized and
+// CreateUpload streams a CSV table from r to disk — checked, normalized and
 // hashed as it goes, never held in memory — and records it. A malformed
 // table is ErrInvalidArgument naming the line where the bad record starts;
 // nothing is recorded then.
-func (e *Engine) Upload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
+func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
 	if e.cfg.Blobs == nil {
 		return nil, errors.New("upload: this coordinator has no data directory")
 	}

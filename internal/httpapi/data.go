@@ -17,7 +17,7 @@ import (
 const DefaultMaxUploadBytes = 64 << 30
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	u, err := s.engine.Upload(r.Context(), r.Body) // bounded by the gate at MaxUploadBytes
+	u, err := s.engine.CreateUpload(r.Context(), r.Body) // bounded by the gate at MaxUploadBytes
 	if err != nil {
 		var over *http.MaxBytesError
 		var slow *auth.SlowBodyError

@@ -184,7 +184,7 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // Content-Length, which the client sees as an incomplete download.
 func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("job_id")
-	res, err := s.engine.JobResult(r.Context(), id)
+	res, err := s.engine.OpenJobResult(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

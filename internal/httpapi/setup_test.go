@@ -14,13 +14,13 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
@@ -32,29 +32,13 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// clock is a test clock: real time, or a time that stands still when
-// frozen is set, moved forward by Advance.
-type clock struct {
-	frozen time.Time
-	offset atomic.Int64
-}
-
-func (c *clock) Now() time.Time {
-	if !c.frozen.IsZero() {
-		return c.frozen.Add(time.Duration(c.offset.Load()))
-	}
-	return time.Now().Add(time.Duration(c.offset.Load()))
-}
-
-func (c *clock) Advance(d time.Duration) { c.offset.Add(int64(d)) }
-
 // bundle is what a test gets from setup: a real HTTP listener over a real store.
 type bundle struct {
 	t      *testing.T
 	url    string
 	store  store.Store
 	engine *engine.Engine
-	clock  *clock
+	clock  *enginetest.Clock
 	tokens auth.Tokens
 	// dataDir holds the engine's blobs.
 	dataDir string
@@ -100,9 +84,9 @@ func setup(t *testing.T, opts options) *bundle {
 	} else {
 		st = sqliteStore(t)
 	}
-	c := &clock{}
+	c := &enginetest.Clock{} // real time
 	if opts.frozen {
-		c.frozen = time.Now()
+		c = enginetest.NewClock(time.Now())
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dataDir := t.TempDir()

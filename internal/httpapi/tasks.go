@@ -40,7 +40,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, domain.Invalidf("max_tasks is 0; it must be between 1 and %d", engine.MaxClaimTasks))
 		return
 	}
-	tasks, err := s.engine.Claim(r.Context(), engine.ClaimParams{
+	tasks, err := s.engine.ClaimTasks(r.Context(), engine.ClaimTasksParams{
 		WorkerID: req.WorkerID, Workloads: req.Workloads, Max: max,
 		Wait: time.Duration(req.WaitSeconds * float64(time.Second)),
 	})
@@ -77,7 +77,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	expires, err := s.engine.Heartbeat(r.Context(), r.PathValue("task_id"), req.WorkerID, req.Attempt)
+	expires, err := s.engine.RenewLease(r.Context(), r.PathValue("task_id"), req.WorkerID, req.Attempt)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -93,15 +93,15 @@ type resultRequest struct {
 	Metrics  json.RawMessage `json:"metrics"`
 }
 
-func (req *resultRequest) params(taskID string) (engine.ResultParams, error) {
+func (req *resultRequest) params(taskID string) (engine.CompleteTaskParams, error) {
 	if req.Output == nil {
-		return engine.ResultParams{}, domain.Invalidf("output is required: the chunk's top-K rows as CSV text with a header")
+		return engine.CompleteTaskParams{}, domain.Invalidf("output is required: the chunk's top-K rows as CSV text with a header")
 	}
 	metrics := req.Metrics
 	if string(metrics) == "null" {
 		metrics = nil
 	}
-	return engine.ResultParams{
+	return engine.CompleteTaskParams{
 		TaskID: taskID, WorkerID: req.WorkerID, Attempt: req.Attempt,
 		Output: []byte(*req.Output), Metrics: metrics,
 	}, nil
@@ -122,7 +122,7 @@ func (s *Server) result(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	v, err := s.engine.Complete(r.Context(), p)
+	v, err := s.engine.CompleteTask(r.Context(), p)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
@@ -149,7 +149,7 @@ func (s *Server) batchResults(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := make([]batchResultItem, len(req.Results))
-	var params []engine.ResultParams
+	var params []engine.CompleteTaskParams
 	var at []int
 	for i, item := range req.Results {
 		out[i].TaskID = item.TaskID
@@ -164,7 +164,7 @@ func (s *Server) batchResults(w http.ResponseWriter, r *http.Request) {
 		params = append(params, p)
 		at = append(at, i)
 	}
-	for k, res := range s.engine.CompleteMany(r.Context(), params) {
+	for k, res := range s.engine.CompleteTasks(r.Context(), params) {
 		i := at[k]
 		if res.Err != nil {
 			out[i].Status, out[i].Error = toAPIError(r, s.log, res.Err)
@@ -195,7 +195,7 @@ func (s *Server) failure(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, domain.Invalidf("release gives the task back to run again; it cannot be retryable: false"))
 		return
 	}
-	v, err := s.engine.Fail(r.Context(), engine.FailParams{
+	v, err := s.engine.FailTask(r.Context(), engine.FailTaskParams{
 		TaskID: r.PathValue("task_id"), WorkerID: req.WorkerID, Attempt: req.Attempt,
 		Error: req.Error, Retryable: req.Retryable == nil || *req.Retryable, Release: req.Release,
 	})

@@ -168,7 +168,7 @@ func TestTimeoutEndsTheAttempt(t *testing.T) {
 				t.Errorf("attempt 1's result during attempt 2: %s, want 409 lease_lost", r)
 			}
 			b.mustStatus(b.worker("POST", path+"/result", result("w2", 2, out)), http.StatusOK)
-			if _, err := b.engine.StitchReady(t.Context()); err != nil {
+			if _, err := b.engine.StitchReadyJobs(t.Context()); err != nil {
 				t.Fatal(err)
 			}
 			if jj := b.getJob(j.JobID); jj.Status != "completed" {

@@ -163,7 +163,7 @@ func (q *queue) Query(ctx context.Context, req *connect.Request[v1.QueryRequest]
 	total := -1
 	switch {
 	case t.Kind == domain.KindTree:
-		if info.UpstreamIds, err = q.e.TreeArgs(ctx, t.ID); err != nil {
+		if info.UpstreamIds, err = q.e.ListTreeArgs(ctx, t.ID); err != nil {
 			return nil, err
 		}
 	case t.Kind == domain.KindStitch && v.Job != nil:
@@ -257,7 +257,7 @@ func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTran
 		}
 		err = w.e.CompleteTree(ctx, m.TaskId, m.WorkerId, int(m.Attempt), result)
 	} else {
-		_, err = w.e.Fail(ctx, engine.FailParams{TaskID: m.TaskId, WorkerID: m.WorkerId, Attempt: int(m.Attempt), Error: m.Error, Retryable: m.Retryable})
+		_, err = w.e.FailTask(ctx, engine.FailTaskParams{TaskID: m.TaskId, WorkerID: m.WorkerId, Attempt: int(m.Attempt), Error: m.Error, Retryable: m.Retryable})
 	}
 	if err != nil {
 		return nil, err
@@ -268,7 +268,7 @@ func (w *worker) Done(ctx context.Context, req *connect.Request[v1.TaskStateTran
 // Keepalive renews the lease held by (worker_id, attempt).
 func (w *worker) Keepalive(ctx context.Context, req *connect.Request[v1.KeepaliveRequest]) (*connect.Response[emptypb.Empty], error) {
 	m := req.Msg
-	if _, err := w.e.Heartbeat(ctx, m.TaskId, m.WorkerId, int(m.Attempt)); err != nil {
+	if _, err := w.e.RenewLease(ctx, m.TaskId, m.WorkerId, int(m.Attempt)); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&emptypb.Empty{}), nil
@@ -339,7 +339,7 @@ func (in *internal) ReportSuccess(ctx context.Context, req *connect.Request[v1.R
 // SetFailed fails a task of this shard whose upstream failed for good.
 func (in *internal) SetFailed(ctx context.Context, req *connect.Request[v1.SetFailedRequest]) (*connect.Response[v1.SetFailedResponse], error) {
 	m := req.Msg
-	if err := in.e.UpstreamFailed(ctx, m.TaskId, m.UpstreamId, m.Error); err != nil {
+	if err := in.e.ReportFailure(ctx, m.TaskId, m.UpstreamId, m.Error); err != nil {
 		return nil, err
 	}
 	return connect.NewResponse(&v1.SetFailedResponse{}), nil

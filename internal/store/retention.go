@@ -66,12 +66,13 @@ type RetentionQuerier interface {
 	// UploadDelete deletes the upload p.ID if it is still expired as
 	// UploadListExpired says, and reports whether it did.
 	UploadDelete(ctx context.Context, p *UploadDeleteParams) (bool, error)
-	// UploadTouch records that a job is being created over the upload id
-	// at now, so that retention keeps it; ErrNotFound when it is gone.
+	// UploadTouch records that a job is being created over the upload
+	// p.ID at p.Now, so that retention keeps it; ErrNotFound when it is
+	// gone.
 	// Run it in the transaction that creates the job: it then either sees
 	// the upload deleted, or keeps a concurrent UploadDelete from
 	// deleting it.
-	UploadTouch(ctx context.Context, id string, now time.Time) error
+	UploadTouch(ctx context.Context, p *UploadTouchParams) error
 	// UploadListBlobKeys returns which of keys some upload names as its
 	// BlobKey, in any order.
 	UploadListBlobKeys(ctx context.Context, keys []string) ([]string, error)
@@ -162,6 +163,13 @@ type UploadListExpiredParams struct {
 	Before time.Time
 	After  *ExpiredCursor // nil from the start
 	Limit  int
+}
+
+// UploadTouchParams names the upload a job is being created over, and
+// when.
+type UploadTouchParams struct {
+	ID  string
+	Now time.Time
 }
 
 // UploadDeleteParams names an upload to delete if it is still expired at

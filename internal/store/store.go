@@ -3,6 +3,16 @@
 // errors. The conformance suite in storetest runs against every
 // implementation; extend the suite whenever the contract changes.
 //
+// Methods are named Entity+Verb, the entity first so that a table's
+// methods sort together: JobGet, JobList, TaskClaim, TaskCountByJob,
+// OutboxGetStats. The verbs are those of rows (Get one by its key, List
+// several, Insert, Update, Upsert, Delete, Count, Claim) and a few of the
+// domain's (MarkRunning, Cancel, Retry, DecrementUpstreams, Resolve,
+// Append, Touch). A method that needs more than one argument after ctx
+// takes them in a params struct named after it (JobList takes
+// *JobListParams, TaskCancelJob *TaskCancelJobParams); a lookup by one
+// key, or a call with one argument, takes it as it is.
+//
 // The contract is deliberately dumb: it reads and writes rows. The rules that
 // decide what to write live in the domain and the engine, which read a row
 // inside a transaction, decide, and write it back guarded by its version.
@@ -85,28 +95,26 @@ type Querier interface {
 	// otherwise ErrStale (ErrNotFound when the job is gone). A Result
 	// written sets j.ResultBytes to its length, as JobInsert does.
 	JobUpdate(ctx context.Context, j *domain.Job) error
-	// JobCreationProgress records that the creation of job p.ID went on at
+	// JobUpdateCreation records that the creation of job p.ID went on at
 	// p.Now (UpdatedAt); with p.Done the job is whole and no longer
 	// Creating. A job that is gone, not creating or abandoned (see
 	// JobDeleteAbandoned) is ErrNotFound: its creation must stop.
-	JobCreationProgress(ctx context.Context, p *JobCreationProgressParams) error
-	// JobListAbandoned returns up to limit jobs still creating whose
-	// creation has not progressed since before (UpdatedAt earlier) or that
-	// were abandoned already, oldest UpdatedAt first.
-	JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error)
+	JobUpdateCreation(ctx context.Context, p *JobUpdateCreationParams) error
+	// JobListAbandoned returns up to p.Limit jobs still creating whose
+	// creation has not progressed since p.Before (UpdatedAt earlier) or
+	// that were abandoned already, oldest UpdatedAt first.
+	JobListAbandoned(ctx context.Context, p *JobListAbandonedParams) ([]*domain.Job, error)
 	// JobDeleteAbandoned removes a job whose creation died, in bounded
 	// steps: when job p.ID is creating and has not progressed since
 	// p.Before (or was abandoned already), it marks it abandoned (status
-	// cancelled, so that JobCreationProgress refuses its creation), deletes
+	// cancelled, so that JobUpdateCreation refuses its creation), deletes
 	// up to p.Limit of its tasks with their logs and, when none is left,
 	// the job. It reports whether the job is gone. Any other job is
 	// ErrNotFound and is kept.
 	JobDeleteAbandoned(ctx context.Context, p *JobDeleteAbandonedParams) (gone bool, err error)
-	// JobMarkRunning moves every listed job that is pending to running at now.
-	JobMarkRunning(ctx context.Context, ids []string, now time.Time) error
-	// JobTaskCounts counts the tasks of kind chunk of each listed job by
-	// state, in one go; a job without tasks (or no such job) is absent.
-	JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error)
+	// JobMarkRunning moves every job of p.IDs that is pending to running
+	// at p.Now.
+	JobMarkRunning(ctx context.Context, p *JobMarkRunningParams) error
 
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
@@ -139,35 +147,39 @@ type Querier interface {
 	// when that is earlier. Concurrent claims never return the same task.
 	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
 	// TaskListExpired returns the leased tasks whose lease expired at or
-	// before now, oldest expiry first, at most limit of them (all when
-	// limit is 0 or less), with Result nil.
-	TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error)
-	// TaskCancelJob moves every task of the job that is waiting, pending or
-	// leased to cancelled at now, with no lease expiry (LeaseOwner stays),
-	// except the one with ID except (may be empty), and returns how many it
-	// moved.
-	TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error)
+	// before p.Now, oldest expiry first, at most p.Limit of them (all when
+	// p.Limit is 0 or less), with Result nil.
+	TaskListExpired(ctx context.Context, p *TaskListExpiredParams) ([]*domain.Task, error)
+	// TaskCancelJob moves every task of job p.JobID that is waiting,
+	// pending or leased to cancelled at p.Now, with no lease expiry
+	// (LeaseOwner stays), except the one with ID p.Except (may be empty),
+	// and returns how many it moved.
+	TaskCancelJob(ctx context.Context, p *TaskCancelJobParams) (int, error)
 	// TaskRetryJob puts every chunk task of job p.JobID that is failed or
 	// cancelled back to pending at p.Now, runnable at once, with a fresh
 	// budget: MaxAttempts becomes Attempt + p.MaxAttempts. It clears their
 	// lease expiry and finish time; Attempt (the fencing token), LeaseOwner
 	// and Error stay. It returns how many it moved.
 	TaskRetryJob(ctx context.Context, p *TaskRetryJobParams) (int, error)
-	// TaskUpstreamDone records that n upstreams of task id completed:
-	// PendingUpstreams -= n, and a waiting task whose PendingUpstreams
-	// reaches 0 becomes pending. It returns the task as written.
-	TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error)
+	// TaskDecrementUpstreams records that p.N upstreams of task p.ID
+	// completed at p.Now: PendingUpstreams -= p.N, and a waiting task whose
+	// PendingUpstreams reaches 0 becomes pending. It returns the task as
+	// written, or ErrNotFound.
+	TaskDecrementUpstreams(ctx context.Context, p *TaskDecrementUpstreamsParams) (*domain.Task, error)
 	// TaskResultList returns a page of the outputs of a job's completed
 	// chunk tasks, by ChunkIndex ascending: those whose ChunkIndex is above
 	// p.AfterIndex, at most p.Limit of them (all when 0 or less). The
 	// stitcher reads a job's outputs page by page, so that what it holds
 	// does not grow with the number of chunks.
 	TaskResultList(ctx context.Context, p *TaskResultListParams) ([]ChunkResult, error)
-	// TaskFinishCounts counts a job's completed chunk tasks by when they
+	// TaskCountFinished counts a job's completed chunk tasks by when they
 	// finished: element i of the p.Buckets elements counts those that
 	// finished in [p.Start + i·p.Width, p.Start + (i+1)·p.Width), except
 	// that earlier ones count in the first and later ones in the last.
-	TaskFinishCounts(ctx context.Context, p *TaskFinishCountsParams) ([]int, error)
+	TaskCountFinished(ctx context.Context, p *TaskCountFinishedParams) ([]int, error)
+	// TaskCountByJob counts the tasks of kind chunk of each listed job by
+	// state, in one go; a job without tasks (or no such job) is absent.
+	TaskCountByJob(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error)
 	// TaskCountByState counts every task by kind and state; kinds and
 	// states without a task are left out.
 	TaskCountByState(ctx context.Context) ([]TaskCount, error)
@@ -176,12 +188,12 @@ type Querier interface {
 	// (CreatedAt, then ID, descending).
 	TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error)
 
-	// WorkerSeen records that worker p.ID called at p.Now, creating it when
+	// WorkerUpsert records that worker p.ID called at p.Now, creating it when
 	// new; with p.Heartbeat the call renewed a lease.
-	WorkerSeen(ctx context.Context, p *WorkerSeenParams) error
-	// WorkerList returns up to limit workers seen at or after since, most
-	// recently seen first (then by ID).
-	WorkerList(ctx context.Context, since time.Time, limit int) ([]*Worker, error)
+	WorkerUpsert(ctx context.Context, p *WorkerUpsertParams) error
+	// WorkerList returns up to p.Limit workers (all when 0 or less) seen
+	// at or after p.Since, most recently seen first (then by ID).
+	WorkerList(ctx context.Context, p *WorkerListParams) ([]*Worker, error)
 	// WorkerDelete deletes the workers last seen before before and returns
 	// how many it deleted.
 	WorkerDelete(ctx context.Context, before time.Time) (int, error)
@@ -201,10 +213,10 @@ type Querier interface {
 	TaskArgInsert(ctx context.Context, args []domain.TaskArg) error
 	// TaskArgList returns a task's arguments by position.
 	TaskArgList(ctx context.Context, taskID string) ([]domain.TaskArg, error)
-	// TaskArgResolve sets the value of the argument of task taskID that is
-	// the result of upstreamID, if it has none yet, and reports whether it
-	// set it (false on a replay).
-	TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error)
+	// TaskArgResolve sets to p.Value the argument of task p.TaskID that is
+	// the result of p.UpstreamID, if it has none yet, and reports whether
+	// it set it (false on a replay, or when there is no such argument).
+	TaskArgResolve(ctx context.Context, p *TaskArgResolveParams) (bool, error)
 	// TaskArgListRefs returns the arguments of a job's (a tree's) tasks
 	// that are results of upstream tasks, without their values, by task ID
 	// then position; with p.Open, only those still waiting for the result.
@@ -224,8 +236,8 @@ type Querier interface {
 	OutboxUpdate(ctx context.Context, m *OutboxMessage) error
 	// OutboxDelete deletes the message with id; a missing one is no error.
 	OutboxDelete(ctx context.Context, id int64) error
-	// OutboxStats counts the messages still to deliver and those given up on.
-	OutboxStats(ctx context.Context) (OutboxStats, error)
+	// OutboxGetStats counts the messages still to deliver and those given up on.
+	OutboxGetStats(ctx context.Context) (OutboxStats, error)
 
 	// UploadInsert records an upload. A taken ID is ErrDuplicate.
 	UploadInsert(ctx context.Context, u *domain.Upload) error
@@ -233,12 +245,24 @@ type Querier interface {
 	UploadGet(ctx context.Context, id string) (*domain.Upload, error)
 }
 
-// JobCreationProgressParams says which job's creation went on, when, and
+// JobUpdateCreationParams says which job's creation went on, when, and
 // whether it is done.
-type JobCreationProgressParams struct {
+type JobUpdateCreationParams struct {
 	ID   string
 	Now  time.Time
 	Done bool
+}
+
+// JobListAbandonedParams selects jobs whose creation died.
+type JobListAbandonedParams struct {
+	Before time.Time // no progress since
+	Limit  int       // jobs at most, at least 1
+}
+
+// JobMarkRunningParams says which jobs start running, and when.
+type JobMarkRunningParams struct {
+	IDs []string
+	Now time.Time
 }
 
 // JobResultReadParams says which bytes of a job's final CSV to read.
@@ -276,6 +300,14 @@ type TaskLogListParams struct {
 	Limit  int
 }
 
+// TaskArgResolveParams is the result of an upstream task, for the
+// argument of a task that awaits it.
+type TaskArgResolveParams struct {
+	TaskID     string
+	UpstreamID string
+	Value      []byte
+}
+
 // TaskArgListRefsParams selects the arguments of a tree's tasks that are
 // results of upstream tasks.
 type TaskArgListRefsParams struct {
@@ -305,6 +337,27 @@ type TaskListParams struct {
 	Limit int
 	// AfterIndex continues after this ChunkIndex; -1 (or less) from the start.
 	AfterIndex int
+}
+
+// TaskListExpiredParams selects leases expired by Now.
+type TaskListExpiredParams struct {
+	Now   time.Time
+	Limit int // tasks at most; 0 or less for all
+}
+
+// TaskCancelJobParams says which job's tasks to cancel, and when.
+type TaskCancelJobParams struct {
+	JobID  string
+	Except string // the ID of a task to leave as it is; empty for none
+	Now    time.Time
+}
+
+// TaskDecrementUpstreamsParams says how many upstreams of which task
+// completed, and when.
+type TaskDecrementUpstreamsParams struct {
+	ID  string
+	N   int
+	Now time.Time
 }
 
 // TaskRetryJobParams says which job's chunks to run again, and with how
@@ -352,9 +405,9 @@ type OutboxStats struct {
 	Oldest  time.Time // CreatedAt of the oldest pending message; zero when none
 }
 
-// TaskFinishCountsParams chooses the job and the time buckets of
-// TaskFinishCounts. Width is at least a microsecond, Buckets at least 1.
-type TaskFinishCountsParams struct {
+// TaskCountFinishedParams chooses the job and the time buckets of
+// TaskCountFinished. Width is at least a microsecond, Buckets at least 1.
+type TaskCountFinishedParams struct {
 	JobID   string
 	Start   time.Time
 	Width   time.Duration
@@ -368,11 +421,17 @@ type TaskCount struct {
 	N     int
 }
 
-// WorkerSeenParams says which worker called when.
-type WorkerSeenParams struct {
+// WorkerUpsertParams says which worker called when.
+type WorkerUpsertParams struct {
 	ID        string
 	Now       time.Time
 	Heartbeat bool
+}
+
+// WorkerListParams selects the workers seen lately.
+type WorkerListParams struct {
+	Since time.Time // seen at or after
+	Limit int       // workers at most; 0 or less for all
 }
 
 // Worker is a worker as the coordinators last saw it.

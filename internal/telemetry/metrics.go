@@ -165,13 +165,13 @@ func (m *Metrics) Deleted(kind string, n int, bytes int64) {
 // State is what the metrics read from the engine at scrape time;
 // *engine.Engine implements it.
 type State interface {
-	// TaskCounts counts this shard's tasks by kind and state.
-	TaskCounts(ctx context.Context) ([]store.TaskCount, error)
-	// OutboxStats is the size of this shard's outbox.
-	OutboxStats(ctx context.Context) (store.OutboxStats, error)
-	// Waiting returns how many claims of this process wait for work and
+	// CountTasks counts this shard's tasks by kind and state.
+	CountTasks(ctx context.Context) ([]store.TaskCount, error)
+	// GetOutboxStats is the size of this shard's outbox.
+	GetOutboxStats(ctx context.Context) (store.OutboxStats, error)
+	// CountWaiting returns how many claims of this process wait for work and
 	// how many streams it holds open.
-	Waiting() (claims, streams int)
+	CountWaiting() (claims, streams int)
 }
 
 // PoolReporter is implemented by stores that report their database
@@ -264,7 +264,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	defer cancel()
 	c.collectTasks(ctx, ch)
 	c.collectOutbox(ctx, ch)
-	claims, streams := c.state.Waiting()
+	claims, streams := c.state.CountWaiting()
 	ch <- prometheus.MustNewConstMetric(descWaitingClaims, prometheus.GaugeValue, float64(claims))
 	ch <- prometheus.MustNewConstMetric(descOpenStreams, prometheus.GaugeValue, float64(streams))
 	if c.pools != nil {
@@ -287,7 +287,7 @@ func (c *stateCollector) taskCounts(ctx context.Context) ([]store.TaskCount, err
 	if !c.countsAt.IsZero() && time.Since(c.countsAt) < countsFor {
 		return c.counts, nil
 	}
-	counts, err := c.state.TaskCounts(ctx)
+	counts, err := c.state.CountTasks(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -320,7 +320,7 @@ func (c *stateCollector) collectTasks(ctx context.Context, ch chan<- prometheus.
 }
 
 func (c *stateCollector) collectOutbox(ctx context.Context, ch chan<- prometheus.Metric) {
-	s, err := c.state.OutboxStats(ctx)
+	s, err := c.state.GetOutboxStats(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(descOutboxPending, fmt.Errorf("read outbox size: %w", err))
 		return

@@ -235,15 +235,15 @@ func TestHTTPMetrics(t *testing.T) {
 // fakeState is a State with fixed figures, or failing.
 type fakeState struct{ err error }
 
-func (f fakeState) TaskCounts(context.Context) ([]store.TaskCount, error) {
+func (f fakeState) CountTasks(context.Context) ([]store.TaskCount, error) {
 	return []store.TaskCount{{Kind: domain.KindChunk, State: domain.TaskPending, N: 7}}, f.err
 }
 
-func (f fakeState) OutboxStats(context.Context) (store.OutboxStats, error) {
+func (f fakeState) GetOutboxStats(context.Context) (store.OutboxStats, error) {
 	return store.OutboxStats{Pending: 2, Dead: 1, Oldest: time.Now().Add(-time.Minute)}, f.err
 }
 
-func (f fakeState) Waiting() (claims, streams int) { return 4, 2 }
+func (f fakeState) CountWaiting() (claims, streams int) { return 4, 2 }
 
 func TestStateMetrics(t *testing.T) {
 	t.Parallel()

@@ -160,7 +160,7 @@ func (u *UI) streamFailed(sse *events, r *http.Request, err error) {
 // are out cuts the download short of its Content-Length.
 func (u *UI) result(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	res, err := u.e.JobResult(r.Context(), id)
+	res, err := u.e.OpenJobResult(r.Context(), id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -217,7 +217,7 @@ func (u *UI) task(w http.ResponseWriter, r *http.Request) {
 	}
 	d := taskData{Task: v}
 	if v.Kind == domain.KindTree {
-		if d.Upstreams, err = u.e.TreeArgs(r.Context(), v.ID); err != nil {
+		if d.Upstreams, err = u.e.ListTreeArgs(r.Context(), v.ID); err != nil {
 			u.fail(w, r, err)
 			return
 		}
@@ -311,7 +311,7 @@ type workersData struct {
 const workersWindow = 10 * time.Minute
 
 func (u *UI) workers(w http.ResponseWriter, r *http.Request) {
-	ws, err := u.e.Workers(r.Context(), workersWindow, 500)
+	ws, err := u.e.ListWorkers(r.Context(), workersWindow, 500)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -340,12 +340,12 @@ func (u *UI) shards(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/trees/"+url.PathEscape(id), http.StatusSeeOther)
 		return
 	}
-	st, err := u.e.OutboxStats(ctx)
+	st, err := u.e.GetOutboxStats(ctx)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	roots, err := u.e.TreeRoots(ctx, 50)
+	roots, err := u.e.ListTreeRoots(ctx, 50)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -407,7 +407,7 @@ type treeNode struct {
 
 func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	nodes, err := u.e.Tree(r.Context(), id)
+	nodes, err := u.e.GetTree(r.Context(), id)
 	if err != nil {
 		u.fail(w, r, err)
 		return
@@ -463,7 +463,7 @@ func (u *UI) chart(r *http.Request, j *engine.JobView) (*chart, error) {
 		end = time.Now()
 	}
 	width := max(end.Sub(j.CreatedAt)/chartBuckets+1, time.Millisecond)
-	counts, err := u.e.JobFinishCounts(r.Context(), j.ID, j.CreatedAt, width, chartBuckets)
+	counts, err := u.e.CountFinishedTasks(r.Context(), j.ID, j.CreatedAt, width, chartBuckets)
 	if err != nil {
 		return nil, err
 	}

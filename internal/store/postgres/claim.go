@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -60,13 +59,6 @@ WHERE id IN (
 // runnableBatch bounds the tasks in backoff one claim makes runnable.
 const runnableBatch = 1000
 
-var (
-	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
-WHERE state = 'leased' AND lease_expires_at <= $1
-ORDER BY lease_expires_at
-LIMIT $2`
-)
-
 // claimSQL is the claim whose candidates come from candidates (a FROM
 // item c with the claim-order columns). It sets the attempt's deadline
 // from the task's timeout (none when 0) and caps the lease at it (LEAST
@@ -118,18 +110,4 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		return nil, translate(err, "claim tasks for %s", p.Owner)
 	}
 	return collectTasks(rows, "claim tasks for %s", p.Owner)
-}
-
-// TaskListExpired returns the leased tasks whose lease expired at or before
-// now, oldest expiry first, at most limit of them (all when limit <= 0).
-func (q *querier) TaskListExpired(ctx context.Context, now time.Time, limit int) ([]*domain.Task, error) {
-	var lim any // NULL: no limit
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskListExpired, now, lim)
-	if err != nil {
-		return nil, translate(err, "list expired leases")
-	}
-	return collectTasks(rows, "list expired leases")
 }

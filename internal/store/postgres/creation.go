@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,7 +13,7 @@ import (
 // A job created in batches: hidden (creating) until done, renewed by each
 // batch, and deleted in steps when its creation died.
 var (
-	sqlJobCreationProgress = `UPDATE jobs SET updated_at = $2, creating = NOT $3, version = version + 1
+	sqlJobUpdateCreation = `UPDATE jobs SET updated_at = $2, creating = NOT $3, version = version + 1
 WHERE id = $1 AND creating AND status <> 'cancelled'`
 
 	sqlJobListAbandoned = `SELECT ` + jobSelectColumns + ` FROM jobs
@@ -34,21 +33,21 @@ WHERE id = $1 AND creating AND (updated_at < $2 OR status = 'cancelled')`
 	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = $1 AND creating`
 )
 
-// JobCreationProgress renews or ends the creation of job p.ID.
-func (q *querier) JobCreationProgress(ctx context.Context, p *store.JobCreationProgressParams) error {
-	tag, err := q.db.Exec(ctx, sqlJobCreationProgress, p.ID, p.Now, p.Done)
+// JobUpdateCreation renews or ends the creation of job p.ID.
+func (q *querier) JobUpdateCreation(ctx context.Context, p *store.JobUpdateCreationParams) error {
+	tag, err := q.db.Exec(ctx, sqlJobUpdateCreation, p.ID, p.Now, p.Done)
 	if err != nil {
 		return translate(err, "record the creation of job %s", p.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("record the creation of job %s: it is gone, whole or abandoned: %w", p.ID, store.ErrNotFound)
+		return translate(store.ErrNotFound, "record the creation of job %s: it is gone, whole or abandoned", p.ID)
 	}
 	return nil
 }
 
 // JobListAbandoned returns jobs whose creation died.
-func (q *querier) JobListAbandoned(ctx context.Context, before time.Time, limit int) ([]*domain.Job, error) {
-	rows, err := q.db.Query(ctx, sqlJobListAbandoned, before, max(limit, 1))
+func (q *querier) JobListAbandoned(ctx context.Context, p *store.JobListAbandonedParams) ([]*domain.Job, error) {
+	rows, err := q.db.Query(ctx, sqlJobListAbandoned, p.Before, max(p.Limit, 1))
 	if err != nil {
 		return nil, translate(err, "list abandoned jobs")
 	}
@@ -63,29 +62,32 @@ func (q *querier) JobListAbandoned(ctx context.Context, before time.Time, limit 
 func (q *querier) JobDeleteAbandoned(ctx context.Context, p *store.JobDeleteAbandonedParams) (bool, error) {
 	limit := max(p.Limit, 1)
 	gone := false
-	err := q.atomically(ctx, "delete abandoned job", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		tag, err := db.Exec(ctx, sqlJobAbandon, p.ID, p.Before)
 		if err != nil {
-			return translate(err, "abandon job %s", p.ID)
+			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("delete abandoned job %s: it is not creating, or its creation went on: %w", p.ID, store.ErrNotFound)
+			return fmt.Errorf("it is not creating, or its creation went on: %w", store.ErrNotFound)
 		}
 		if _, err := db.Exec(ctx, sqlAbandonedLogsDelete, p.ID, limit); err != nil {
-			return translate(err, "delete logs of abandoned job %s", p.ID)
+			return err
 		}
 		tag, err = db.Exec(ctx, sqlAbandonedTasksDelete, p.ID, limit)
 		if err != nil {
-			return translate(err, "delete tasks of abandoned job %s", p.ID)
+			return err
 		}
 		if tag.RowsAffected() >= int64(limit) {
 			return nil
 		}
 		if _, err := db.Exec(ctx, sqlAbandonedJobDelete, p.ID); err != nil {
-			return translate(err, "delete abandoned job %s", p.ID)
+			return err
 		}
 		gone = true
 		return nil
 	})
-	return gone, err
+	if err != nil {
+		return false, translate(err, "delete abandoned job %s", p.ID)
+	}
+	return gone, nil
 }

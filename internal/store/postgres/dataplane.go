@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -12,11 +11,12 @@ import (
 )
 
 const (
-	sqlUploadInsert = `INSERT INTO uploads (id, sha256, bytes, rows, blob_key, blob_bytes, created_at)
+	uploadColumns   = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
+	sqlUploadInsert = `INSERT INTO uploads (` + uploadColumns + `)
 VALUES ($1, $2, $3, $4, $5, $6, $7)
 ON CONFLICT DO NOTHING`
 
-	sqlUploadGet = `SELECT id, sha256, bytes, rows, blob_key, blob_bytes, created_at FROM uploads WHERE id = $1`
+	sqlUploadGet = `SELECT ` + uploadColumns + ` FROM uploads WHERE id = $1`
 
 	// logLockClass is the first key of the advisory lock that makes appends
 	// to one task's log take turns; the second is a hash of the task ID.
@@ -50,7 +50,7 @@ func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
 		return translate(err, "insert upload %s", u.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert upload %s: its ID is taken: %w", u.ID, store.ErrDuplicate)
+		return translate(store.ErrDuplicate, "insert upload %s: its ID is taken", u.ID)
 	}
 	return nil
 }
@@ -77,7 +77,7 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 	if len(p.Lines) == 0 || p.MaxLines <= 0 {
 		return nil
 	}
-	err := q.atomically(ctx, "append to a task log", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		if _, err := db.Exec(ctx, sqlTaskLogLock, logLockClass, p.TaskID); err != nil {
 			return err
 		}
@@ -111,11 +111,7 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 // TaskLogList returns up to p.Limit lines of the task's log with ID greater
 // than p.After, by ID ascending. A Limit of 0 or less is no limit.
 func (q *querier) TaskLogList(ctx context.Context, p *store.TaskLogListParams) ([]domain.LogLine, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskLogList, p.TaskID, p.After, limit)
+	rows, err := q.db.Query(ctx, sqlTaskLogList, p.TaskID, p.After, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list the log of task %s", p.TaskID)
 	}

@@ -25,16 +25,17 @@ const (
 	codeCannotConnectNow     = "57P03"
 )
 
-// translate wraps err with a message made of format and args and, when err
-// is one the contract names, with the contract's sentinel too: both stay
-// reachable with errors.Is and errors.As. Context errors pass through
-// without a sentinel.
+// translate is how an error leaves the store, once: err wrapped in a
+// message made of format and args after "postgres: ", with the contract's
+// sentinel for err in between when there is one. Both stay reachable with
+// errors.Is and errors.As. Context errors get no sentinel, and an error
+// that carries one already gets no second.
 func translate(err error, format string, args ...any) error {
 	msg := fmt.Sprintf(format, args...)
-	if sentinel := sentinelOf(err); sentinel != nil {
-		return fmt.Errorf("%s: %w: %w", msg, sentinel, err)
+	if sentinel := sentinelOf(err); sentinel != nil && !errors.Is(err, sentinel) {
+		return fmt.Errorf("postgres: %s: %w: %w", msg, sentinel, err)
 	}
-	return fmt.Errorf("%s: %w", msg, err)
+	return fmt.Errorf("postgres: %s: %w", msg, err)
 }
 
 // sentinelOf is the contract's sentinel for err, or nil.

@@ -15,13 +15,13 @@ import (
 // Reads and writes that serve the dashboard and the metrics.
 
 const (
-	sqlTaskFinishCounts = `SELECT least(greatest(floor(extract(epoch FROM finished_at - $2) * 1000000 / $3), 0), $4 - 1)::int AS b,
+	sqlTaskCountFinished = `SELECT least(greatest(floor(extract(epoch FROM finished_at - $2) * 1000000 / $3), 0), $4 - 1)::int AS b,
 	count(*)::int FROM tasks
 WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
 WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlWorkerSeen = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
+	sqlWorkerUpsert = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
 ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
 	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END`
 	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < $1`
@@ -29,14 +29,14 @@ ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
 WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
 )
 
-// TaskFinishCounts counts a job's completed chunks by when they finished.
-func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCountsParams) ([]int, error) {
+// TaskCountFinished counts a job's completed chunks by when they finished.
+func (q *querier) TaskCountFinished(ctx context.Context, p *store.TaskCountFinishedParams) ([]int, error) {
 	if p.Buckets < 1 || p.Width < time.Microsecond {
-		return nil, fmt.Errorf("postgres: finish counts of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
+		return nil, fmt.Errorf("postgres: count the finished tasks of job %s: %d buckets of %v; want at least 1 of 1µs", p.JobID, p.Buckets, p.Width)
 	}
-	rows, err := q.db.Query(ctx, sqlTaskFinishCounts, p.JobID, p.Start, p.Width.Microseconds(), p.Buckets)
+	rows, err := q.db.Query(ctx, sqlTaskCountFinished, p.JobID, p.Start, p.Width.Microseconds(), p.Buckets)
 	if err != nil {
-		return nil, translate(err, "finish counts of job %s", p.JobID)
+		return nil, translate(err, "count the finished tasks of job %s", p.JobID)
 	}
 	out := make([]int, p.Buckets)
 	var b, n int
@@ -45,7 +45,7 @@ func (q *querier) TaskFinishCounts(ctx context.Context, p *store.TaskFinishCount
 		return nil
 	})
 	if err != nil {
-		return nil, translate(err, "finish counts of job %s", p.JobID)
+		return nil, translate(err, "count the finished tasks of job %s", p.JobID)
 	}
 	return out, nil
 }
@@ -71,36 +71,28 @@ func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, erro
 
 // TaskListRoots returns the newest roots of general trees.
 func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	var lim any // NULL: no limit
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskListRoots, lim)
+	rows, err := q.db.Query(ctx, sqlTaskListRoots, limitArg(limit))
 	if err != nil {
 		return nil, translate(err, "list tree roots")
 	}
 	return collectTasks(rows, "list tree roots")
 }
 
-// WorkerSeen records a worker's call.
-func (q *querier) WorkerSeen(ctx context.Context, p *store.WorkerSeenParams) error {
+// WorkerUpsert records a worker's call.
+func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams) error {
 	var heartbeat any
 	if p.Heartbeat {
 		heartbeat = p.Now
 	}
-	if _, err := q.db.Exec(ctx, sqlWorkerSeen, p.ID, p.Now, heartbeat); err != nil {
+	if _, err := q.db.Exec(ctx, sqlWorkerUpsert, p.ID, p.Now, heartbeat); err != nil {
 		return translate(err, "record worker %s", p.ID)
 	}
 	return nil
 }
 
 // WorkerList returns the workers seen since a time.
-func (q *querier) WorkerList(ctx context.Context, since time.Time, limit int) ([]*store.Worker, error) {
-	var lim any
-	if limit > 0 {
-		lim = limit
-	}
-	rows, err := q.db.Query(ctx, sqlWorkerList, since, lim)
+func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
+	rows, err := q.db.Query(ctx, sqlWorkerList, p.Since, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list workers")
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -69,10 +68,6 @@ WHERE id = $1 AND version = $8`
 	sqlJobMarkRunning = `UPDATE jobs
 SET status = 'running', updated_at = $2, version = version + 1
 WHERE id = ANY($1) AND status = 'pending'`
-
-	sqlJobTaskCounts = `SELECT job_id, state, count(*) FROM tasks
-WHERE job_id = ANY($1) AND kind = 'chunk'
-GROUP BY job_id, state`
 )
 
 // JobInsert inserts j at version j.Version+1 and sets j.ResultBytes to the
@@ -96,7 +91,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		return translate(err, "insert job %s", j.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("insert job %s: its ID or idempotency key is taken: %w", j.ID, store.ErrDuplicate)
+		return translate(store.ErrDuplicate, "insert job %s: its ID or idempotency key is taken", j.ID)
 	}
 	j.ResultBytes = int64(len(j.Result))
 	j.Version++
@@ -116,7 +111,7 @@ func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 // store.ErrNotFound.
 func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
 	if key == "" {
-		return nil, fmt.Errorf("get job by idempotency key: no key: %w", store.ErrNotFound)
+		return nil, translate(store.ErrNotFound, "get job by idempotency key: no key")
 	}
 	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGetByIdempotencyKey, key))
 	if err != nil {
@@ -133,7 +128,7 @@ const maxBytea = 1 << 30
 // p.Offset on, or store.ErrNotFound.
 func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParams) ([]byte, error) {
 	if p.Offset < 0 || p.Limit < 0 {
-		return nil, fmt.Errorf("read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
+		return nil, fmt.Errorf("postgres: read result of job %s: negative range (offset %d, limit %d)", p.ID, p.Offset, p.Limit)
 	}
 	// Past maxBytea there is nothing, but the job may still be missing.
 	start := min(p.Offset, maxBytea) + 1
@@ -148,10 +143,7 @@ func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParam
 // JobList returns jobs newest first (CreatedAt, then ID, descending). A
 // Limit of 0 or less is no limit.
 func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
+	limit := limitArg(p.Limit)
 	var rows pgx.Rows
 	var err error
 	switch {
@@ -203,45 +195,21 @@ func (q *querier) missing(ctx context.Context, existsSQL, what, id string, versi
 		return translate(err, "update %s %s", what, id)
 	}
 	if !exists {
-		return fmt.Errorf("update %s %s: %w", what, id, store.ErrNotFound)
+		return translate(store.ErrNotFound, "update %s %s", what, id)
 	}
-	return fmt.Errorf("update %s %s: it changed since version %d: %w", what, id, version, store.ErrStale)
+	return translate(store.ErrStale, "update %s %s: it changed since version %d", what, id, version)
 }
 
-// JobMarkRunning moves every listed job that is pending to running at now.
-func (q *querier) JobMarkRunning(ctx context.Context, ids []string, now time.Time) error {
-	if len(ids) == 0 {
+// JobMarkRunning moves every job of p.IDs that is pending to running at
+// p.Now.
+func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningParams) error {
+	if len(p.IDs) == 0 {
 		return nil
 	}
-	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, ids, now); err != nil {
-		return translate(err, "mark %d jobs running", len(ids))
+	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, p.IDs, p.Now); err != nil {
+		return translate(err, "mark %d jobs running", len(p.IDs))
 	}
 	return nil
-}
-
-// JobTaskCounts counts each listed job's chunk tasks by state, in one
-// statement.
-func (q *querier) JobTaskCounts(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
-	out := make(map[string]domain.TaskCounts, len(jobIDs))
-	if len(jobIDs) == 0 {
-		return out, nil
-	}
-	rows, err := q.db.Query(ctx, sqlJobTaskCounts, jobIDs)
-	if err != nil {
-		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
-	}
-	var id, state string
-	var n int
-	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n}, func() error {
-		c := out[id]
-		c.Add(domain.TaskState(state), n)
-		out[id] = c
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
-	}
-	return out, nil
 }
 
 // scanJob reads a row of jobColumns.

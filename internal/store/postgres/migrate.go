@@ -21,9 +21,13 @@ var migrationFiles embed.FS
 func Migrations() ([]migrate.Migration, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
-		return nil, err
+		return nil, translate(err, "migrations")
 	}
-	return migrate.Load(sub)
+	ms, err := migrate.Load(sub)
+	if err != nil {
+		return nil, translate(err, "migrations")
+	}
+	return ms, nil
 }
 
 // ErrNotMigrated reports a database whose schema is missing or older or
@@ -115,7 +119,7 @@ func (m migrator) locked(ctx context.Context, fn func(tx pgx.Tx) error) error {
 		return fn(tx)
 	})
 	if err != nil {
-		return translate(err, "postgres: migrate")
+		return translate(err, "migrate")
 	}
 	return nil
 }
@@ -130,16 +134,16 @@ func (s *Store) CheckMigrated(ctx context.Context) error {
 	}
 	var exists bool
 	if err := s.pool.QueryRow(ctx, sqlMigrationsExist).Scan(&exists); err != nil {
-		return translate(err, "postgres: read schema version")
+		return translate(err, "read schema version")
 	}
 	var applied []int
 	if exists {
 		rows, err := s.pool.Query(ctx, sqlMigrationsList)
 		if err != nil {
-			return translate(err, "postgres: read schema version")
+			return translate(err, "read schema version")
 		}
 		if applied, err = pgx.CollectRows(rows, pgx.RowTo[int]); err != nil {
-			return translate(err, "postgres: read schema version")
+			return translate(err, "read schema version")
 		}
 	}
 	known := make([]int, len(ms))

@@ -3,12 +3,12 @@ package postgres
 import (
 	"cmp"
 	"context"
+	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -20,12 +20,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`
 	sqlOutboxClaim = `UPDATE outbox SET next_attempt_at = $1 WHERE id IN (
 	SELECT id FROM outbox WHERE next_attempt_at <= $2 ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
 RETURNING ` + outboxColumns
-	sqlOutboxUpdate = `UPDATE outbox SET attempts = $2, next_attempt_at = $3, last_error = $4 WHERE id = $1`
-	sqlOutboxDelete = `DELETE FROM outbox WHERE id = $1`
-	sqlOutboxStats  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
+	sqlOutboxUpdate   = `UPDATE outbox SET attempts = $2, next_attempt_at = $3, last_error = $4 WHERE id = $1`
+	sqlOutboxDelete   = `DELETE FROM outbox WHERE id = $1`
+	sqlOutboxGetStats = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
 	min(created_at) FILTER (WHERE next_attempt_at IS NOT NULL) FROM outbox`
-	sqlTaskArgListRefs = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-WHERE t.job_id = $1 AND a.upstream_id <> '' AND (NOT $2 OR a.value IS NULL) ORDER BY a.task_id, a.position`
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.
@@ -33,18 +31,22 @@ func (q *querier) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage)
 	if len(msgs) == 0 {
 		return nil
 	}
-	return q.atomically(ctx, "record outbox messages", func(db dbtx) error {
+	err := q.atomically(ctx, func(db dbtx) error {
 		for _, m := range msgs {
 			normTime(&m.NextAttemptAt)
 			normTime(&m.CreatedAt)
 			err := db.QueryRow(ctx, sqlOutboxInsert, m.Shard, m.Kind, m.Payload, m.Attempts,
 				timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt)).Scan(&m.ID)
 			if err != nil {
-				return translate(err, "record a %s message to shard %s", m.Kind, m.Shard)
+				return fmt.Errorf("a %s message to shard %s: %w", m.Kind, m.Shard, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "record %d outbox messages", len(msgs))
+	}
+	return nil
 }
 
 // OutboxClaim takes the messages due at p.Now until p.Until.
@@ -88,32 +90,13 @@ func (q *querier) OutboxDelete(ctx context.Context, id int64) error {
 	return nil
 }
 
-// OutboxStats counts the outbox's messages.
-func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+// OutboxGetStats counts the outbox's messages.
+func (q *querier) OutboxGetStats(ctx context.Context) (store.OutboxStats, error) {
 	var s store.OutboxStats
 	var oldest pgtype.Timestamptz
-	if err := q.db.QueryRow(ctx, sqlOutboxStats).Scan(&s.Pending, &s.Dead, &oldest); err != nil {
+	if err := q.db.QueryRow(ctx, sqlOutboxGetStats).Scan(&s.Pending, &s.Dead, &oldest); err != nil {
 		return s, translate(err, "count outbox messages")
 	}
 	s.Oldest = timeOf(oldest)
 	return s, nil
-}
-
-// TaskArgListRefs returns the arguments of a job's tasks that are results
-// of upstream tasks; with p.Open, those still waiting for them.
-func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
-	rows, err := q.db.Query(ctx, sqlTaskArgListRefs, p.JobID, p.Open)
-	if err != nil {
-		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
-	}
-	var out []domain.TaskArg
-	var a domain.TaskArg
-	_, err = pgx.ForEachRow(rows, []any{&a.TaskID, &a.Position, &a.UpstreamID}, func() error {
-		out = append(out, a)
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
-	}
-	return out, nil
 }

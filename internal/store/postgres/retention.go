@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -51,7 +50,7 @@ SELECT (SELECT count(*) FROM t), (SELECT count(*) FROM a)`
 	uploadUnused = `u.created_at < $1 AND (u.used_at IS NULL OR u.used_at < $1)
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.upload_id = u.id AND j.status <> 'completed')`
 
-	sqlUploadListExpired = `SELECT id, sha256, bytes, rows, blob_key, blob_bytes, created_at FROM uploads u
+	sqlUploadListExpired = `SELECT ` + uploadColumns + ` FROM uploads u
 WHERE ` + uploadUnused + ` AND ($2::timestamptz IS NULL OR (u.created_at, u.id) > ($2, $3))
 ORDER BY u.created_at, u.id LIMIT $4`
 	sqlUploadDelete   = `DELETE FROM uploads u WHERE u.id = $2 AND ` + uploadUnused
@@ -78,18 +77,10 @@ func cursorArgs(c *store.ExpiredCursor) (any, string) {
 	return c.At, c.ID
 }
 
-// limitOf is a LIMIT value: NULL (no limit) for 0 or less.
-func limitOf(n int) any {
-	if n <= 0 {
-		return nil
-	}
-	return n
-}
-
 // JobListExpired returns final jobs finished before p.Before.
 func (q *querier) JobListExpired(ctx context.Context, p *store.JobListExpiredParams) ([]store.ExpiredJob, error) {
 	at, id := cursorArgs(p.After)
-	rows, err := q.db.Query(ctx, sqlJobListExpired, p.Before, at, id, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlJobListExpired, p.Before, at, id, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list expired jobs")
 	}
@@ -134,7 +125,7 @@ func (q *querier) JobDelete(ctx context.Context, p *store.JobDeleteParams) ([]st
 // TaskTreeListExpired walks the tasks of trees finished before p.Before.
 func (q *querier) TaskTreeListExpired(ctx context.Context, p *store.TaskTreeListExpiredParams) ([]store.ExpiredTree, error) {
 	at, id := cursorArgs(p.After)
-	rows, err := q.db.Query(ctx, sqlTaskTreeListExpired, p.Before, at, id, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlTaskTreeListExpired, p.Before, at, id, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list finished trees")
 	}
@@ -172,7 +163,7 @@ func (q *querier) TaskTreeDelete(ctx context.Context, p *store.TaskTreeDeletePar
 
 // PurgeList returns the purges under way, oldest first.
 func (q *querier) PurgeList(ctx context.Context, limit int) ([]store.Purge, error) {
-	rows, err := q.db.Query(ctx, sqlPurgeList, limitOf(limit))
+	rows, err := q.db.Query(ctx, sqlPurgeList, limitArg(limit))
 	if err != nil {
 		return nil, translate(err, "list purges")
 	}
@@ -202,7 +193,7 @@ func (q *querier) PurgeDelete(ctx context.Context, id string) error {
 
 // TaskListIDs returns a page of the IDs of a job's or tree's tasks.
 func (q *querier) TaskListIDs(ctx context.Context, p *store.TaskListIDsParams) ([]string, error) {
-	rows, err := q.db.Query(ctx, sqlTaskListIDs, p.JobID, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlTaskListIDs, p.JobID, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list the tasks of %s", p.JobID)
 	}
@@ -218,7 +209,7 @@ func (q *querier) TaskLogDelete(ctx context.Context, p *store.TaskLogDeleteParam
 	if len(p.TaskIDs) == 0 {
 		return 0, nil
 	}
-	tag, err := q.db.Exec(ctx, sqlTaskLogDelete, p.TaskIDs, limitOf(p.Limit))
+	tag, err := q.db.Exec(ctx, sqlTaskLogDelete, p.TaskIDs, limitArg(p.Limit))
 	if err != nil {
 		return 0, translate(err, "delete the logs of %d tasks", len(p.TaskIDs))
 	}
@@ -240,7 +231,7 @@ func (q *querier) TaskDelete(ctx context.Context, p *store.TaskDeleteParams) (st
 // UploadListExpired returns the uploads nothing needs since p.Before.
 func (q *querier) UploadListExpired(ctx context.Context, p *store.UploadListExpiredParams) ([]*domain.Upload, error) {
 	at, id := cursorArgs(p.After)
-	rows, err := q.db.Query(ctx, sqlUploadListExpired, p.Before, at, id, limitOf(p.Limit))
+	rows, err := q.db.Query(ctx, sqlUploadListExpired, p.Before, at, id, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list expired uploads")
 	}
@@ -270,16 +261,16 @@ func (q *querier) UploadDelete(ctx context.Context, p *store.UploadDeleteParams)
 	return tag.RowsAffected() > 0, nil
 }
 
-// UploadTouch records that a job is created over upload id at now. The
-// row lock it takes makes a concurrent UploadDelete wait, then find the
-// upload used.
-func (q *querier) UploadTouch(ctx context.Context, id string, now time.Time) error {
-	tag, err := q.db.Exec(ctx, sqlUploadTouch, id, now)
+// UploadTouch records that a job is created over upload p.ID at p.Now.
+// The row lock it takes makes a concurrent UploadDelete wait, then find
+// the upload used.
+func (q *querier) UploadTouch(ctx context.Context, p *store.UploadTouchParams) error {
+	tag, err := q.db.Exec(ctx, sqlUploadTouch, p.ID, p.Now)
 	if err != nil {
-		return translate(err, "touch upload %s", id)
+		return translate(err, "touch upload %s", p.ID)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("touch upload %s: %w", id, store.ErrNotFound)
+		return translate(store.ErrNotFound, "touch upload %s", p.ID)
 	}
 	return nil
 }

@@ -50,3 +50,11 @@ func textArg(s string) any {
 	}
 	return s
 }
+
+// limitArg is a LIMIT value: NULL (no limit) for 0 or less.
+func limitArg(n int) any {
+	if n <= 0 {
+		return nil
+	}
+	return n
+}

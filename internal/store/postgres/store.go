@@ -57,11 +57,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, translate(err, "postgres: open")
+		return nil, translate(err, "open")
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, translate(err, "postgres: connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+		return nil, translate(err, "connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	}
 	return &Store{querier: querier{db: pool}, pool: pool}, nil
 }
@@ -72,7 +72,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return translate(err, "postgres: begin")
+		return translate(err, "begin")
 	}
 	// Rollback after Commit is a no-op; this also covers a panicking fn.
 	defer tx.Rollback(context.WithoutCancel(ctx))
@@ -81,7 +81,7 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error 
 		return err
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return translate(err, "postgres: commit")
+		return translate(err, "commit")
 	}
 	if q.analyze {
 		s.querier.analyzeTasks(ctx)
@@ -92,7 +92,7 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error 
 // Ping reports whether the database answers.
 func (s *Store) Ping(ctx context.Context) error {
 	if err := s.pool.Ping(ctx); err != nil {
-		return translate(err, "postgres: ping")
+		return translate(err, "ping")
 	}
 	return nil
 }
@@ -116,17 +116,16 @@ type dbtx interface {
 // atomically runs fn all or nothing: in a transaction of its own on the
 // pool, or in a savepoint of the caller's transaction, which stays usable
 // when fn fails. It is the one way a contract method that writes several
-// statements keeps them together.
-// Errors of fn come back as they are; those of beginning or committing
-// are translated, naming what.
-func (q *querier) atomically(ctx context.Context, what string, fn func(db dbtx) error) error {
+// statements keeps them together. Its errors, and fn's, come back
+// untranslated, for the method to translate.
+func (q *querier) atomically(ctx context.Context, fn func(db dbtx) error) error {
 	var fnErr error
 	err := pgx.BeginFunc(ctx, q.db, func(tx pgx.Tx) error {
 		fnErr = fn(tx)
 		return fnErr
 	})
 	if err != nil && err != fnErr {
-		return translate(err, "%s: begin or commit", what)
+		return fmt.Errorf("begin or commit: %w", err)
 	}
 	return err
 }

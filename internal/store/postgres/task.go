@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -61,7 +60,7 @@ WHERE job_id = $1 AND state IN ('waiting', 'pending', 'leased') AND id <> $2`
 
 	// One statement, so concurrent completions of a job's upstreams, which
 	// all hit this row, queue on its row lock and each see the last count.
-	sqlTaskUpstreamDone = `UPDATE tasks
+	sqlTaskDecrementUpstreams = `UPDATE tasks
 SET pending_upstreams = pending_upstreams - $2,
 	state = CASE WHEN state = 'waiting' AND pending_upstreams - $2 <= 0 THEN 'pending' ELSE state END,
 	updated_at = $3, version = version + 1
@@ -71,6 +70,15 @@ RETURNING ` + taskColumns
 	sqlTaskResultList = `SELECT chunk_index, result FROM tasks
 WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' AND chunk_index > $2
 ORDER BY chunk_index LIMIT $3`
+
+	sqlTaskListExpired = `SELECT ` + taskListColumns + ` FROM tasks
+WHERE state = 'leased' AND lease_expires_at <= $1
+ORDER BY lease_expires_at
+LIMIT $2`
+
+	sqlTaskCountByJob = `SELECT job_id, state, count(*) FROM tasks
+WHERE job_id = ANY($1) AND kind = 'chunk'
+GROUP BY job_id, state`
 )
 
 // TaskInsert inserts tasks, all or none, each at version Version+1, with
@@ -90,8 +98,8 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.AttemptDeadline)
 		domain.NormRunAfter(t)
 	}
-	if err := q.atomically(ctx, "insert tasks", func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
-		return err
+	if err := q.atomically(ctx, func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
+		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 	}
 	for _, t := range tasks {
 		t.Version++
@@ -121,10 +129,8 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 		row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
 		return row, nil
 	})
-	if _, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src); err != nil {
-		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
-	}
-	return nil
+	_, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src)
+	return err
 }
 
 // analyzeAfter is the size of a TaskInsert after which the store refreshes
@@ -135,13 +141,13 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 // ~40 ms that way, against ~0.3 ms (BenchmarkTaskClaim).
 const analyzeAfter = 10_000
 
-const sqlTasksAnalyze = `ANALYZE tasks`
+const sqlTaskAnalyze = `ANALYZE tasks`
 
 // analyzeTasks refreshes the statistics of tasks. It is an optimisation:
 // errors (a role that does not own the table only gets a warning) are
 // ignored, and the insert that asked for it has succeeded anyway.
 func (q *querier) analyzeTasks(ctx context.Context) {
-	_, _ = q.db.Exec(ctx, sqlTasksAnalyze)
+	_, _ = q.db.Exec(ctx, sqlTaskAnalyze)
 }
 
 // TaskGet returns the task with id, or store.ErrNotFound.
@@ -156,10 +162,7 @@ func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) 
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. A
 // Limit of 0 or less is no limit.
 func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*domain.Task, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
+	limit := limitArg(p.Limit)
 	after := int64(p.AfterIndex)
 	if after < 0 {
 		after = math.MinInt64 // from the start, the stitch task's -1 included
@@ -172,9 +175,9 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 		rows, err = q.db.Query(ctx, sqlTaskListState, p.JobID, string(p.Kind), after, limit, string(p.State))
 	}
 	if err != nil {
-		return nil, translate(err, "list tasks of job %s", p.JobID)
+		return nil, translate(err, "list %s tasks of job %s", p.Kind, p.JobID)
 	}
-	return collectTasks(rows, "list tasks of job %s", p.JobID)
+	return collectTasks(rows, "list %s tasks of job %s", p.Kind, p.JobID)
 }
 
 // TaskUpdate writes t's mutable fields where the stored version equals
@@ -211,24 +214,24 @@ func (q *querier) TaskRetryJob(ctx context.Context, p *store.TaskRetryJobParams)
 	return int(tag.RowsAffected()), nil
 }
 
-// TaskCancelJob moves every task of the job that is waiting, pending or
-// leased, except the one with ID except, to cancelled at now (clearing its
-// lease expiry) and returns how many it moved.
-func (q *querier) TaskCancelJob(ctx context.Context, jobID, except string, now time.Time) (int, error) {
-	tag, err := q.db.Exec(ctx, sqlTaskCancelJob, jobID, except, now)
+// TaskCancelJob moves every task of job p.JobID that is waiting, pending or
+// leased, except the one with ID p.Except, to cancelled at p.Now (clearing
+// its lease expiry) and returns how many it moved.
+func (q *querier) TaskCancelJob(ctx context.Context, p *store.TaskCancelJobParams) (int, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskCancelJob, p.JobID, p.Except, p.Now)
 	if err != nil {
-		return 0, translate(err, "cancel tasks of job %s", jobID)
+		return 0, translate(err, "cancel tasks of job %s", p.JobID)
 	}
 	return int(tag.RowsAffected()), nil
 }
 
-// TaskUpstreamDone records that n upstreams of task id completed, in one
+// TaskDecrementUpstreams records that n upstreams of task id completed, in one
 // atomic statement, and returns the task as written (store.ErrNotFound when
 // there is none).
-func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now time.Time) (*domain.Task, error) {
-	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskUpstreamDone, id, n, now))
+func (q *querier) TaskDecrementUpstreams(ctx context.Context, p *store.TaskDecrementUpstreamsParams) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskDecrementUpstreams, p.ID, p.N, p.Now))
 	if err != nil {
-		return nil, translate(err, "record %d upstreams of task %s done", n, id)
+		return nil, translate(err, "record %d upstreams of task %s done", p.N, p.ID)
 	}
 	return t, nil
 }
@@ -236,11 +239,7 @@ func (q *querier) TaskUpstreamDone(ctx context.Context, id string, n int, now ti
 // TaskResultList returns a page of the outputs of a job's completed chunk
 // tasks by ChunkIndex ascending.
 func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListParams) ([]store.ChunkResult, error) {
-	var limit any // NULL: no limit
-	if p.Limit > 0 {
-		limit = p.Limit
-	}
-	rows, err := q.db.Query(ctx, sqlTaskResultList, p.JobID, p.AfterIndex, limit)
+	rows, err := q.db.Query(ctx, sqlTaskResultList, p.JobID, p.AfterIndex, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
 	}
@@ -253,6 +252,41 @@ func (q *querier) TaskResultList(ctx context.Context, p *store.TaskResultListPar
 	})
 	if err != nil {
 		return nil, translate(err, "read results of job %s after chunk %d", p.JobID, p.AfterIndex)
+	}
+	return out, nil
+}
+
+// TaskListExpired returns the leased tasks whose lease expired at or before
+// p.Now, oldest expiry first, at most p.Limit of them (all when 0 or less).
+func (q *querier) TaskListExpired(ctx context.Context, p *store.TaskListExpiredParams) ([]*domain.Task, error) {
+	rows, err := q.db.Query(ctx, sqlTaskListExpired, p.Now, limitArg(p.Limit))
+	if err != nil {
+		return nil, translate(err, "list expired leases")
+	}
+	return collectTasks(rows, "list expired leases")
+}
+
+// TaskCountByJob counts each listed job's chunk tasks by state, in one
+// statement.
+func (q *querier) TaskCountByJob(ctx context.Context, jobIDs []string) (map[string]domain.TaskCounts, error) {
+	out := make(map[string]domain.TaskCounts, len(jobIDs))
+	if len(jobIDs) == 0 {
+		return out, nil
+	}
+	rows, err := q.db.Query(ctx, sqlTaskCountByJob, jobIDs)
+	if err != nil {
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
+	}
+	var id, state string
+	var n int
+	_, err = pgx.ForEachRow(rows, []any{&id, &state, &n}, func() error {
+		c := out[id]
+		c.Add(domain.TaskState(state), n)
+		out[id] = c
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "count tasks of %d jobs", len(jobIDs))
 	}
 	return out, nil
 }

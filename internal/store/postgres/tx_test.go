@@ -115,9 +115,9 @@ func TestDuplicateKeepsTxUsable(t *testing.T) {
 	}
 }
 
-// TestUpstreamDoneConcurrent completes all upstreams of one task at once:
+// TestDecrementUpstreamsConcurrent completes all upstreams of one task at once:
 // no decrement may be lost, and exactly one call sees the task turn pending.
-func TestUpstreamDoneConcurrent(t *testing.T) {
+func TestDecrementUpstreamsConcurrent(t *testing.T) {
 	t.Parallel()
 	const upstreams = 64
 	ctx := t.Context()
@@ -135,7 +135,7 @@ func TestUpstreamDoneConcurrent(t *testing.T) {
 	)
 	for range upstreams {
 		wg.Go(func() {
-			tk, err := s.TaskUpstreamDone(ctx, stitch.ID, 1, storetest.Epoch())
+			tk, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: stitch.ID, N: 1, Now: storetest.Epoch()})
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {

@@ -5,24 +5,34 @@ import (
 	"fmt"
 
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	taskArgInsertSQL  = `INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`
-	taskArgListSQL    = `SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`
-	taskArgResolveSQL = `UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`
+var (
+	sqlTaskArgInsert   = newStatement(`INSERT INTO task_args (task_id, position, value, upstream_id) VALUES (?, ?, ?, ?)`)
+	sqlTaskArgList     = newStatement(`SELECT task_id, position, value, upstream_id FROM task_args WHERE task_id = ? ORDER BY position`)
+	sqlTaskArgResolve  = newStatement(`UPDATE task_args SET value = ? WHERE task_id = ? AND upstream_id = ? AND value IS NULL`)
+	sqlTaskArgListRefs = newStatement(`SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
+	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`)
 )
 
 // TaskArgInsert inserts args, all or none.
 func (q *querier) TaskArgInsert(ctx context.Context, args []domain.TaskArg) error {
-	return q.atomically(ctx, "task_arg_insert", func(q *querier) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := q.atomically(ctx, "task_arg_insert", func(q *querier) error {
 		for _, a := range args {
-			if _, err := q.exec(ctx, taskArgInsertSQL, a.TaskID, a.Position, textArg(a.Value), a.UpstreamID); err != nil {
-				return fmt.Errorf("sqlite: insert argument %d of task %s: %w", a.Position, a.TaskID, err)
+			if _, err := q.exec(ctx, sqlTaskArgInsert, a.TaskID, a.Position, jsonArg(a.Value), a.UpstreamID); err != nil {
+				return fmt.Errorf("argument %d of task %s: %w", a.Position, a.TaskID, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "insert %d task arguments", len(args))
+	}
+	return nil
 }
 
 // TaskArgList returns a task's arguments by position.
@@ -39,19 +49,38 @@ func (q *querier) TaskArgList(ctx context.Context, taskID string) ([]domain.Task
 		}
 		out = append(out, a)
 		return nil
-	}, taskArgListSQL, taskID)
+	}, sqlTaskArgList, taskID)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list arguments of task %s: %w", taskID, err)
+		return nil, translate(err, "list arguments of task %s", taskID)
 	}
 	return out, nil
 }
 
-// TaskArgResolve sets the argument of taskID that is upstreamID's result.
-func (q *querier) TaskArgResolve(ctx context.Context, taskID, upstreamID string, value []byte) (bool, error) {
-	res, err := q.exec(ctx, taskArgResolveSQL, string(value), taskID, upstreamID)
+// TaskArgResolve sets the argument of p.TaskID that is p.UpstreamID's result.
+func (q *querier) TaskArgResolve(ctx context.Context, p *store.TaskArgResolveParams) (bool, error) {
+	res, err := q.exec(ctx, sqlTaskArgResolve, string(p.Value), p.TaskID, p.UpstreamID)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: resolve argument of task %s from %s: %w", taskID, upstreamID, err)
+		return false, translate(err, "resolve argument of task %s from %s", p.TaskID, p.UpstreamID)
 	}
 	n, err := res.RowsAffected()
-	return n > 0, err
+	if err != nil {
+		return false, translate(err, "resolve argument of task %s from %s", p.TaskID, p.UpstreamID)
+	}
+	return n > 0, nil
+}
+
+// TaskArgListRefs returns the arguments of a job's tasks that are results
+// of upstream tasks; with p.Open, those still waiting for them.
+func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
+	var out []domain.TaskArg
+	err := q.query(ctx, false, func(r scanner) error {
+		var a domain.TaskArg
+		err := r.Scan(&a.TaskID, &a.Position, &a.UpstreamID)
+		out = append(out, a)
+		return err
+	}, sqlTaskArgListRefs, p.JobID, p.Open)
+	if err != nil {
+		return nil, translate(err, "list the upstream arguments of job %s", p.JobID)
+	}
+	return out, nil
 }

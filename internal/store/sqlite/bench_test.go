@@ -91,7 +91,7 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 				return err
 			}
 			claimed = ts
-			return q.JobMarkRunning(ctx, []string{ts[0].JobID}, now)
+			return q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{ts[0].JobID}, Now: now})
 		})
 		if err != nil {
 			b.Fatalf("claim: %v", err)
@@ -113,7 +113,7 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
-		_, err = q.TaskUpstreamDone(ctx, t.DownstreamID, 1, now)
+		_, err = q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: t.DownstreamID, N: 1, Now: now})
 		return err
 	})
 	if err != nil {
@@ -147,9 +147,9 @@ func BenchmarkJobChart(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Run("counts", func(b *testing.B) {
-		p := &store.TaskFinishCountsParams{JobID: "big", Start: at, Width: time.Second, Buckets: 300}
+		p := &store.TaskCountFinishedParams{JobID: "big", Start: at, Width: time.Second, Buckets: 300}
 		for b.Loop() {
-			if _, err := s.TaskFinishCounts(b.Context(), p); err != nil {
+			if _, err := s.TaskCountFinished(b.Context(), p); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -157,11 +157,17 @@ func BenchmarkJobChart(b *testing.B) {
 	b.Run("all-times", func(b *testing.B) {
 		for b.Loop() {
 			n := 0
-			err := s.querier.query(b.Context(), false, func(r scanner) error {
+			rows, err := s.reader.QueryContext(b.Context(),
+				`SELECT finished_at FROM tasks WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`, "big")
+			for err == nil && rows.Next() {
 				var v int64
 				n++
-				return r.Scan(&v)
-			}, `SELECT finished_at FROM tasks WHERE job_id = ? AND kind = 'chunk' AND state = 'completed' ORDER BY finished_at`, "big")
+				err = rows.Scan(&v)
+			}
+			if err == nil {
+				err = rows.Err()
+				rows.Close()
+			}
 			if err != nil || n != chunks {
 				b.Fatalf("read %d times: %v", n, err)
 			}

@@ -3,31 +3,34 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	uploadCols      = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
-	uploadInsertSQL = `INSERT INTO uploads (` + uploadCols + `) VALUES (?, ?, ?, ?, ?, ?, ?)`
-	uploadGetSQL    = `SELECT ` + uploadCols + ` FROM uploads WHERE id = ?`
+const uploadColumns = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
 
-	// taskLogCountSQL counts a task's lines up to a bound, so that the
+var (
+	sqlUploadInsert = newStatement(`INSERT INTO uploads (` + uploadColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+
+	sqlUploadGet = newStatement(`SELECT ` + uploadColumns + ` FROM uploads WHERE id = ?`)
+
+	// sqlTaskLogCount counts a task's lines up to a bound, so that the
 	// count costs at most that many index steps.
-	taskLogCountSQL  = `SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`
-	taskLogInsertSQL = `INSERT INTO task_logs (task_id, attempt, created_at, line, seq) VALUES (?, ?, ?, ?, ?)`
-	taskLogLastSQL   = `SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = ? AND attempt = ? AND seq IS NOT NULL`
-	taskLogListSQL   = `SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`
+	sqlTaskLogCount = newStatement(`SELECT count(*) FROM (SELECT 1 FROM task_logs WHERE task_id = ? LIMIT ?)`)
+
+	sqlTaskLogInsert = newStatement(`INSERT INTO task_logs (task_id, attempt, created_at, line, seq) VALUES (?, ?, ?, ?, ?)`)
+
+	sqlTaskLogLast = newStatement(`SELECT coalesce(max(seq), -1) FROM task_logs WHERE task_id = ? AND attempt = ? AND seq IS NOT NULL`)
+
+	sqlTaskLogList = newStatement(`SELECT id, attempt, created_at, line FROM task_logs WHERE task_id = ? AND id > ? ORDER BY id LIMIT ?`)
 )
 
 // UploadInsert records u. A taken ID is store.ErrDuplicate.
 func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
-	_, err := q.exec(ctx, uploadInsertSQL, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt))
+	_, err := q.exec(ctx, sqlUploadInsert, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt))
 	if err != nil {
-		return fmt.Errorf("sqlite: insert upload %s: %w", u.ID, err)
+		return translate(err, "insert upload %s", u.ID)
 	}
 	return nil
 }
@@ -40,11 +43,11 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 	)
 	err := q.queryRow(ctx, false, func(r scanner) error {
 		return r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created)
-	}, uploadGetSQL, id)
+	}, sqlUploadGet, id)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: get upload %s: %w", id, err)
+		return nil, translate(err, "get upload %s", id)
 	}
-	u.CreatedAt = timeCol(created)
+	u.CreatedAt = timeOf(created)
 	return &u, nil
 }
 
@@ -55,13 +58,13 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 	if len(p.Lines) == 0 || p.MaxLines <= 0 {
 		return nil
 	}
-	return q.atomically(ctx, "task_log_append", func(q *querier) error {
+	err := q.atomically(ctx, "task_log_append", func(q *querier) error {
 		lines, first := p.Lines, int64(0)
 		if p.Offset != nil {
 			var last int64
-			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&last) }, taskLogLastSQL, p.TaskID, p.Attempt)
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&last) }, sqlTaskLogLast, p.TaskID, p.Attempt)
 			if err != nil {
-				return fmt.Errorf("sqlite: find the last log line of task %s attempt %d: %w", p.TaskID, p.Attempt, err)
+				return err
 			}
 			skip := min(max(last+1-*p.Offset, 0), int64(len(lines)))
 			lines, first = lines[skip:], *p.Offset+skip
@@ -70,21 +73,25 @@ func (q *querier) TaskLogAppend(ctx context.Context, p *store.TaskLogAppendParam
 			return nil
 		}
 		var n int
-		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, taskLogCountSQL, p.TaskID, p.MaxLines)
+		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, sqlTaskLogCount, p.TaskID, p.MaxLines)
 		if err != nil {
-			return fmt.Errorf("sqlite: count log lines of task %s: %w", p.TaskID, err)
+			return err
 		}
 		for i, line := range lines[:min(len(lines), max(p.MaxLines-n, 0))] {
 			var seq any // NULL: not numbered
 			if p.Offset != nil {
 				seq = first + int64(i)
 			}
-			if _, err := q.exec(ctx, taskLogInsertSQL, p.TaskID, p.Attempt, timeArg(p.Now), line, seq); err != nil {
-				return fmt.Errorf("sqlite: append log of task %s: %w", p.TaskID, err)
+			if _, err := q.exec(ctx, sqlTaskLogInsert, p.TaskID, p.Attempt, timeArg(p.Now), line, seq); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "append %d lines to the log of task %s", len(p.Lines), p.TaskID)
+	}
+	return nil
 }
 
 // TaskLogList returns a page of the task's log.
@@ -98,12 +105,12 @@ func (q *querier) TaskLogList(ctx context.Context, p *store.TaskLogListParams) (
 		if err := r.Scan(&l.ID, &l.Attempt, &created, &l.Line); err != nil {
 			return err
 		}
-		l.Time = timeCol(created)
+		l.Time = timeOf(created)
 		out = append(out, l)
 		return nil
-	}, taskLogListSQL, p.TaskID, p.After, limitArg(p.Limit))
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, fmt.Errorf("sqlite: list log of task %s: %w", p.TaskID, err)
+	}, sqlTaskLogList, p.TaskID, p.After, limitArg(p.Limit))
+	if err != nil {
+		return nil, translate(err, "list the log of task %s", p.TaskID)
 	}
 	return out, nil
 }

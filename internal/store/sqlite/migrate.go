@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"embed"
-	"fmt"
 	"io/fs"
 	"time"
 
@@ -17,11 +16,11 @@ var migrationFiles embed.FS
 func Migrations() ([]migrate.Migration, error) {
 	sub, err := fs.Sub(migrationFiles, "migrations")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+		return nil, translate(err, "migrations")
 	}
 	ms, err := migrate.Load(sub)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: migrations: %w", err)
+		return nil, translate(err, "migrations")
 	}
 	return ms, nil
 }
@@ -39,29 +38,13 @@ func (s *Store) migrateUp(ctx context.Context, ms []migrate.Migration) error {
 	return s.warm(ctx)
 }
 
-// warm prepares on the writer every statement the store runs, so that
-// transactions never prepare one of their own (see querier.stmt).
+// warm prepares on the writer every statement the store runs (the table
+// statements), so that transactions never prepare one of their own (see
+// querier.stmt).
 func (s *Store) warm(ctx context.Context) error {
-	queries := []string{jobInsertSQL, jobGetSQL, jobByKeySQL, jobExistsSQL, jobUpdateSQL, jobMarkRunningSQL,
-		jobTaskCountsSQL, taskGetSQL, taskExistsSQL, taskUpdateSQL, taskListExpiredSQL, taskCancelJobSQL,
-		taskUpstreamDoneSQL, taskResultListSQL, taskClaimCandidatesSQL, taskClaimWorkloadCandidatesSQL, taskClaimRowsSQL,
-		taskClaimStitchSQL, taskRunnableSQL, jobResultReadSQL, jobCreationProgressSQL, jobListAbandonedSQL, jobAbandonSQL,
-		abandonedLogsDeleteSQL, abandonedTasksDeleteSQL, abandonedJobDeleteSQL,
-		uploadInsertSQL, uploadGetSQL, taskLogCountSQL, taskLogInsertSQL, taskLogListSQL,
-		taskArgInsertSQL, taskArgListSQL, taskArgResolveSQL, taskArgListRefsSQL,
-		outboxInsertSQL, outboxClaimSQL, outboxUpdateSQL, outboxDeleteSQL, outboxStatsSQL,
-		taskFinishCountsSQL, taskCountByStateSQL, taskListRootsSQL, workerSeenSQL, workerListSQL, workerDeleteSQL}
-	for _, q := range jobListSQLs {
-		queries = append(queries, q[:]...)
-	}
-	queries = append(queries, taskListSQLs[:]...)
-	queries = append(queries, retentionSQLs...)
-	for _, q := range taskInsertSQLs {
-		queries = append(queries, q)
-	}
-	for _, q := range queries {
-		if _, err := s.stmts.get(ctx, q, true); err != nil {
-			return fmt.Errorf("prepare %q: %w", q, err)
+	for _, st := range statements {
+		if _, err := s.stmts.get(ctx, st, true); err != nil {
+			return translate(err, "prepare %q", st.query)
 		}
 	}
 	return nil
@@ -71,33 +54,45 @@ func (s *Store) warm(ctx context.Context) error {
 // begin IMMEDIATE and so exclude other migrators.
 type migrator struct{ s *Store }
 
-const migrationsTableSQL = `CREATE TABLE IF NOT EXISTS schema_migrations (
+// The migrator's statements run on the writer directly, not through the
+// statement cache: the schema they change is not there yet.
+const (
+	sqlMigrationsCreate = `CREATE TABLE IF NOT EXISTS schema_migrations (
 	version    INTEGER NOT NULL PRIMARY KEY,
 	name       TEXT    NOT NULL,
 	applied_at INTEGER NOT NULL
 )`
 
+	sqlMigrationsList = `SELECT version FROM schema_migrations ORDER BY version`
+
+	sqlMigrationApplied = `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = ?)`
+
+	sqlMigrationRecord = `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`
+
+	sqlMigrationForget = `DELETE FROM schema_migrations WHERE version = ?`
+)
+
 // AppliedVersions returns the versions applied so far, creating the
 // bookkeeping table when it does not exist.
 func (m migrator) AppliedVersions(ctx context.Context) ([]int, error) {
-	if _, err := m.s.writer.ExecContext(ctx, migrationsTableSQL); err != nil {
-		return nil, fmt.Errorf("sqlite: create schema_migrations: %w", mapErr(err))
+	if _, err := m.s.writer.ExecContext(ctx, sqlMigrationsCreate); err != nil {
+		return nil, translate(err, "create schema_migrations")
 	}
-	rows, err := m.s.writer.QueryContext(ctx, `SELECT version FROM schema_migrations ORDER BY version`)
+	rows, err := m.s.writer.QueryContext(ctx, sqlMigrationsList)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: read schema_migrations: %w", mapErr(err))
+		return nil, translate(err, "read schema_migrations")
 	}
 	defer rows.Close()
 	var vs []int
 	for rows.Next() {
 		var v int
 		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("sqlite: read schema_migrations: %w", err)
+			return nil, translate(err, "read schema_migrations")
 		}
 		vs = append(vs, v)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("sqlite: read schema_migrations: %w", mapErr(err))
+		return nil, translate(err, "read schema_migrations")
 	}
 	return vs, nil
 }
@@ -107,33 +102,33 @@ func (m migrator) AppliedVersions(ctx context.Context) ([]int, error) {
 func (m migrator) Apply(ctx context.Context, mg migrate.Migration, up bool) error {
 	tx, err := m.s.writer.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("sqlite: begin: %w", mapErr(err))
+		return translate(err, "begin")
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, migrationsTableSQL); err != nil {
-		return fmt.Errorf("sqlite: create schema_migrations: %w", mapErr(err))
+	if _, err := tx.ExecContext(ctx, sqlMigrationsCreate); err != nil {
+		return translate(err, "create schema_migrations")
 	}
-	var n int
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM schema_migrations WHERE version = ?`, mg.Version).Scan(&n); err != nil {
-		return fmt.Errorf("sqlite: read schema_migrations: %w", mapErr(err))
+	var applied bool
+	if err := tx.QueryRowContext(ctx, sqlMigrationApplied, mg.Version).Scan(&applied); err != nil {
+		return translate(err, "read schema_migrations")
 	}
-	if applied := n > 0; applied == up {
+	if applied == up {
 		return nil
 	}
-	body, record, args := mg.Down, `DELETE FROM schema_migrations WHERE version = ?`, []any{mg.Version}
+	body, record, args := mg.Down, sqlMigrationForget, []any{mg.Version}
 	if up {
 		body = mg.Up
-		record = `INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)`
+		record = sqlMigrationRecord
 		args = append(args, mg.Name, time.Now().UnixMicro())
 	}
 	if _, err := tx.ExecContext(ctx, body); err != nil {
-		return fmt.Errorf("sqlite: run migration %04d_%s: %w", mg.Version, mg.Name, mapErr(err))
+		return translate(err, "run migration %04d_%s", mg.Version, mg.Name)
 	}
 	if _, err := tx.ExecContext(ctx, record, args...); err != nil {
-		return fmt.Errorf("sqlite: record migration %04d_%s: %w", mg.Version, mg.Name, mapErr(err))
+		return translate(err, "record migration %04d_%s", mg.Version, mg.Name)
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("sqlite: commit migration %04d_%s: %w", mg.Version, mg.Name, mapErr(err))
+		return translate(err, "commit migration %04d_%s", mg.Version, mg.Name)
 	}
 	return nil
 }

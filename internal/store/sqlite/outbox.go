@@ -7,37 +7,46 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const (
-	outboxCols      = `id, shard, kind, payload, attempts, next_attempt_at, last_error, created_at`
-	outboxInsertSQL = `INSERT INTO outbox (shard, kind, payload, attempts, next_attempt_at, last_error, created_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`
-	outboxClaimSQL = `UPDATE outbox SET next_attempt_at = ?1 WHERE id IN (
+const outboxColumns = `id, shard, kind, payload, attempts, next_attempt_at, last_error, created_at`
+
+var (
+	sqlOutboxInsert = newStatement(`INSERT INTO outbox (shard, kind, payload, attempts, next_attempt_at, last_error, created_at)
+	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`)
+
+	sqlOutboxClaim = newStatement(`UPDATE outbox SET next_attempt_at = ?1 WHERE id IN (
 	SELECT id FROM outbox WHERE next_attempt_at IS NOT NULL AND next_attempt_at <= ?2 ORDER BY id LIMIT ?3)
-	RETURNING ` + outboxCols
-	outboxUpdateSQL = `UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`
-	outboxDeleteSQL = `DELETE FROM outbox WHERE id = ?`
-	outboxStatsSQL  = `SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
-	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`
-	taskArgListRefsSQL = `SELECT a.task_id, a.position, a.upstream_id FROM task_args a JOIN tasks t ON t.id = a.task_id
-	WHERE t.job_id = ? AND a.upstream_id <> '' AND (NOT ? OR a.value IS NULL) ORDER BY a.task_id, a.position`
+	RETURNING ` + outboxColumns)
+
+	sqlOutboxUpdate = newStatement(`UPDATE outbox SET attempts = ?, next_attempt_at = ?, last_error = ? WHERE id = ?`)
+
+	sqlOutboxDelete = newStatement(`DELETE FROM outbox WHERE id = ?`)
+
+	sqlOutboxGetStats = newStatement(`SELECT count(next_attempt_at), count(*) - count(next_attempt_at),
+	min(CASE WHEN next_attempt_at IS NOT NULL THEN created_at END) FROM outbox`)
 )
 
 // OutboxInsert records msgs, all or none, and sets their IDs.
 func (q *querier) OutboxInsert(ctx context.Context, msgs []*store.OutboxMessage) error {
-	return q.atomically(ctx, "outbox_insert", func(q *querier) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	err := q.atomically(ctx, "outbox_insert", func(q *querier) error {
 		for _, m := range msgs {
-			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&m.ID) }, outboxInsertSQL,
-				m.Shard, m.Kind, blobArg(m.Payload), m.Attempts, timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt))
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&m.ID) }, sqlOutboxInsert,
+				m.Shard, m.Kind, bytesArg(m.Payload), m.Attempts, timeArg(m.NextAttemptAt), m.LastError, timeArg(m.CreatedAt))
 			if err != nil {
-				return fmt.Errorf("sqlite: record a %s message to shard %s: %w", m.Kind, m.Shard, err)
+				return fmt.Errorf("a %s message to shard %s: %w", m.Kind, m.Shard, err)
 			}
 		}
 		return nil
 	})
+	if err != nil {
+		return translate(err, "record %d outbox messages", len(msgs))
+	}
+	return nil
 }
 
 // OutboxClaim takes the messages due at p.Now until p.Until.
@@ -47,9 +56,9 @@ func (q *querier) OutboxClaim(ctx context.Context, p *store.OutboxClaimParams) (
 		m, err := scanOutbox(r)
 		out = append(out, m)
 		return err
-	}, outboxClaimSQL, timeArg(p.Until), timeArg(p.Now), p.Limit)
+	}, sqlOutboxClaim, timeArg(p.Until), timeArg(p.Now), p.Limit)
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim outbox messages: %w", err)
+		return nil, translate(err, "claim outbox messages")
 	}
 	slices.SortFunc(out, func(a, b *store.OutboxMessage) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
@@ -61,58 +70,42 @@ func scanOutbox(r scanner) (*store.OutboxMessage, error) {
 	if err := r.Scan(&m.ID, &m.Shard, &m.Kind, &m.Payload, &m.Attempts, &next, &m.LastError, &created); err != nil {
 		return nil, err
 	}
-	m.NextAttemptAt, m.CreatedAt = timeCol(next), timeCol(created)
+	m.NextAttemptAt, m.CreatedAt = timeOf(next), timeOf(created)
 	return &m, nil
 }
 
 // OutboxUpdate writes m's delivery state.
 func (q *querier) OutboxUpdate(ctx context.Context, m *store.OutboxMessage) error {
-	res, err := q.exec(ctx, outboxUpdateSQL, m.Attempts, timeArg(m.NextAttemptAt), m.LastError, m.ID)
+	res, err := q.exec(ctx, sqlOutboxUpdate, m.Attempts, timeArg(m.NextAttemptAt), m.LastError, m.ID)
 	if err != nil {
-		return fmt.Errorf("sqlite: update outbox message %d: %w", m.ID, err)
+		return translate(err, "update outbox message %d", m.ID)
 	}
 	n, err := res.RowsAffected()
-	if err == nil && n == 0 {
-		err = store.ErrNotFound
-	}
 	if err != nil {
-		return fmt.Errorf("sqlite: update outbox message %d: %w", m.ID, err)
+		return translate(err, "update outbox message %d", m.ID)
+	}
+	if n == 0 {
+		return translate(store.ErrNotFound, "update outbox message %d", m.ID)
 	}
 	return nil
 }
 
 // OutboxDelete deletes a delivered message.
 func (q *querier) OutboxDelete(ctx context.Context, id int64) error {
-	if _, err := q.exec(ctx, outboxDeleteSQL, id); err != nil {
-		return fmt.Errorf("sqlite: delete outbox message %d: %w", id, err)
+	if _, err := q.exec(ctx, sqlOutboxDelete, id); err != nil {
+		return translate(err, "delete outbox message %d", id)
 	}
 	return nil
 }
 
-// OutboxStats counts the outbox's messages.
-func (q *querier) OutboxStats(ctx context.Context) (store.OutboxStats, error) {
+// OutboxGetStats counts the outbox's messages.
+func (q *querier) OutboxGetStats(ctx context.Context) (store.OutboxStats, error) {
 	var s store.OutboxStats
 	var oldest sql.NullInt64
-	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&s.Pending, &s.Dead, &oldest) }, outboxStatsSQL)
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&s.Pending, &s.Dead, &oldest) }, sqlOutboxGetStats)
 	if err != nil {
-		return s, fmt.Errorf("sqlite: count outbox messages: %w", err)
+		return s, translate(err, "count outbox messages")
 	}
-	s.Oldest = timeCol(oldest)
+	s.Oldest = timeOf(oldest)
 	return s, nil
-}
-
-// TaskArgListRefs returns the arguments of a job's tasks that are results
-// of upstream tasks; with p.Open, those still waiting for them.
-func (q *querier) TaskArgListRefs(ctx context.Context, p *store.TaskArgListRefsParams) ([]domain.TaskArg, error) {
-	var out []domain.TaskArg
-	err := q.query(ctx, false, func(r scanner) error {
-		var a domain.TaskArg
-		err := r.Scan(&a.TaskID, &a.Position, &a.UpstreamID)
-		out = append(out, a)
-		return err
-	}, taskArgListRefsSQL, p.JobID, p.Open)
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: list the upstream arguments of job %s: %w", p.JobID, err)
-	}
-	return out, nil
 }

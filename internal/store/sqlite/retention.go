@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -18,54 +17,58 @@ const (
 	finalJob  = `('completed', 'failed', 'cancelled')`
 	finalTask = `('completed', 'failed', 'cancelled')`
 
-	jobListExpiredSQL = `SELECT id, finished_at, upload_id FROM jobs
-	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND NOT creating AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
-	ORDER BY finished_at, id LIMIT ?4`
-	jobDeleteSQL = `DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2 AND NOT creating
-	RETURNING id, finished_at, upload_id`
-	purgeInsertSQL = `INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`
-
-	// treeDoneSQL holds when no task of tree ?1 here is unfinished or
+	// treeDone holds when no task of tree ?1 here is unfinished or
 	// finished at or after ?2.
-	treeDoneSQL = `NOT EXISTS (SELECT 1 FROM tasks u WHERE u.job_id = %s AND u.kind = 'tree'
+	treeDone = `NOT EXISTS (SELECT 1 FROM tasks u WHERE u.job_id = %s AND u.kind = 'tree'
 	AND (u.state NOT IN ` + finalTask + ` OR u.finished_at IS NULL OR u.finished_at >= ?1))`
 
-	treeDeleteSQL = `INSERT INTO purges (id, kind, created_at) SELECT ?2, 'tree', ?3
-	WHERE EXISTS (SELECT 1 FROM tasks WHERE job_id = ?2 AND kind = 'tree') AND `
-
-	purgeListSQL   = `SELECT id, kind, created_at FROM purges ORDER BY created_at, id LIMIT ?`
-	purgeDeleteSQL = `DELETE FROM purges WHERE id = ?`
-
-	taskListIDsSQL   = `SELECT id FROM tasks WHERE job_id = ? LIMIT ?`
-	taskLogDeleteSQL = `DELETE FROM task_logs WHERE id IN (
-	SELECT id FROM task_logs WHERE task_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)`
-	taskArgDeleteSQL = `DELETE FROM task_args WHERE task_id IN (SELECT value FROM json_each(?))`
-	taskDeleteSQL    = `DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`
-
-	// uploadUnusedSQL holds when upload u is older than ?1, by creation and
+	// uploadUnused holds when upload u is older than ?1, by creation and
 	// by last use, and no job but a completed one names it.
-	uploadUnusedSQL = `u.created_at < ?1 AND (u.used_at IS NULL OR u.used_at < ?1)
+	uploadUnused = `u.created_at < ?1 AND (u.used_at IS NULL OR u.used_at < ?1)
 	AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.upload_id = u.id AND j.status <> 'completed')`
-
-	uploadListExpiredSQL = `SELECT ` + uploadCols + ` FROM uploads u WHERE ` + uploadUnusedSQL + `
-	AND (?2 IS NULL OR (u.created_at, u.id) > (?2, ?3)) ORDER BY u.created_at, u.id LIMIT ?4`
-	uploadDeleteSQL   = `DELETE FROM uploads AS u WHERE u.id = ?2 AND ` + uploadUnusedSQL
-	uploadTouchSQL    = `UPDATE uploads SET used_at = ? WHERE id = ?`
-	uploadBlobKeysSQL = `SELECT DISTINCT blob_key FROM uploads WHERE blob_key IN (SELECT value FROM json_each(?))`
 )
 
 var (
-	taskTreeListExpiredSQL = `SELECT t.job_id, t.finished_at, t.id FROM tasks t
-	WHERE t.kind = 'tree' AND t.state IN ` + finalTask + ` AND t.finished_at < ?1
-	AND (?2 IS NULL OR (t.finished_at, t.id) > (?2, ?3)) AND ` + fmt.Sprintf(treeDoneSQL, "t.job_id") + `
-	ORDER BY t.finished_at, t.id LIMIT ?4`
-	taskTreeDeleteSQL = treeDeleteSQL + fmt.Sprintf(treeDoneSQL, "?2") + ` ON CONFLICT DO NOTHING RETURNING id`
-)
+	sqlJobListExpired = newStatement(`SELECT id, finished_at, upload_id FROM jobs
+	WHERE status IN ` + finalJob + ` AND finished_at < ?1 AND NOT creating AND (?2 IS NULL OR (finished_at, id) > (?2, ?3))
+	ORDER BY finished_at, id LIMIT ?4`)
 
-// retentionSQLs are the statements above, for Store.warm.
-var retentionSQLs = []string{jobListExpiredSQL, jobDeleteSQL, purgeInsertSQL, purgeListSQL, purgeDeleteSQL,
-	taskListIDsSQL, taskLogDeleteSQL, taskArgDeleteSQL, taskDeleteSQL, uploadListExpiredSQL, uploadDeleteSQL,
-	uploadTouchSQL, uploadBlobKeysSQL, taskTreeListExpiredSQL, taskTreeDeleteSQL}
+	sqlJobDelete = newStatement(`DELETE FROM jobs WHERE id = ?1 AND status IN ` + finalJob + ` AND finished_at < ?2 AND NOT creating
+	RETURNING id, finished_at, upload_id`)
+
+	sqlPurgeInsert = newStatement(`INSERT INTO purges (id, kind, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`)
+
+	sqlPurgeList = newStatement(`SELECT id, kind, created_at FROM purges ORDER BY created_at, id LIMIT ?`)
+
+	sqlPurgeDelete = newStatement(`DELETE FROM purges WHERE id = ?`)
+
+	sqlTaskListIDs = newStatement(`SELECT id FROM tasks WHERE job_id = ? LIMIT ?`)
+
+	sqlTaskLogDelete = newStatement(`DELETE FROM task_logs WHERE id IN (
+	SELECT id FROM task_logs WHERE task_id IN (SELECT value FROM json_each(?1)) LIMIT ?2)`)
+
+	sqlTaskArgDelete = newStatement(`DELETE FROM task_args WHERE task_id IN (SELECT value FROM json_each(?))`)
+
+	sqlTaskDelete = newStatement(`DELETE FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
+
+	sqlUploadListExpired = newStatement(`SELECT ` + uploadColumns + ` FROM uploads u WHERE ` + uploadUnused + `
+	AND (?2 IS NULL OR (u.created_at, u.id) > (?2, ?3)) ORDER BY u.created_at, u.id LIMIT ?4`)
+
+	sqlUploadDelete = newStatement(`DELETE FROM uploads AS u WHERE u.id = ?2 AND ` + uploadUnused)
+
+	sqlUploadTouch = newStatement(`UPDATE uploads SET used_at = ? WHERE id = ?`)
+
+	sqlUploadBlobKeys = newStatement(`SELECT DISTINCT blob_key FROM uploads WHERE blob_key IN (SELECT value FROM json_each(?))`)
+
+	sqlTaskTreeListExpired = newStatement(`SELECT t.job_id, t.finished_at, t.id FROM tasks t
+	WHERE t.kind = 'tree' AND t.state IN ` + finalTask + ` AND t.finished_at < ?1
+	AND (?2 IS NULL OR (t.finished_at, t.id) > (?2, ?3)) AND ` + fmt.Sprintf(treeDone, "t.job_id") + `
+	ORDER BY t.finished_at, t.id LIMIT ?4`)
+
+	sqlTaskTreeDelete = newStatement(`INSERT INTO purges (id, kind, created_at) SELECT ?2, 'tree', ?3
+	WHERE EXISTS (SELECT 1 FROM tasks WHERE job_id = ?2 AND kind = 'tree') AND ` + fmt.Sprintf(treeDone, "?2") + `
+	ON CONFLICT DO NOTHING RETURNING id`)
+)
 
 // cursorArgs are the ?2 and ?3 of a listing after c (NULL: from the start).
 func cursorArgs(c *store.ExpiredCursor) (any, string) {
@@ -85,12 +88,12 @@ func (q *querier) JobListExpired(ctx context.Context, p *store.JobListExpiredPar
 		if err := r.Scan(&j.ID, &fin, &j.UploadID); err != nil {
 			return err
 		}
-		j.FinishedAt = timeCol(fin)
+		j.FinishedAt = timeOf(fin)
 		out = append(out, j)
 		return nil
-	}, jobListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	}, sqlJobListExpired, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list expired jobs: %w", err)
+		return nil, translate(err, "list expired jobs")
 	}
 	return out, nil
 }
@@ -104,23 +107,23 @@ func (q *querier) JobDelete(ctx context.Context, p *store.JobDeleteParams) ([]st
 			var j store.ExpiredJob
 			var fin sql.NullInt64
 			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&j.ID, &fin, &j.UploadID) },
-				jobDeleteSQL, id, p.Before.UnixMicro())
-			if errors.Is(err, store.ErrNotFound) {
+				sqlJobDelete, id, p.Before.UnixMicro())
+			if errors.Is(err, sql.ErrNoRows) {
 				continue // retried, not expired, or deleted by another process
 			}
 			if err != nil {
-				return fmt.Errorf("sqlite: delete job %s: %w", id, err)
+				return fmt.Errorf("job %s: %w", id, err)
 			}
-			if _, err := q.exec(ctx, purgeInsertSQL, id, "job", p.Now.UnixMicro()); err != nil {
-				return fmt.Errorf("sqlite: record the purge of job %s: %w", id, err)
+			if _, err := q.exec(ctx, sqlPurgeInsert, id, "job", p.Now.UnixMicro()); err != nil {
+				return fmt.Errorf("record the purge of job %s: %w", id, err)
 			}
-			j.FinishedAt = timeCol(fin)
+			j.FinishedAt = timeOf(fin)
 			out = append(out, j)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, translate(err, "delete %d jobs", len(p.IDs))
 	}
 	return out, nil
 }
@@ -135,12 +138,12 @@ func (q *querier) TaskTreeListExpired(ctx context.Context, p *store.TaskTreeList
 		if err := r.Scan(&t.ID, &fin, &t.After.ID); err != nil {
 			return err
 		}
-		t.After.At = timeCol(fin)
+		t.After.At = timeOf(fin)
 		out = append(out, t)
 		return nil
-	}, taskTreeListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	}, sqlTaskTreeListExpired, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list finished trees: %w", err)
+		return nil, translate(err, "list finished trees")
 	}
 	return out, nil
 }
@@ -153,19 +156,19 @@ func (q *querier) TaskTreeDelete(ctx context.Context, p *store.TaskTreeDeletePar
 		for _, id := range p.IDs {
 			var got string
 			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&got) },
-				taskTreeDeleteSQL, p.Before.UnixMicro(), id, p.Now.UnixMicro())
-			if errors.Is(err, store.ErrNotFound) {
+				sqlTaskTreeDelete, p.Before.UnixMicro(), id, p.Now.UnixMicro())
+			if errors.Is(err, sql.ErrNoRows) {
 				continue
 			}
 			if err != nil {
-				return fmt.Errorf("sqlite: record the purge of tree %s: %w", id, err)
+				return fmt.Errorf("tree %s: %w", id, err)
 			}
 			out = append(out, got)
 		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, translate(err, "record the purge of %d trees", len(p.IDs))
 	}
 	return out, nil
 }
@@ -179,20 +182,20 @@ func (q *querier) PurgeList(ctx context.Context, limit int) ([]store.Purge, erro
 		if err := r.Scan(&p.ID, &p.Kind, &created); err != nil {
 			return err
 		}
-		p.CreatedAt = timeCol(created)
+		p.CreatedAt = timeOf(created)
 		out = append(out, p)
 		return nil
-	}, purgeListSQL, limitArg(limit))
+	}, sqlPurgeList, limitArg(limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list purges: %w", err)
+		return nil, translate(err, "list purges")
 	}
 	return out, nil
 }
 
 // PurgeDelete ends the purge of id.
 func (q *querier) PurgeDelete(ctx context.Context, id string) error {
-	if _, err := q.exec(ctx, purgeDeleteSQL, id); err != nil {
-		return fmt.Errorf("sqlite: end the purge of %s: %w", id, err)
+	if _, err := q.exec(ctx, sqlPurgeDelete, id); err != nil {
+		return translate(err, "end the purge of %s", id)
 	}
 	return nil
 }
@@ -207,9 +210,9 @@ func (q *querier) TaskListIDs(ctx context.Context, p *store.TaskListIDsParams) (
 		}
 		out = append(out, id)
 		return nil
-	}, taskListIDsSQL, p.JobID, limitArg(p.Limit))
+	}, sqlTaskListIDs, p.JobID, limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list the tasks of %s: %w", p.JobID, err)
+		return nil, translate(err, "list the tasks of %s", p.JobID)
 	}
 	return out, nil
 }
@@ -219,12 +222,15 @@ func (q *querier) TaskLogDelete(ctx context.Context, p *store.TaskLogDeleteParam
 	if len(p.TaskIDs) == 0 {
 		return 0, nil
 	}
-	res, err := q.exec(ctx, taskLogDeleteSQL, jsonArray(p.TaskIDs), limitArg(p.Limit))
+	res, err := q.exec(ctx, sqlTaskLogDelete, jsonArray(p.TaskIDs), limitArg(p.Limit))
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: delete the logs of %d tasks: %w", len(p.TaskIDs), err)
+		return 0, translate(err, "delete the logs of %d tasks", len(p.TaskIDs))
 	}
 	n, err := res.RowsAffected()
-	return int(n), err
+	if err != nil {
+		return 0, translate(err, "delete the logs of %d tasks", len(p.TaskIDs))
+	}
+	return int(n), nil
 }
 
 // TaskDelete deletes the tasks p.IDs and their arguments.
@@ -235,20 +241,23 @@ func (q *querier) TaskDelete(ctx context.Context, p *store.TaskDeleteParams) (st
 	}
 	err := q.atomically(ctx, "task_delete", func(q *querier) error {
 		ids := jsonArray(p.IDs)
-		res, err := q.exec(ctx, taskArgDeleteSQL, ids)
+		res, err := q.exec(ctx, sqlTaskArgDelete, ids)
 		if err != nil {
-			return fmt.Errorf("sqlite: delete the arguments of %d tasks: %w", len(p.IDs), err)
+			return fmt.Errorf("their arguments: %w", err)
 		}
 		n, _ := res.RowsAffected()
 		d.Args = int(n)
-		if res, err = q.exec(ctx, taskDeleteSQL, ids); err != nil {
-			return fmt.Errorf("sqlite: delete %d tasks: %w", len(p.IDs), err)
+		if res, err = q.exec(ctx, sqlTaskDelete, ids); err != nil {
+			return err
 		}
 		n, _ = res.RowsAffected()
 		d.Tasks = int(n)
 		return nil
 	})
-	return d, err
+	if err != nil {
+		return store.TaskDeleted{}, translate(err, "delete %d tasks", len(p.IDs))
+	}
+	return d, nil
 }
 
 // UploadListExpired returns the uploads nothing needs since p.Before.
@@ -261,34 +270,37 @@ func (q *querier) UploadListExpired(ctx context.Context, p *store.UploadListExpi
 		if err := r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created); err != nil {
 			return err
 		}
-		u.CreatedAt = timeCol(created)
+		u.CreatedAt = timeOf(created)
 		out = append(out, &u)
 		return nil
-	}, uploadListExpiredSQL, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
+	}, sqlUploadListExpired, p.Before.UnixMicro(), at, id, limitArg(p.Limit))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: list expired uploads: %w", err)
+		return nil, translate(err, "list expired uploads")
 	}
 	return out, nil
 }
 
 // UploadDelete deletes the upload p.ID if it is still expired.
 func (q *querier) UploadDelete(ctx context.Context, p *store.UploadDeleteParams) (bool, error) {
-	res, err := q.exec(ctx, uploadDeleteSQL, p.Before.UnixMicro(), p.ID)
+	res, err := q.exec(ctx, sqlUploadDelete, p.Before.UnixMicro(), p.ID)
 	if err != nil {
-		return false, fmt.Errorf("sqlite: delete upload %s: %w", p.ID, err)
+		return false, translate(err, "delete upload %s", p.ID)
 	}
 	n, err := res.RowsAffected()
-	return n > 0, err
+	if err != nil {
+		return false, translate(err, "delete upload %s", p.ID)
+	}
+	return n > 0, nil
 }
 
-// UploadTouch records that a job is created over upload id at now.
-func (q *querier) UploadTouch(ctx context.Context, id string, now time.Time) error {
-	res, err := q.exec(ctx, uploadTouchSQL, now.UnixMicro(), id)
+// UploadTouch records that a job is created over upload p.ID at p.Now.
+func (q *querier) UploadTouch(ctx context.Context, p *store.UploadTouchParams) error {
+	res, err := q.exec(ctx, sqlUploadTouch, p.Now.UnixMicro(), p.ID)
 	if err != nil {
-		return fmt.Errorf("sqlite: touch upload %s: %w", id, err)
+		return translate(err, "touch upload %s", p.ID)
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return fmt.Errorf("sqlite: touch upload %s: %w", id, store.ErrNotFound)
+		return translate(store.ErrNotFound, "touch upload %s", p.ID)
 	}
 	return nil
 }
@@ -306,9 +318,9 @@ func (q *querier) UploadListBlobKeys(ctx context.Context, keys []string) ([]stri
 		}
 		out = append(out, k)
 		return nil
-	}, uploadBlobKeysSQL, jsonArray(keys))
+	}, sqlUploadBlobKeys, jsonArray(keys))
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: look up %d blob names: %w", len(keys), err)
+		return nil, translate(err, "look up %d blob names", len(keys))
 	}
 	return out, nil
 }

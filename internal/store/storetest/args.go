@@ -28,14 +28,23 @@ func exerciseTaskArgs(t *testing.T, newStore newFunc) {
 			got[1].Position != 1 || got[1].Value != nil || got[1].UpstreamID != "1:leaf" {
 			t.Fatalf("TaskArgList = %+v", got)
 		}
-		ok, err := s.TaskArgResolve(ctx, "0:root", "1:leaf", []byte(`"done"`))
+		ok, err := s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:root", UpstreamID: "1:leaf", Value: []byte(`"done"`)})
 		if err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
 		// A replay changes nothing, even with another value.
-		ok, err = s.TaskArgResolve(ctx, "0:root", "1:leaf", []byte(`"again"`))
+		ok, err = s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:root", UpstreamID: "1:leaf", Value: []byte(`"again"`)})
 		if err != nil || ok {
 			t.Fatalf("replayed TaskArgResolve = %v, %v; want false", ok, err)
+		}
+		// No argument awaits that upstream, or no such task: nothing to set.
+		for _, p := range []store.TaskArgResolveParams{
+			{TaskID: "0:root", UpstreamID: "1:stranger", Value: []byte(`"x"`)},
+			{TaskID: "0:none", UpstreamID: "1:leaf", Value: []byte(`"x"`)},
+		} {
+			if ok, err := s.TaskArgResolve(ctx, &p); err != nil || ok {
+				t.Fatalf("TaskArgResolve(%s from %s) = %v, %v; want false, nil", p.TaskID, p.UpstreamID, ok, err)
+			}
 		}
 		got, _ = s.TaskArgList(ctx, "0:root")
 		if string(got[1].Value) != `"done"` {

@@ -258,9 +258,9 @@ func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
 	}
 	for j := range jobs {
 		id := fmt.Sprintf("j%d", j)
-		all, err := s.JobTaskCounts(t.Context(), []string{id})
+		all, err := s.TaskCountByJob(t.Context(), []string{id})
 		if err != nil {
-			t.Fatalf("JobTaskCounts: %v", err)
+			t.Fatalf("TaskCountByJob: %v", err)
 		}
 		counts := all[id]
 		if counts.Leased != perJob || counts.Total != perJob {

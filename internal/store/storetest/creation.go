@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -56,22 +57,50 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 			t.Errorf("JobList shows %d creating jobs, want none", len(jobs))
 		}
 		later := Epoch().Add(time.Second)
-		if err := s.JobCreationProgress(t.Context(), &store.JobCreationProgressParams{ID: "j1", Now: later}); err != nil {
-			t.Fatalf("JobCreationProgress: %v", err)
+		if err := s.JobUpdateCreation(t.Context(), &store.JobUpdateCreationParams{ID: "j1", Now: later}); err != nil {
+			t.Fatalf("JobUpdateCreation: %v", err)
 		}
 		if got := getJob(t, s, "j1"); !got.Creating || !got.UpdatedAt.Equal(later) {
 			t.Errorf("after progress: Creating %v UpdatedAt %v, want true %v", got.Creating, got.UpdatedAt, later)
 		}
-		if err := s.JobCreationProgress(t.Context(), &store.JobCreationProgressParams{ID: "j1", Now: later, Done: true}); err != nil {
-			t.Fatalf("JobCreationProgress done: %v", err)
+		if err := s.JobUpdateCreation(t.Context(), &store.JobUpdateCreationParams{ID: "j1", Now: later, Done: true}); err != nil {
+			t.Fatalf("JobUpdateCreation done: %v", err)
 		}
 		if jobs, _ := s.JobList(t.Context(), &store.JobListParams{Limit: 10}); len(jobs) != 1 || jobs[0].Creating {
 			t.Errorf("JobList after done = %v, want the job, whole", jobs)
 		}
-		checkErr(t, "JobCreationProgress of a whole job", s.JobCreationProgress(t.Context(),
-			&store.JobCreationProgressParams{ID: "j1", Now: later}), store.ErrNotFound)
+		checkErr(t, "JobUpdateCreation of a whole job", s.JobUpdateCreation(t.Context(),
+			&store.JobUpdateCreationParams{ID: "j1", Now: later}), store.ErrNotFound)
 		if _, err := s.JobDeleteAbandoned(t.Context(), &store.JobDeleteAbandonedParams{ID: "j1", Before: later.Add(time.Hour), Limit: 10}); err == nil {
 			t.Errorf("JobDeleteAbandoned deleted a whole job")
+		}
+	})
+
+	t.Run("JobListAbandoned", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id string, updated time.Duration) *domain.Job {
+			j := NewJob(id, Epoch())
+			j.Creating, j.UpdatedAt = true, Epoch().Add(updated)
+			return j
+		}
+		given := mk("given-up", 40*time.Second) // abandoned already: listed whenever it last moved
+		given.Status = domain.JobCancelled
+		whole := NewJob("whole", Epoch()) // not creating: never listed
+		insertJobs(t, s, mk("dead-2s", 2*time.Second), mk("live", 50*time.Second), given, mk("dead-1s", time.Second), whole)
+		before := Epoch().Add(30 * time.Second)
+		for _, c := range []struct {
+			limit int
+			want  []string
+		}{
+			{10, []string{"dead-1s", "dead-2s", "given-up"}}, // oldest UpdatedAt first
+			{2, []string{"dead-1s", "dead-2s"}},
+		} {
+			got, err := s.JobListAbandoned(t.Context(), &store.JobListAbandonedParams{Before: before, Limit: c.limit})
+			if err != nil {
+				t.Fatalf("JobListAbandoned(limit %d): %v", c.limit, err)
+			}
+			checkIDs(t, fmt.Sprintf("JobListAbandoned(limit %d)", c.limit), jobIDs(got), c.want)
 		}
 	})
 
@@ -85,7 +114,7 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 		insertJobs(t, s, j, live)
 		insertTasks(t, s, NewTasks(j, 25)...)
 		before := Epoch().Add(30 * time.Second)
-		got, err := s.JobListAbandoned(t.Context(), before, 10)
+		got, err := s.JobListAbandoned(t.Context(), &store.JobListAbandonedParams{Before: before, Limit: 10})
 		if err != nil || len(got) != 1 || got[0].ID != "dead" {
 			t.Fatalf("JobListAbandoned = %v, %v; want the dead job only", got, err)
 		}
@@ -99,8 +128,8 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 			}
 			if steps == 0 {
 				// Abandoned now: its creation may not go on.
-				checkErr(t, "JobCreationProgress of an abandoned job", s.JobCreationProgress(t.Context(),
-					&store.JobCreationProgressParams{ID: "dead", Now: before}), store.ErrNotFound)
+				checkErr(t, "JobUpdateCreation of an abandoned job", s.JobUpdateCreation(t.Context(),
+					&store.JobUpdateCreationParams{ID: "dead", Now: before}), store.ErrNotFound)
 			}
 		}
 		if steps != 3 {

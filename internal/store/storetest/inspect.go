@@ -36,17 +36,17 @@ func finish(tk *domain.Task, st domain.TaskState, at time.Time) {
 	tk.State, tk.FinishedAt, tk.UpdatedAt = st, at, at
 }
 
-// finishTimes reads a job's completion times through TaskFinishCounts with
+// finishTimes reads a job's completion times through TaskCountFinished with
 // one-second buckets from Epoch(): every chunk completed in a bucket comes
 // back as the bucket's start, earliest first.
 func finishTimes(t *testing.T, q store.Querier, jobID string) []time.Time {
 	t.Helper()
-	counts, err := q.TaskFinishCounts(t.Context(), &store.TaskFinishCountsParams{JobID: jobID, Start: Epoch(), Width: time.Second, Buckets: 60})
+	counts, err := q.TaskCountFinished(t.Context(), &store.TaskCountFinishedParams{JobID: jobID, Start: Epoch(), Width: time.Second, Buckets: 60})
 	if err != nil {
-		t.Fatalf("TaskFinishCounts(%s): %v", jobID, err)
+		t.Fatalf("TaskCountFinished(%s): %v", jobID, err)
 	}
 	if len(counts) != 60 {
-		t.Fatalf("TaskFinishCounts(%s) returned %d buckets, want 60", jobID, len(counts))
+		t.Fatalf("TaskCountFinished(%s) returned %d buckets, want 60", jobID, len(counts))
 	}
 	var got []time.Time
 	for i, n := range counts {
@@ -122,14 +122,14 @@ func listRoots(t *testing.T, q store.Querier, limit int) []*domain.Task {
 
 func workerSeen(t *testing.T, q store.Querier, id string, now time.Time, heartbeat bool) {
 	t.Helper()
-	if err := q.WorkerSeen(t.Context(), &store.WorkerSeenParams{ID: id, Now: now, Heartbeat: heartbeat}); err != nil {
-		t.Fatalf("WorkerSeen(%s, %s, heartbeat %t): %v", id, fmtTime(now), heartbeat, err)
+	if err := q.WorkerUpsert(t.Context(), &store.WorkerUpsertParams{ID: id, Now: now, Heartbeat: heartbeat}); err != nil {
+		t.Fatalf("WorkerUpsert(%s, %s, heartbeat %t): %v", id, fmtTime(now), heartbeat, err)
 	}
 }
 
 func listWorkers(t *testing.T, q store.Querier, since time.Time, limit int) []*store.Worker {
 	t.Helper()
-	got, err := q.WorkerList(t.Context(), since, limit)
+	got, err := q.WorkerList(t.Context(), &store.WorkerListParams{Since: since, Limit: limit})
 	if err != nil {
 		t.Fatalf("WorkerList(%s, %d): %v", fmtTime(since), limit, err)
 	}
@@ -157,7 +157,7 @@ func checkWorkers(t *testing.T, what string, got []*store.Worker, want ...*store
 }
 
 func exerciseInspect(t *testing.T, newStore newFunc) {
-	t.Run("TaskFinishCountsBuckets", func(t *testing.T) {
+	t.Run("TaskCountFinishedBuckets", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := t.Context()
@@ -170,23 +170,23 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		finish(tasks[3], domain.TaskCompleted, at.Add(time.Hour))             // after the last: the last bucket
 		finish(tasks[4], domain.TaskCompleted, at.Add(499999*time.Microsecond))
 		insertTasks(t, s, tasks...)
-		got, err := s.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 4})
+		got, err := s.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 4})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []int{2, 0, 0, 2}; !reflect.DeepEqual(got, want) {
-			t.Fatalf("TaskFinishCounts in 4 buckets of 500ms = %v, want %v", got, want)
+			t.Fatalf("TaskCountFinished in 4 buckets of 500ms = %v, want %v", got, want)
 		}
-		got, err = s.TaskFinishCounts(ctx, &store.TaskFinishCountsParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 8})
+		got, err = s.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: "j1", Start: at, Width: 500 * time.Millisecond, Buckets: 8})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if want := []int{2, 0, 0, 1, 0, 0, 0, 1}; !reflect.DeepEqual(got, want) {
-			t.Fatalf("TaskFinishCounts in 8 buckets of 500ms = %v, want %v", got, want)
+			t.Fatalf("TaskCountFinished in 8 buckets of 500ms = %v, want %v", got, want)
 		}
-		for _, p := range []store.TaskFinishCountsParams{{JobID: "j1", Start: at, Width: time.Second}, {JobID: "j1", Start: at, Buckets: 3}} {
-			if _, err := s.TaskFinishCounts(ctx, &p); err == nil {
-				t.Errorf("TaskFinishCounts(%+v) succeeded; want an error for no bucket or no width", p)
+		for _, p := range []store.TaskCountFinishedParams{{JobID: "j1", Start: at, Width: time.Second}, {JobID: "j1", Start: at, Buckets: 3}} {
+			if _, err := s.TaskCountFinished(ctx, &p); err == nil {
+				t.Errorf("TaskCountFinished(%+v) succeeded; want an error for no bucket or no width", p)
 			}
 		}
 	})
@@ -383,7 +383,7 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		check("TaskListRoots(0) after the transaction", listRoots(t, s, 0), append([]*domain.Task{latest}, all...))
 	})
 
-	t.Run("WorkerSeen", func(t *testing.T) {
+	t.Run("WorkerUpsert", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		at := Epoch()
@@ -495,7 +495,7 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		checkErr(t, "InTx returning an error", err, errBoom)
 		checkWorkers(t, "after the rollback", listWorkers(t, s, time.Time{}, 0), w1)
 		err = s.InTx(ctx, func(q store.Querier) error {
-			return q.WorkerSeen(ctx, &store.WorkerSeenParams{ID: "w2", Now: at.Add(time.Second)})
+			return q.WorkerUpsert(ctx, &store.WorkerUpsertParams{ID: "w2", Now: at.Add(time.Second)})
 		})
 		if err != nil {
 			t.Fatalf("InTx: %v", err)

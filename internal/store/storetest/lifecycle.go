@@ -30,7 +30,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			mk("cancelled", domain.TaskCancelled, now.Add(-time.Hour)),
 		)
 		list := func(limit int) []*domain.Task {
-			got, err := s.TaskListExpired(t.Context(), now, limit)
+			got, err := s.TaskListExpired(t.Context(), &store.TaskListExpiredParams{Now: now, Limit: limit})
 			if err != nil {
 				t.Fatalf("TaskListExpired: %v", err)
 			}
@@ -65,7 +65,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			before[id] = getTask(t, s, id)
 		}
 		now := Epoch().Add(time.Hour)
-		n, err := s.TaskCancelJob(ctx, "j1", except, now)
+		n, err := s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Except: except, Now: now})
 		if err != nil {
 			t.Fatalf("TaskCancelJob: %v", err)
 		}
@@ -84,18 +84,18 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 			checkTask(t, "after TaskCancelJob", got, want)
 		}
 
-		n, err = s.TaskCancelJob(ctx, "j1", "", now.Add(time.Second))
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Now: now.Add(time.Second)})
 		if err != nil || n != 1 {
 			t.Errorf("second TaskCancelJob = %d, %v; want 1 (the task spared before), nil", n, err)
 		}
 		if got := getTask(t, s, except); got.State != domain.TaskCancelled || !got.FinishedAt.Equal(now.Add(time.Second)) {
 			t.Errorf("spared task is %s finished %s after the second cancel, want cancelled", got.State, fmtTime(got.FinishedAt))
 		}
-		n, err = s.TaskCancelJob(ctx, "j1", "", now)
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Now: now})
 		if err != nil || n != 0 {
 			t.Errorf("third TaskCancelJob = %d, %v; want 0, nil", n, err)
 		}
-		n, err = s.TaskCancelJob(ctx, "missing", "", now)
+		n, err = s.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "missing", Now: now})
 		if err != nil || n != 0 {
 			t.Errorf("TaskCancelJob(missing) = %d, %v; want 0, nil", n, err)
 		}
@@ -145,7 +145,7 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		}
 	})
 
-	t.Run("TaskUpstreamDone", func(t *testing.T) {
+	t.Run("TaskDecrementUpstreams", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := t.Context()
@@ -157,32 +157,32 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 
 		step := func(n int, now time.Time, wantLeft int, wantState domain.TaskState, version int64) {
 			t.Helper()
-			got, err := s.TaskUpstreamDone(ctx, id, n, now)
+			got, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: n, Now: now})
 			if err != nil {
-				t.Fatalf("TaskUpstreamDone(%d): %v", n, err)
+				t.Fatalf("TaskDecrementUpstreams(%d): %v", n, err)
 			}
 			want := cloneTask(b)
 			want.PendingUpstreams, want.State, want.UpdatedAt, want.Version = wantLeft, wantState, now, version
-			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) result", n), got, want)
-			checkTask(t, fmt.Sprintf("TaskUpstreamDone(%d) row", n), getTask(t, s, id), want)
+			checkTask(t, fmt.Sprintf("TaskDecrementUpstreams(%d) result", n), got, want)
+			checkTask(t, fmt.Sprintf("TaskDecrementUpstreams(%d) row", n), getTask(t, s, id), want)
 		}
 		step(1, Epoch().Add(time.Second), 2, domain.TaskWaiting, b.Version+1)
 		step(2, Epoch().Add(2*time.Second), 0, domain.TaskPending, b.Version+2)
 
-		_, err := s.TaskUpstreamDone(ctx, "missing", 1, Epoch())
-		checkErr(t, "TaskUpstreamDone(missing)", err, store.ErrNotFound)
+		_, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: "missing", N: 1, Now: Epoch()})
+		checkErr(t, "TaskDecrementUpstreams(missing)", err, store.ErrNotFound)
 
 		// Pinned: only a waiting task becomes pending; a cancelled one
 		// keeps its state while its count still goes down.
 		tree := fullTask("tree")
 		tree.State, tree.PendingUpstreams = domain.TaskCancelled, 1
 		insertTasks(t, s, tree)
-		got, err := s.TaskUpstreamDone(ctx, "tree", 1, Epoch())
+		got, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: "tree", N: 1, Now: Epoch()})
 		if err != nil {
-			t.Fatalf("TaskUpstreamDone(cancelled): %v", err)
+			t.Fatalf("TaskDecrementUpstreams(cancelled): %v", err)
 		}
 		if got.State != domain.TaskCancelled || got.PendingUpstreams != 0 {
-			t.Errorf("cancelled task after TaskUpstreamDone: %s with %d upstreams, want cancelled with 0", got.State, got.PendingUpstreams)
+			t.Errorf("cancelled task after TaskDecrementUpstreams: %s with %d upstreams, want cancelled with 0", got.State, got.PendingUpstreams)
 		}
 	})
 

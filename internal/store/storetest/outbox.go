@@ -46,9 +46,9 @@ func outboxClaim(t *testing.T, q store.Querier, p store.OutboxClaimParams) []*st
 
 func outboxStats(t *testing.T, q store.Querier) store.OutboxStats {
 	t.Helper()
-	st, err := q.OutboxStats(t.Context())
+	st, err := q.OutboxGetStats(t.Context())
 	if err != nil {
-		t.Fatalf("OutboxStats: %v", err)
+		t.Fatalf("OutboxGetStats: %v", err)
 	}
 	return st
 }
@@ -130,8 +130,8 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 				return err
 			}
 			// The transaction sees its own messages.
-			if st, err := q.OutboxStats(ctx); err != nil || st.Pending != 1 || st.Dead != 1 {
-				t.Errorf("OutboxStats inside the transaction = %+v, %v; want 1 pending, 1 dead", st, err)
+			if st, err := q.OutboxGetStats(ctx); err != nil || st.Pending != 1 || st.Dead != 1 {
+				t.Errorf("OutboxGetStats inside the transaction = %+v, %v; want 1 pending, 1 dead", st, err)
 			}
 			return fmt.Errorf("give up: %w", errBoom)
 		})
@@ -408,7 +408,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		if err := s.TaskArgInsert(ctx, args); err != nil {
 			t.Fatalf("TaskArgInsert: %v", err)
 		}
-		if ok, err := s.TaskArgResolve(ctx, "0:j1.b", "1:z", []byte(`"z"`)); err != nil || !ok {
+		if ok, err := s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.b", UpstreamID: "1:z", Value: []byte(`"z"`)}); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
 		list := func(jobID string, open bool) []domain.TaskArg {
@@ -449,7 +449,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		}
 		check("upstream arguments of j1", list("j1", false), all)
 
-		if ok, err := s.TaskArgResolve(ctx, "0:j1.a", "1:x", []byte(`"x"`)); err != nil || !ok {
+		if ok, err := s.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.a", UpstreamID: "1:x", Value: []byte(`"x"`)}); err != nil || !ok {
 			t.Fatalf("TaskArgResolve = %v, %v; want true", ok, err)
 		}
 		check("open arguments of j1 after resolving one", listOpen("j1"), []domain.TaskArg{
@@ -459,7 +459,7 @@ func exerciseOutbox(t *testing.T, newStore newFunc) {
 		})
 		// Inside a transaction too.
 		err := s.InTx(ctx, func(q store.Querier) error {
-			if _, err := q.TaskArgResolve(ctx, "0:j1.b", "1:y", []byte(`"y"`)); err != nil {
+			if _, err := q.TaskArgResolve(ctx, &store.TaskArgResolveParams{TaskID: "0:j1.b", UpstreamID: "1:y", Value: []byte(`"y"`)}); err != nil {
 				return err
 			}
 			got, err := q.TaskArgListRefs(ctx, &store.TaskArgListRefsParams{JobID: "j1", Open: true})

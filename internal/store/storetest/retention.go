@@ -283,10 +283,10 @@ func exerciseRetention(t *testing.T, newStore newFunc) {
 		}
 		insertJobs(t, s, over("pending", "0:u2", domain.JobPending), over("done", "0:u3", domain.JobCompleted),
 			over("failed", "0:u4", domain.JobFailed), over("done2", "0:u4", domain.JobCompleted))
-		if err := s.UploadTouch(ctx, "0:u6", before); err != nil {
+		if err := s.UploadTouch(ctx, &store.UploadTouchParams{ID: "0:u6", Now: before}); err != nil {
 			t.Fatal(err)
 		}
-		checkErr(t, "UploadTouch of a missing upload", s.UploadTouch(ctx, "0:none", before), store.ErrNotFound)
+		checkErr(t, "UploadTouch of a missing upload", s.UploadTouch(ctx, &store.UploadTouchParams{ID: "0:none", Now: before}), store.ErrNotFound)
 		list := func(after *store.ExpiredCursor) []string {
 			t.Helper()
 			got, err := s.UploadListExpired(ctx, &store.UploadListExpiredParams{Before: before, After: after, Limit: 10})

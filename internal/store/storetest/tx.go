@@ -98,16 +98,16 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if err != nil || len(claimed) != 2 {
 				return fmt.Errorf("TaskClaim inside the tx = %d tasks, %v; want 2", len(claimed), err)
 			}
-			if err := q.JobMarkRunning(ctx, []string{"j1"}, Epoch()); err != nil {
+			if err := q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"j1"}, Now: Epoch()}); err != nil {
 				return err
 			}
 			if j, err := q.JobGet(ctx, "j1"); err != nil || j.Status != domain.JobRunning {
 				return fmt.Errorf("JobGet after JobMarkRunning inside the tx: %v", err)
 			}
-			all, err := q.JobTaskCounts(ctx, []string{"j1"})
+			all, err := q.TaskCountByJob(ctx, []string{"j1"})
 			counts := all["j1"]
 			if err != nil || counts.Leased != 2 || counts.Pending != 1 {
-				return fmt.Errorf("JobTaskCounts inside the tx = %+v, %v; want 2 leased, 1 pending", counts, err)
+				return fmt.Errorf("TaskCountByJob inside the tx = %+v, %v; want 2 leased, 1 pending", counts, err)
 			}
 			tk, err := q.TaskGet(ctx, claimed[0].ID)
 			if err != nil || tk.State != domain.TaskLeased {
@@ -123,13 +123,13 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if ts, err := q.TaskList(ctx, &store.TaskListParams{JobID: "j1", Kind: domain.KindChunk, Limit: 10, AfterIndex: -1}); err != nil || len(ts) != 3 {
 				return fmt.Errorf("TaskList inside the tx = %d tasks, %v; want 3", len(ts), err)
 			}
-			if ts, err := q.TaskListExpired(ctx, Epoch().Add(time.Hour), 10); err != nil || len(ts) != 1 {
+			if ts, err := q.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: Epoch().Add(time.Hour), Limit: 10}); err != nil || len(ts) != 1 {
 				return fmt.Errorf("TaskListExpired inside the tx = %d tasks, %v; want 1", len(ts), err)
 			}
-			if _, err := q.TaskUpstreamDone(ctx, StitchTaskID("j1"), 1, Epoch()); err != nil {
+			if _, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: StitchTaskID("j1"), N: 1, Now: Epoch()}); err != nil {
 				return err
 			}
-			if n, err := q.TaskCancelJob(ctx, "j1", "", Epoch()); err != nil || n != 3 {
+			if n, err := q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: "j1", Now: Epoch()}); err != nil || n != 3 {
 				return fmt.Errorf("TaskCancelJob inside the tx = %d, %v; want 3", n, err)
 			}
 			return nil

@@ -270,11 +270,11 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		for _, id := range []string{"p1", "p2", "p3", "r", "c", "f", "x"} {
 			before[id] = getJob(t, s, id)
 		}
-		if err := s.JobMarkRunning(ctx, nil, Epoch()); err != nil {
+		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{Now: Epoch()}); err != nil {
 			t.Fatalf("JobMarkRunning(no IDs): %v", err)
 		}
 		now := Epoch().Add(time.Second)
-		if err := s.JobMarkRunning(ctx, []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, now); err != nil {
+		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, Now: now}); err != nil {
 			t.Fatalf("JobMarkRunning: %v", err)
 		}
 		for id, b := range before {
@@ -287,7 +287,7 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		}
 	})
 
-	t.Run("JobTaskCounts", func(t *testing.T) {
+	t.Run("TaskCountByJob", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
 		ctx := t.Context()
@@ -307,9 +307,9 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		t3 := NewTasks(j3, 2)
 		t3[1].State, t3[2].State = domain.TaskCompleted, domain.TaskCompleted
 		insertTasks(t, s, t3...)
-		got, err := s.JobTaskCounts(ctx, []string{"j1", "missing", "j2", "j3"})
+		got, err := s.TaskCountByJob(ctx, []string{"j1", "missing", "j2", "j3"})
 		if err != nil {
-			t.Fatalf("JobTaskCounts: %v", err)
+			t.Fatalf("TaskCountByJob: %v", err)
 		}
 		want := map[string]domain.TaskCounts{
 			"j1": {Total: 8, Waiting: 1, Pending: 2, Leased: 1, Completed: 2, Failed: 1, Cancelled: 1},
@@ -318,10 +318,10 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		}
 		// Pinned: a job without tasks (or no such job) is absent.
 		if !reflect.DeepEqual(got, want) {
-			t.Errorf("JobTaskCounts = %+v, want %+v", got, want)
+			t.Errorf("TaskCountByJob = %+v, want %+v", got, want)
 		}
-		if got, err := s.JobTaskCounts(ctx, nil); err != nil || len(got) != 0 {
-			t.Errorf("JobTaskCounts(no job) = %+v, %v; want none, nil", got, err)
+		if got, err := s.TaskCountByJob(ctx, nil); err != nil || len(got) != 0 {
+			t.Errorf("TaskCountByJob(no job) = %+v, %v; want none, nil", got, err)
 		}
 	})
 }

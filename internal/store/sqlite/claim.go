@@ -1,0 +1,147 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"slices"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Claims. For each kind (and each workload named) the claim reads the
+// first entries of its range of tasks_claim (tasks_claim_workload), which
+// hold runnable tasks only (pending, no run_after) in claim order behind
+// kind (and workload), so a claim of a rare workload never walks the
+// backlog of others; it keeps the first of those candidates in claim order
+// and leases them in one UPDATE that checks them again. state = 'pending'
+// and run_after IS NULL must stay literals for SQLite to use a partial
+// index. Stitch tasks, claimed by coordinators alone, have an index of
+// their own.
+var (
+	sqlTaskClaimCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
+	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1
+	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
+	sqlTaskClaimWorkloadCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
+	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
+	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
+	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
+	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
+	updated_at = ?2, version = version + 1
+	WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND run_after IS NULL
+	RETURNING ` + taskColumns)
+	sqlTaskClaimStitch = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	lease_expires_at = ?2 + lease_seconds * 1000000, attempt_deadline = NULL, run_after = NULL,
+	updated_at = ?2, version = version + 1
+	WHERE rowid IN (
+		SELECT rowid FROM tasks INDEXED BY tasks_claim_stitch
+		WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?2)
+		ORDER BY priority DESC, job_created_at, job_id, chunk_index
+		LIMIT ?3)
+	RETURNING ` + taskColumns)
+	// sqlTaskRunnable makes the tasks whose backoff passed runnable (no
+	// run_after), reading tasks_backoff, so that claims find them.
+	sqlTaskRunnable = newStatement(`UPDATE tasks SET run_after = NULL, version = version + 1
+	WHERE rowid IN (
+		SELECT rowid FROM tasks INDEXED BY tasks_backoff
+		WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= ?1
+		ORDER BY run_after LIMIT ?2)`)
+)
+
+// runnableBatch bounds the tasks in backoff one claim makes runnable.
+const runnableBatch = 1000
+
+// claimCandidate is a runnable task's place in claim order.
+type claimCandidate struct {
+	rowid, priority int64
+	jobCreated      sql.NullInt64
+	jobID           string
+	chunkIndex      int64
+}
+
+func (a claimCandidate) before(b claimCandidate) bool {
+	switch {
+	case a.priority != b.priority:
+		return a.priority > b.priority
+	case a.jobCreated != b.jobCreated:
+		return !a.jobCreated.Valid || (b.jobCreated.Valid && a.jobCreated.Int64 < b.jobCreated.Int64)
+	case a.jobID != b.jobID:
+		return a.jobID < b.jobID
+	}
+	return a.chunkIndex < b.chunkIndex
+}
+
+// TaskClaim leases up to p.Max claimable tasks in one statement. No Kinds, or
+// a Max of 0 or less, claims nothing.
+func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
+	if p.Max <= 0 || len(p.Kinds) == 0 {
+		return nil, nil
+	}
+	now := p.Now.UnixMicro()
+	if len(p.Kinds) == 1 && p.Kinds[0] == domain.KindStitch {
+		out, err := q.tasks(ctx, true, sqlTaskClaimStitch, p.Owner, now, p.Max)
+		if err != nil {
+			return nil, translate(err, "claim tasks for %s", p.Owner)
+		}
+		return out, nil
+	}
+	var out []*domain.Task
+	claim := func(q *querier) error {
+		if _, err := q.exec(ctx, sqlTaskRunnable, now, runnableBatch); err != nil {
+			return err
+		}
+		var cands []claimCandidate
+		collect := func(query *statement, args ...any) error {
+			return q.query(ctx, true, func(r scanner) error {
+				var c claimCandidate
+				if err := r.Scan(&c.rowid, &c.priority, &c.jobCreated, &c.jobID, &c.chunkIndex); err != nil {
+					return err
+				}
+				cands = append(cands, c)
+				return nil
+			}, query, args...)
+		}
+		for _, k := range p.Kinds {
+			if len(p.Workloads) == 0 {
+				if err := collect(sqlTaskClaimCandidates, string(k), p.Max); err != nil {
+					return err
+				}
+				continue
+			}
+			for _, w := range p.Workloads {
+				if err := collect(sqlTaskClaimWorkloadCandidates, string(k), p.Max, w); err != nil {
+					return err
+				}
+			}
+		}
+		if len(cands) == 0 {
+			return nil
+		}
+		slices.SortFunc(cands, func(a, b claimCandidate) int {
+			if a.before(b) {
+				return -1
+			}
+			return 1
+		})
+		ids := make([]int64, 0, min(len(cands), p.Max))
+		for _, c := range cands[:min(len(cands), p.Max)] {
+			ids = append(ids, c.rowid)
+		}
+		b, _ := json.Marshal(ids) // integers always encode
+		var err error
+		out, err = q.tasks(ctx, true, sqlTaskClaimRows, p.Owner, now, string(b))
+		return err
+	}
+	var err error
+	if q.tx != nil { // the caller's transaction keeps the statements together
+		err = claim(q)
+	} else {
+		err = q.atomically(ctx, "task_claim", claim)
+	}
+	if err != nil {
+		return nil, translate(err, "claim tasks for %s", p.Owner)
+	}
+	return out, nil
+}

@@ -1,0 +1,71 @@
+package sqlite
+
+import (
+	"errors"
+	"path/filepath"
+	"testing"
+
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/migrate"
+	"github.com/scimesh/scimesh/internal/store/storetest"
+)
+
+func TestMigrateDownUp(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "scimesh.db")
+	openStore(t, path) // applies every migration
+	s, err := OpenNoMigrate(ctx, path)
+	if err != nil {
+		t.Fatalf("OpenNoMigrate: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	ms, err := Migrations()
+	if err != nil || len(ms) == 0 {
+		t.Fatalf("Migrations() = %d migrations, %v", len(ms), err)
+	}
+	db := s.MigrateDB()
+	if n, err := migrate.Pending(ctx, db, ms); err != nil || n != 0 {
+		t.Fatalf("Pending after Open = %d, %v; want 0", n, err)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		v, err := migrate.Down(ctx, db, ms)
+		if err != nil || v != ms[i].Version {
+			t.Fatalf("Down = %d, %v; want %d", v, err, ms[i].Version)
+		}
+	}
+	if v, err := migrate.Down(ctx, db, ms); err != nil || v != 0 {
+		t.Fatalf("Down with nothing applied = %d, %v; want 0", v, err)
+	}
+	if _, err := s.JobGet(ctx, "j1"); err == nil || errors.Is(err, store.ErrNotFound) {
+		t.Errorf("JobGet with no schema = %v, want an error other than ErrNotFound", err)
+	}
+	st, err := migrate.Status(ctx, db, ms)
+	if err != nil {
+		t.Fatalf("Status: %v", err)
+	}
+	for _, m := range st {
+		if m.Applied {
+			t.Errorf("migration %d applied after Down", m.Version)
+		}
+	}
+	done, err := migrate.Up(ctx, db, ms)
+	if err != nil || len(done) != len(ms) {
+		t.Fatalf("Up = %v, %v; want all %d", done, err, len(ms))
+	}
+	// The store works on the schema it got back, even inside a transaction
+	// (whose statements OpenNoMigrate never prepared).
+	err = s.InTx(ctx, func(q store.Querier) error {
+		j := storetest.NewJob("j1", storetest.Epoch())
+		if err := q.JobInsert(ctx, j); err != nil {
+			return err
+		}
+		return q.TaskInsert(ctx, storetest.NewTasks(j, 200))
+	})
+	if err != nil {
+		t.Fatalf("InTx after Up: %v", err)
+	}
+	if _, err := s.JobGet(ctx, "j1"); err != nil {
+		t.Errorf("JobGet after Up: %v", err)
+	}
+}
