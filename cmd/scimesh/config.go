@@ -80,7 +80,7 @@ type storageConfig struct {
 func addStorageFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
-	f.String("data-dir", defaultDataDir, "where uploads, chunks and results live (env SCIMESH_DATA_DIR)")
+	f.String("data-dir", defaultDataDir, "where uploaded tables live (their chunks are byte ranges of them; results are in the database) (env SCIMESH_DATA_DIR)")
 }
 
 // resolveStorage resolves the storage settings from cmd's flags, the
