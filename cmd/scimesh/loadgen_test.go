@@ -71,6 +71,18 @@ func TestServePprof(t *testing.T) {
 	if resp.StatusCode != 200 || !strings.Contains(string(b), "serve") {
 		t.Errorf("GET /debug/pprof/cmdline: %d %q", resp.StatusCode, b)
 	}
+	// Not to a page that rebound its own name to 127.0.0.1.
+	req, _ := http.NewRequest("GET", "http://"+m[1]+"/debug/pprof/cmdline", nil)
+	req.Host = "evil.example"
+	resp, err = hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusMisdirectedRequest || strings.Contains(string(b), "serve") {
+		t.Errorf("GET /debug/pprof/cmdline with Host evil.example: %d %q, want 421 and no command line", resp.StatusCode, b)
+	}
 	// Not on the API's port.
 	if s := call(t, "GET", p.url+"/debug/pprof/cmdline", "ctok", nil, nil); s != 404 {
 		t.Errorf("GET /debug/pprof/cmdline on the API's port: %d, want 404", s)

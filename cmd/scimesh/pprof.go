@@ -34,7 +34,9 @@ func startPprof(ctx context.Context, addr string, log *slog.Logger) (stop func()
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	// No write timeout: a CPU profile or a trace answers after its seconds.
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	// Only to requests for a loopback name, as the API without tokens.
+	h := server.LoopbackHosts(mux, "profiles answer only requests to localhost or 127.0.0.1")
+	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)

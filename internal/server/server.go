@@ -284,14 +284,23 @@ func guardHost(h http.Handler, open bool) http.Handler {
 	if !open {
 		return h
 	}
+	return LoopbackHosts(h, "this coordinator runs without tokens, so it answers only requests to localhost or 127.0.0.1; "+
+		"use that address, or set CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN")
+}
+
+// LoopbackHosts serves h only to requests whose Host names loopback
+// (localhost or a loopback IP) and answers others 421 with refusal. A
+// listener on loopback alone is not enough: a web page can rebind its own
+// name to 127.0.0.1 (DNS rebinding) and have the browser read what it
+// serves, but the browser still sends the page's name as Host.
+func LoopbackHosts(h http.Handler, refusal string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		host := r.Host
 		if _, _, err := net.SplitHostPort(host); err != nil {
 			host = net.JoinHostPort(host, "0")
 		}
 		if !IsLoopback(host) {
-			http.Error(w, "this coordinator runs without tokens, so it answers only requests to localhost or 127.0.0.1; "+
-				"use that address, or set CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN", http.StatusMisdirectedRequest)
+			http.Error(w, refusal, http.StatusMisdirectedRequest)
 			return
 		}
 		h.ServeHTTP(w, r)
