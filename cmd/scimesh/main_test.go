@@ -366,6 +366,11 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	if err == nil || !strings.Contains(out, "CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN are the same token") {
 		t.Fatalf("serve with equal tokens: err %v, output:\n%s", err, out)
 	}
+	// An empty data directory would leave nowhere for uploads.
+	out, err = run(t, dir, tokenEnv, "serve", "--data-dir", "", "--db", "sqlite:"+filepath.Join(dir, "nodata.db"))
+	if err == nil || !strings.Contains(out, "--data-dir is empty") {
+		t.Fatalf("serve with an empty --data-dir: err %v, output:\n%s", err, out)
+	}
 	// Without a topology it starts, and its peers' service admits no one;
 	// on loopback too, once it checks other tokens.
 	for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {

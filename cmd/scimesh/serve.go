@@ -80,6 +80,9 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 		return nil, err
 	}
 	sc := resolveStorage(cmd, e)
+	if sc.DataDir == "" {
+		return nil, fmt.Errorf("--data-dir is empty: the coordinator keeps uploaded tables there; name a directory (default %s)", defaultDataDir)
+	}
 	cfg := &server.Config{
 		DB:      sc.DB,
 		DataDir: sc.DataDir,

@@ -187,6 +187,12 @@ func (q *querier) atomically(ctx context.Context, name string, fn func(q *querie
 		if err != nil {
 			return fmt.Errorf("begin: %w", err)
 		}
+		defer func() {
+			if p := recover(); p != nil {
+				_ = tx.Rollback() // else it keeps the one writer connection
+				panic(p)
+			}
+		}()
 		if err := fn(&querier{stmts: q.stmts, tx: tx}); err != nil {
 			_ = tx.Rollback()
 			return err
