@@ -36,8 +36,9 @@ type ResultStream struct {
 	piece []byte // read from the store, not yet returned
 }
 
-// OpenJobResult opens a completed job's final CSV; before the job completes,
-// ErrNotReady. A job still being created does not exist yet.
+// OpenJobResult opens a completed job's final CSV and reads its first
+// piece; before the job completes, ErrNotReady. A job still being created
+// does not exist yet.
 func (e *Engine) OpenJobResult(ctx context.Context, id string) (*ResultStream, error) {
 	j, err := e.store.JobGet(ctx, id)
 	if err == nil && j.Creating {
@@ -49,7 +50,13 @@ func (e *Engine) OpenJobResult(ctx context.Context, id string) (*ResultStream, e
 	if j.Status != domain.JobCompleted {
 		return nil, fmt.Errorf("job %s is %s; its result exists once it is completed: %w", id, j.Status, domain.ErrNotReady)
 	}
-	return &ResultStream{Size: j.ResultBytes, SHA256: j.ResultSHA256, ctx: ctx, store: e.store, id: id}, nil
+	r := &ResultStream{Size: j.ResultBytes, SHA256: j.ResultSHA256, ctx: ctx, store: e.store, id: id}
+	// The first piece is read now, while a transport can still answer an
+	// error with a status of its own rather than an empty 200.
+	if err := r.next(); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return r, nil
 }
 
 // Read implements io.Reader.

@@ -148,3 +148,34 @@ func TestJobResultCutShort(t *testing.T) {
 		t.Errorf("body read: %d bytes, %v; want the first piece of %d, then io.ErrUnexpectedEOF", len(body), err, engine.ResultPiece)
 	}
 }
+
+// goneAtFirstPiece is a store whose job results are gone before their
+// first piece is read: the job deleted between its read and its result's.
+type goneAtFirstPiece struct{ store.Store }
+
+func (f goneAtFirstPiece) JobResultRead(_ context.Context, p *store.JobResultReadParams) ([]byte, error) {
+	return nil, fmt.Errorf("job %s: %w", p.ID, store.ErrNotFound)
+}
+
+// TestJobResultGoneBeforeFirstPiece checks that a result that cannot be
+// read at all is an error status, not an empty 200: the first piece is
+// read before the headers are sent.
+func TestJobResultGoneBeforeFirstPiece(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{tokens: tokens, wrap: func(s store.Store) store.Store { return goneAtFirstPiece{s} }})
+	id, _ := b.completeBigJob(24_000)
+	req, err := http.NewRequest("GET", b.url+"/jobs/"+id+"/result", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tokens.Client)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusNotFound || !bytes.Contains(body, []byte(`"not_found"`)) {
+		t.Errorf("%d %s; want 404 not_found", resp.StatusCode, body)
+	}
+}
