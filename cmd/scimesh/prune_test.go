@@ -52,6 +52,26 @@ func getStatus(t *testing.T, url, token string) int {
 // its ID and its tasks' IDs.
 func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 	t.Helper()
+	jobID, tasks := workJob(t, p, uploadID)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got jobOut
+		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &got)
+		if got.Status == "completed" {
+			return jobID, tasks
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s, want completed", got.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// workJob creates a job over uploadID and works every chunk of it to a
+// result, without waiting for the stitch; it returns the job's and the
+// tasks' IDs.
+func workJob(t *testing.T, p *proc, uploadID string) (string, []string) {
+	t.Helper()
 	var j jobOut
 	body := map[string]any{"workload": "w", "top_k": 1, "chunk_rows": 1, "input": map[string]any{"upload_id": uploadID}}
 	if s := call(t, "POST", p.url+"/jobs", "ctok", body, &j); s != 201 {
@@ -77,18 +97,7 @@ func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 			t.Fatalf("result: %d", s)
 		}
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var got jobOut
-		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
-		if got.Status == "completed" {
-			return j.JobID, tasks
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("job is %s, want completed", got.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return j.JobID, tasks
 }
 
 // TestPruneCommand runs `scimesh prune` beside a serving coordinator:
@@ -185,7 +194,9 @@ func TestServeRetentionLoop(t *testing.T) {
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"),
 		"--retention", "1ms", "--retention-interval", "100ms")
 	up := uploadCSV(t, p.url, "ctok", "id,x\na,1\n")
-	jobID, _ := runJob(t, p, up)
+	// Not runJob: with --retention 1ms the job may be gone before a
+	// poll sees it completed.
+	jobID, _ := workJob(t, p, up)
 	deadline := time.Now().Add(20 * time.Second)
 	for getStatus(t, p.url+"/jobs/"+jobID, "ctok") != 404 {
 		if time.Now().After(deadline) {
