@@ -229,3 +229,39 @@ func TestConcurrentClaimers(t *testing.T) {
 		}
 	}
 }
+
+// TestStatisticsAfterBatches checks that a job's tasks inserted in
+// batches smaller than analyzeAfter (as engine.CreateBatch writes them)
+// still refresh the planner's statistics once enough have come in.
+func TestStatisticsAfterBatches(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	s, err := postgres.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	conn := connect(t, url)
+	tuples := func() float64 {
+		var n float64
+		if err := conn.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE relname = 'tasks'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	tasks := backlog(15_000)
+	for i := 0; i < len(tasks); i += 5_000 {
+		if err := s.InTx(ctx, func(q store.Querier) error { return q.TaskInsert(ctx, tasks[i:i+5_000]) }); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			if n := tuples(); n > 0 {
+				t.Fatalf("statistics of %v tasks after one batch of 5,000; want none yet (this test needs a fresh table)", n)
+			}
+		}
+	}
+	if n := tuples(); n < 10_000 {
+		t.Errorf("after three batches of 5,000 the planner counts %v tasks; want the statistics refreshed (≥ 10,000)", n)
+	}
+}

@@ -15,8 +15,9 @@
 // at O(log n) cost whatever the backlog of other states. Kinds and
 // workloads filter that index: a claim for a kind or workload that no task
 // near the head of the queue has reads past the pending tasks ahead of its
-// first match. A big TaskInsert refreshes the planner's statistics (see
-// analyzeAfter) so the claim keeps its index plan. Serialization failures and
+// first match. Many inserted tasks (counted across TaskInserts, since a job
+// comes in batches) refresh the planner's statistics (see analyzeAfter) so
+// the claim keeps its index plan. Serialization failures and
 // deadlocks come back as store.ErrStale, unique violations as
 // store.ErrDuplicate and lost connections as store.ErrUnavailable; the
 // original pgx error stays reachable with errors.As.

@@ -63,7 +63,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, translate(err, "connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	}
-	return &Store{querier: querier{db: pool}, pool: pool}, nil
+	return &Store{querier: querier{db: pool, inserts: &insertCount{}}, pool: pool}, nil
 }
 
 // InTx runs fn in one READ COMMITTED transaction and commits it when fn
@@ -76,7 +76,7 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error 
 	}
 	// Rollback after Commit is a no-op; this also covers a panicking fn.
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	q := &querier{db: tx, tx: tx}
+	q := &querier{db: tx, tx: tx, inserts: s.inserts}
 	if err := fn(q); err != nil {
 		return err
 	}
@@ -136,6 +136,9 @@ type querier struct {
 	db dbtx
 	tx pgx.Tx // the transaction db is, or nil on the pool
 	// analyze asks InTx to refresh the tasks table's statistics after the
-	// commit, because the transaction inserted many tasks.
+	// commit, because many tasks were inserted.
 	analyze bool
+	// inserts counts the tasks inserted since the last refresh; one per
+	// Store, shared by its transactions.
+	inserts *insertCount
 }

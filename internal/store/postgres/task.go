@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"math"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -104,7 +106,7 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	for _, t := range tasks {
 		t.Version++
 	}
-	if len(tasks) >= analyzeAfter {
+	if q.inserts.add(len(tasks), time.Now()) {
 		if q.tx != nil {
 			q.analyze = true // after the commit, when the rows are visible
 		} else {
@@ -133,13 +135,41 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 	return err
 }
 
-// analyzeAfter is the size of a TaskInsert after which the store refreshes
-// the planner's statistics of tasks at once instead of waiting for
-// autovacuum (a minute or more). Until then the planner may think pending
-// tasks rare, and a claim may sort every pending task instead of reading
-// the first entries of tasks_claim: with 100,000 pending tasks a claim took
-// ~40 ms that way, against ~0.3 ms (BenchmarkTaskClaim).
-const analyzeAfter = 10_000
+// analyzeAfter is how many inserted tasks make the store refresh the
+// planner's statistics of tasks at once instead of waiting for autovacuum
+// (a minute or more). Until then the planner may think pending tasks rare,
+// and a claim may sort every pending task instead of reading the first
+// entries of tasks_claim: with 100,000 pending tasks a claim took ~40 ms
+// that way, against ~0.3 ms (BenchmarkTaskClaim). They are counted over
+// inserts, since a job's tasks come in batches smaller than this
+// (engine.CreateBatch); analyzeEvery spaces the refreshes, so that a job
+// of a million tasks pays for a few, not one per two batches.
+const (
+	analyzeAfter = 10_000
+	analyzeEvery = 10 * time.Second
+)
+
+// insertCount counts the tasks inserted since the statistics were last
+// refreshed.
+type insertCount struct {
+	mu   sync.Mutex
+	n    int
+	last time.Time // of the last refresh asked for
+}
+
+// add counts n inserted tasks and reports whether the statistics should
+// be refreshed now: analyzeAfter or more since the last refresh, and that
+// refresh analyzeEvery ago or more.
+func (c *insertCount) add(n int, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n += n
+	if c.n < analyzeAfter || now.Sub(c.last) < analyzeEvery {
+		return false
+	}
+	c.n, c.last = 0, now
+	return true
+}
 
 const sqlTaskAnalyze = `ANALYZE tasks`
 
