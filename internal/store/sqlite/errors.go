@@ -1,10 +1,8 @@
 package sqlite
 
 import (
-	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
@@ -12,24 +10,14 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// translate is how an error leaves the store, once: err wrapped in a
-// message made of format and args after "sqlite: ", with the contract's
-// sentinel for err in between when there is one. Both stay reachable with
-// errors.Is and errors.As. Context errors get no sentinel, and an error
-// that carries one already gets no second.
+// translate is how an error leaves the store, once (store.Wrap), with
+// the contract's sentinel for err.
 func translate(err error, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if sentinel := sentinelOf(err); sentinel != nil && !errors.Is(err, sentinel) {
-		return fmt.Errorf("sqlite: %s: %w: %w", msg, sentinel, err)
-	}
-	return fmt.Errorf("sqlite: %s: %w", msg, err)
+	return store.Wrap("sqlite", sentinelOf(err), err, format, args...)
 }
 
 // sentinelOf is the contract's sentinel for err, or nil.
 func sentinelOf(err error) error {
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return nil
-	}
 	if errors.Is(err, sql.ErrNoRows) {
 		return store.ErrNotFound
 	}
