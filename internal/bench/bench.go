@@ -160,10 +160,10 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 
 // report writes the line docs/PERFORMANCE.md quotes for a run of Run.
 func report(out io.Writer, c Config, res result, pending int) {
-	slices.Sort(res.latencies)
+	claims := res.claims()
 	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d\n",
 		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
-		float64(res.done)/res.elapsed.Seconds(), pct(res.latencies, 50), pct(res.latencies, 99), len(res.latencies), pending)
+		float64(res.done)/res.elapsed.Seconds(), pct(claims, 50), pct(claims, 99), len(claims), pending)
 }
 
 func storeKind(url string) string {
@@ -213,13 +213,22 @@ func seedBacklog(ctx context.Context, eng *engine.Engine, n int) (string, error)
 }
 
 type result struct {
-	done      int64
-	elapsed   time.Duration
-	latencies []time.Duration
+	done    int64
+	elapsed time.Duration
 	// samples are every lifecycle's claim and result requests, in no
-	// particular order, for measuring a window of the run (create).
+	// particular order.
 	samples []lifecycle
 	err     error
+}
+
+// claims are the samples' claim latencies, sorted.
+func (r result) claims() []time.Duration {
+	d := make([]time.Duration, len(r.samples))
+	for i, s := range r.samples {
+		d[i] = s.claim
+	}
+	slices.Sort(d)
+	return d
 }
 
 // lifecycle is one claim and its result(s), as a worker timed them.
@@ -242,109 +251,108 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}))
 	defer cl.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
-	var (
-		done      atomic.Int64
-		remaining atomic.Int64
-		mu        sync.Mutex
-		lat       []time.Duration
-		samples   []lifecycle
-		firstErr  error
-		wg        sync.WaitGroup
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
+	try := func(f func() error) error { return retry(client.IsRetryable, f) }
+	return work(ctx, c, c.Batch, func(id string, n int) (lifecycle, error) {
+		t0 := time.Now()
+		// One task is claimed with the single form, more with the batch
+		// form.
+		var tasks []client.Task
+		err := try(func() (err error) {
+			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
+			return err
+		})
+		if err != nil {
+			return lifecycle{}, err
 		}
-	}
+		claimed := time.Since(t0)
+		if len(tasks) == 0 {
+			return lifecycle{}, fmt.Errorf("claim found nothing with tasks left; the backlog ran out")
+		}
+		t1 := time.Now()
+		if c.Batch == 1 {
+			t := tasks[0]
+			if err := try(func() error {
+				_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput})
+				return err
+			}); err != nil {
+				return lifecycle{}, err
+			}
+		} else {
+			items := make([]client.Result, len(tasks))
+			for i, t := range tasks {
+				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
+			}
+			var statuses []client.ResultStatus
+			err := try(func() (err error) {
+				statuses, err = cl.CompleteMany(reqCtx, items)
+				return err
+			})
+			if err != nil {
+				return lifecycle{}, err
+			}
+			for _, s := range statuses {
+				if s.Status != http.StatusOK {
+					return lifecycle{}, fmt.Errorf("result item: status %d", s.Status)
+				}
+			}
+		}
+		end := time.Now()
+		return lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: len(tasks)}, nil
+	})
+}
+
+// work runs c.Workers workers, named bench-N, each taking turns (cycle)
+// of up to batch tasks, until c.Tasks lifecycles completed, a turn
+// failed, or ctx is done; a turn under way then finishes first.
+func work(ctx context.Context, c Config, batch int, cycle func(id string, n int) (lifecycle, error)) result {
+	var (
+		remaining, done atomic.Int64
+		mu              sync.Mutex
+		samples         []lifecycle
+		firstErr        error
+		wg              sync.WaitGroup
+	)
 	remaining.Store(int64(c.Tasks))
 	start := time.Now()
 	for w := range c.Workers {
 		wg.Go(func() {
 			id := fmt.Sprintf("bench-%d", w)
-			var local []time.Duration
 			var mine []lifecycle
-			defer func() {
-				mu.Lock()
-				lat = append(lat, local...)
-				samples = append(samples, mine...)
-				mu.Unlock()
-			}()
-			for ctx.Err() == nil {
-				n := reserve(&remaining, int64(c.Batch))
+			var err error
+			for ctx.Err() == nil && err == nil {
+				n := reserve(&remaining, int64(batch))
 				if n == 0 {
-					return
+					break
 				}
-				t0 := time.Now()
-				// One task is claimed with the single form, more with the
-				// batch form.
-				var tasks []client.Task
-				err := retry(func() (err error) {
-					tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, int(n))
-					return err
-				})
-				if err != nil {
-					fail(err)
-					return
+				var l lifecycle
+				if l, err = cycle(id, int(n)); err == nil {
+					mine = append(mine, l)
+					done.Add(int64(l.tasks))
 				}
-				claimed := time.Since(t0)
-				local = append(local, claimed)
-				if len(tasks) == 0 {
-					fail(fmt.Errorf("claim found nothing with tasks left; the backlog ran out"))
-					return
-				}
-				t1 := time.Now()
-				if c.Batch == 1 {
-					t := tasks[0]
-					if err := retry(func() error {
-						_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput})
-						return err
-					}); err != nil {
-						fail(err)
-						return
-					}
-				} else {
-					items := make([]client.Result, len(tasks))
-					for i, t := range tasks {
-						items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
-					}
-					var statuses []client.ResultStatus
-					err := retry(func() (err error) {
-						statuses, err = cl.CompleteMany(reqCtx, items)
-						return err
-					})
-					if err != nil {
-						fail(err)
-						return
-					}
-					for _, s := range statuses {
-						if s.Status != http.StatusOK {
-							fail(fmt.Errorf("result item: status %d", s.Status))
-							return
-						}
-					}
-				}
-				end := time.Now()
-				mine = append(mine, lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: len(tasks)})
-				done.Add(int64(len(tasks)))
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			samples = append(samples, mine...)
+			if err != nil && firstErr == nil {
+				firstErr = err
 			}
 		})
 	}
 	wg.Wait()
-	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, samples: samples, err: firstErr}
+	return result{done: done.Load(), elapsed: time.Since(start), samples: samples, err: firstErr}
 }
 
 // retry calls f until it succeeds, fails for good, or failed retryably
-// (client.IsRetryable: a 503, a lost connection) five times, as a worker
-// would: on a loaded machine the server cuts a request short now and then.
-// A result sent again for the same attempt is applied once; a claim whose
-// answer was lost leaves its task leased to nobody until its lease ends,
-// which the count of pending tasks after the run shows.
-func retry(f func() error) error {
+// (retryable: a 503 or a lost connection over REST, Unavailable over
+// gRPC) five times, as a worker would: on a loaded machine the server cuts
+// a request short now and then. A result (or Done) sent again for the same
+// attempt is applied once; a claim whose answer was lost leaves its task
+// leased to nobody until its lease ends, which the count of pending tasks
+// after the run shows.
+func retry(retryable func(error) bool, f func() error) error {
 	var err error
 	for i := range 5 {
-		if err = f(); err == nil || !client.IsRetryable(err) {
+		if err = f(); err == nil || !retryable(err) {
 			return err
 		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)

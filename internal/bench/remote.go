@@ -179,81 +179,36 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 	defer hc.CloseIdleConnections()
 	wc := scimeshv1connect.NewWorkerClient(hc, base, grpcOptions(c.WorkerToken)...)
 	reqCtx := context.WithoutCancel(ctx)
-	var (
-		done      atomic.Int64
-		remaining atomic.Int64
-		mu        sync.Mutex
-		lat       []time.Duration
-		firstErr  error
-		wg        sync.WaitGroup
-	)
-	fail := func(err error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if firstErr == nil {
-			firstErr = err
-		}
+	try := func(f func() error) error {
+		return retry(func(err error) bool { return connect.CodeOf(err) == connect.CodeUnavailable }, f)
 	}
-	remaining.Store(int64(c.Tasks))
-	start := time.Now()
-	for w := range c.Workers {
-		wg.Go(func() {
-			id := fmt.Sprintf("bench-%d", w)
-			var local []time.Duration
-			defer func() {
-				mu.Lock()
-				lat = append(lat, local...)
-				mu.Unlock()
-			}()
-			for ctx.Err() == nil {
-				if reserve(&remaining, 1) == 0 {
-					return
-				}
-				t0 := time.Now()
-				var task *connect.Response[v1.Task]
-				err := retryRPC(func() (err error) {
-					task, err = wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
-					return err
-				})
-				if err != nil {
-					fail(fmt.Errorf("poll: %w", err))
-					return
-				}
-				local = append(local, time.Since(t0))
-				t := task.Msg
-				if t.TaskId == "" {
-					fail(fmt.Errorf("poll found nothing with tasks left; the backlog ran out"))
-					return
-				}
-				err = retryRPC(func() error {
-					_, err := wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
-						Success: true, Result: noopResult}))
-					return err
-				})
-				if err != nil {
-					fail(fmt.Errorf("done %s: %w", t.TaskId, err))
-					return
-				}
-				done.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	return result{done: done.Load(), elapsed: time.Since(start), latencies: lat, err: firstErr}
-}
-
-// retryRPC is retry for gRPC calls: it retries Unavailable, which a
-// request the server cut short answers. Done replayed for the same
-// attempt succeeds and changes nothing.
-func retryRPC(f func() error) error {
-	var err error
-	for i := range 5 {
-		if err = f(); err == nil || connect.CodeOf(err) != connect.CodeUnavailable {
+	return work(ctx, c, 1, func(id string, _ int) (lifecycle, error) {
+		t0 := time.Now()
+		var task *connect.Response[v1.Task]
+		err := try(func() (err error) {
+			task, err = wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
 			return err
+		})
+		if err != nil {
+			return lifecycle{}, fmt.Errorf("poll: %w", err)
 		}
-		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
-	}
-	return err
+		claimed := time.Since(t0)
+		t := task.Msg
+		if t.TaskId == "" {
+			return lifecycle{}, fmt.Errorf("poll found nothing with tasks left; the backlog ran out")
+		}
+		t1 := time.Now()
+		err = try(func() error {
+			_, err := wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
+				Success: true, Result: noopResult}))
+			return err
+		})
+		if err != nil {
+			return lifecycle{}, fmt.Errorf("done %s: %w", t.TaskId, err)
+		}
+		end := time.Now()
+		return lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: 1}, nil
+	})
 }
 
 // countTrees asks the coordinator for the state of every tree task of ids
