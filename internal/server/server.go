@@ -295,11 +295,11 @@ func guardHost(h http.Handler, open bool) http.Handler {
 // serves, but the browser still sends the page's name as Host.
 func LoopbackHosts(h http.Handler, refusal string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		host := r.Host
-		if _, _, err := net.SplitHostPort(host); err != nil {
-			host = net.JoinHostPort(host, "0")
+		host, _, err := net.SplitHostPort(r.Host)
+		if err != nil {
+			host = r.Host // no port
 		}
-		if !IsLoopback(host) {
+		if !topology.Loopback(host) {
 			http.Error(w, refusal, http.StatusMisdirectedRequest)
 			return
 		}
@@ -311,12 +311,5 @@ func LoopbackHosts(h http.Handler, refusal string) http.Handler {
 // localhost or a loopback IP address.
 func IsLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return err == nil && topology.Loopback(host)
 }

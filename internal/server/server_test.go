@@ -137,7 +137,7 @@ func TestGuardHost(t *testing.T) {
 func TestIsLoopback(t *testing.T) {
 	t.Parallel()
 	for addr, want := range map[string]bool{
-		"127.0.0.1:8080": true, "localhost:8080": true, "[::1]:80": true, "127.9.9.9:1": true,
+		"127.0.0.1:8080": true, "localhost:8080": true, "LOCALHOST.:8080": true, "[::1]:80": true, "127.9.9.9:1": true,
 		"0.0.0.0:8080": false, ":8080": false, "10.0.0.1:80": false, "example.com:80": false, "127.0.0.1": false,
 	} {
 		if got := IsLoopback(addr); got != want {
