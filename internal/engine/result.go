@@ -16,9 +16,10 @@ const ResultPiece = 1 << 20
 
 // ResultStream is a completed job's final CSV, read from the store a piece
 // (ResultPiece) at a time as it is read, so that a download's memory does
-// not grow with the CSV. It reads with the context given to OpenJobResult:
-// like an http.Request's body, it serves the one call that opened it and
-// must not outlive it.
+// not grow with the CSV. It is an io.ReadSeeker, for http.ServeContent
+// (ranges, HEAD, conditional requests). It reads with the context given
+// to OpenJobResult: like an http.Request's body, it serves the one call
+// that opened it and must not outlive it.
 //
 // The pieces are read by separate statements. A final CSV never changes
 // once written, but retention may delete the job during a long download:
@@ -32,8 +33,9 @@ type ResultStream struct {
 	ctx   context.Context
 	store store.Querier
 	id    string
-	off   int64  // where the next piece starts
-	piece []byte // read from the store, not yet returned
+	pos   int64  // where the next Read starts
+	at    int64  // where piece starts
+	piece []byte // read from the store
 }
 
 // OpenJobResult opens a completed job's final CSV and reads its first
@@ -53,8 +55,10 @@ func (e *Engine) OpenJobResult(ctx context.Context, id string) (*ResultStream, e
 	r := &ResultStream{Size: j.ResultBytes, SHA256: j.ResultSHA256, ctx: ctx, store: e.store, id: id}
 	// The first piece is read now, while a transport can still answer an
 	// error with a status of its own rather than an empty 200.
-	if err := r.next(); err != nil && err != io.EOF {
-		return nil, err
+	if r.Size > 0 {
+		if err := r.load(0); err != nil {
+			return nil, err
+		}
 	}
 	return r, nil
 }
@@ -64,57 +68,51 @@ func (r *ResultStream) Read(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if len(r.piece) == 0 {
-		if err := r.next(); err != nil {
+	if r.pos >= r.Size {
+		return 0, io.EOF
+	}
+	if r.pos < r.at || r.pos >= r.at+int64(len(r.piece)) {
+		if err := r.load(r.pos); err != nil {
 			return 0, err
 		}
 	}
-	n := copy(p, r.piece)
-	r.piece = r.piece[n:]
+	n := copy(p, r.piece[r.pos-r.at:])
+	r.pos += int64(n)
 	return n, nil
 }
 
-// WriteTo writes the rest of the CSV to w a piece at a time; io.Copy uses
-// it, which spares copying each piece into a buffer of its own.
-func (r *ResultStream) WriteTo(w io.Writer) (int64, error) {
-	var written int64
-	for {
-		if len(r.piece) == 0 {
-			err := r.next()
-			if err == io.EOF {
-				return written, nil
-			}
-			if err != nil {
-				return written, err
-			}
-		}
-		n, err := w.Write(r.piece)
-		written += int64(n)
-		r.piece = r.piece[n:]
-		if err != nil {
-			return written, err
-		}
+// Seek implements io.Seeker; it reads nothing, the next Read does.
+func (r *ResultStream) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += r.pos
+	case io.SeekEnd:
+		offset += r.Size
+	default:
+		return 0, fmt.Errorf("seek the result of job %s: whence %d", r.id, whence)
 	}
+	if offset < 0 {
+		return 0, fmt.Errorf("seek the result of job %s to %d, before its start", r.id, offset)
+	}
+	r.pos = offset
+	return offset, nil
 }
 
-// next reads the piece that starts at r.off, or returns io.EOF at Size.
-func (r *ResultStream) next() error {
-	if r.off >= r.Size {
-		return io.EOF
-	}
-	limit := int(min(ResultPiece, r.Size-r.off))
-	b, err := r.store.JobResultRead(r.ctx, &store.JobResultReadParams{ID: r.id, Offset: r.off, Limit: limit})
+// load reads the piece that starts at at.
+func (r *ResultStream) load(at int64) error {
+	limit := int(min(ResultPiece, r.Size-at))
+	b, err := r.store.JobResultRead(r.ctx, &store.JobResultReadParams{ID: r.id, Offset: at, Limit: limit})
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("job %s was deleted while its result was read (at byte %d of %d): %w",
-			r.id, r.off, r.Size, domain.ErrNotFound)
+			r.id, at, r.Size, domain.ErrNotFound)
 	case err != nil:
-		return mapStoreErr(fmt.Errorf("read the result of job %s at byte %d: %w", r.id, r.off, err))
+		return mapStoreErr(fmt.Errorf("read the result of job %s at byte %d: %w", r.id, at, err))
 	case len(b) == 0:
 		return fmt.Errorf("the result of job %s ends at byte %d, before its size %d: %w",
-			r.id, r.off, r.Size, io.ErrUnexpectedEOF)
+			r.id, at, r.Size, io.ErrUnexpectedEOF)
 	}
-	r.piece = b[:min(len(b), limit)]
-	r.off += int64(len(r.piece))
+	r.at, r.piece = at, b[:min(len(b), limit)]
 	return nil
 }

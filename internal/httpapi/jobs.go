@@ -2,9 +2,9 @@ package httpapi
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
@@ -178,29 +178,21 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// jobResult streams a completed job's final CSV from the store, a piece at
-// a time. Once the headers are out an error (the job deleted by retention
-// meanwhile, the database gone) can only cut the body short of its
-// Content-Length, which the client sees as an incomplete download.
+// jobResult serves a completed job's final CSV, read from the store a piece
+// at a time (engine.ResultStream); an error once the headers are out cuts
+// the body short of its Content-Length.
 func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("job_id")
-	res, err := s.engine.OpenJobResult(r.Context(), id)
+	res, err := s.engine.OpenJobResult(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
-	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
 	if res.SHA256 != "" {
 		h.Set("ETag", `"sha256:`+res.SHA256+`"`)
 	}
-	if r.Method == http.MethodHead {
-		return
-	}
-	if _, err := io.Copy(w, res); err != nil && r.Context().Err() == nil {
-		s.log.WarnContext(r.Context(), "job result cut short", "job_id", id, "error", err)
-	}
+	http.ServeContent(w, r, "", time.Time{}, res) // length, HEAD, ranges, If-None-Match
 }
 
 func (s *Server) cancelJob(w http.ResponseWriter, r *http.Request) {

@@ -179,3 +179,40 @@ func TestJobResultGoneBeforeFirstPiece(t *testing.T) {
 		t.Errorf("%d %s; want 404 not_found", resp.StatusCode, body)
 	}
 }
+
+// TestJobResultRangeAndETag checks the ranged and conditional forms of the
+// result's download: a range across two store pieces is exact, and the
+// ETag answers 304.
+func TestJobResultRangeAndETag(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{tokens: tokens})
+	id, stored := b.completeBigJob(24_000)
+	get := func(header, value string) (*http.Response, []byte) {
+		req, err := http.NewRequest("GET", b.url+"/jobs/"+id+"/result", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tokens.Client)
+		req.Header.Set(header, value)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp, body
+	}
+	from, to := engine.ResultPiece-10, engine.ResultPiece+10 // across the first piece's end
+	resp, body := get("Range", fmt.Sprintf("bytes=%d-%d", from, to))
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, stored[from:to+1]) {
+		t.Errorf("range %d-%d: %d, %d bytes; want 206 and the stored bytes", from, to, resp.StatusCode, len(body))
+	}
+	resp, _ = get("Range", "bytes=0-0")
+	etag := resp.Header.Get("ETag")
+	if resp, _ = get("If-None-Match", etag); etag == "" || resp.StatusCode != http.StatusNotModified {
+		t.Errorf("If-None-Match %s: %d, want 304", etag, resp.StatusCode)
+	}
+}

@@ -4,10 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -155,9 +153,8 @@ func (u *UI) streamFailed(sse *events, r *http.Request, err error) {
 	sse.send("failure", msg)
 }
 
-// result downloads a completed job's CSV, streamed from the store as the
-// REST API's GET /jobs/{id}/result streams it: an error once the headers
-// are out cuts the download short of its Content-Length.
+// result downloads a completed job's CSV, served as the REST API's GET
+// /jobs/{id}/result serves it (engine.ResultStream, http.ServeContent).
 func (u *UI) result(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	res, err := u.e.OpenJobResult(r.Context(), id)
@@ -165,19 +162,13 @@ func (u *UI) result(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(id, ":", "_")+".csv"))
 	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
-	h.Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", strings.ReplaceAll(id, ":", "_")+".csv"))
-	h.Set("Content-Length", strconv.FormatInt(res.Size, 10))
 	if res.SHA256 != "" {
 		h.Set("ETag", `"sha256:`+res.SHA256+`"`)
 	}
-	if r.Method == http.MethodHead {
-		return
-	}
-	if _, err := io.Copy(w, res); err != nil && r.Context().Err() == nil {
-		u.log.WarnContext(r.Context(), "job result cut short", "job_id", id, "error", err)
-	}
+	http.ServeContent(w, r, "", time.Time{}, res) // length, HEAD, ranges, If-None-Match
 }
 
 // cancel cancels a job and goes back to its page.
