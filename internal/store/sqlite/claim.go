@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -61,16 +62,19 @@ type claimCandidate struct {
 	chunkIndex      int64
 }
 
-func (a claimCandidate) before(b claimCandidate) bool {
-	switch {
-	case a.priority != b.priority:
-		return a.priority > b.priority
-	case a.jobCreated != b.jobCreated:
-		return !a.jobCreated.Valid || (b.jobCreated.Valid && a.jobCreated.Int64 < b.jobCreated.Int64)
-	case a.jobID != b.jobID:
-		return a.jobID < b.jobID
+// compareClaim orders candidates as the claim does: priority (higher
+// first), then oldest job (no creation time first), job ID, chunk index.
+func compareClaim(a, b claimCandidate) int {
+	if c := cmp.Compare(b.priority, a.priority); c != 0 {
+		return c
 	}
-	return a.chunkIndex < b.chunkIndex
+	if a.jobCreated.Valid != b.jobCreated.Valid {
+		if !a.jobCreated.Valid {
+			return -1
+		}
+		return 1
+	}
+	return cmp.Or(cmp.Compare(a.jobCreated.Int64, b.jobCreated.Int64), cmp.Compare(a.jobID, b.jobID), cmp.Compare(a.chunkIndex, b.chunkIndex))
 }
 
 // TaskClaim leases up to p.Max claimable tasks in one statement. No Kinds, or
@@ -119,12 +123,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		if len(cands) == 0 {
 			return nil
 		}
-		slices.SortFunc(cands, func(a, b claimCandidate) int {
-			if a.before(b) {
-				return -1
-			}
-			return 1
-		})
+		slices.SortFunc(cands, compareClaim)
 		ids := make([]int64, 0, min(len(cands), p.Max))
 		for _, c := range cands[:min(len(cands), p.Max)] {
 			ids = append(ids, c.rowid)
