@@ -329,7 +329,7 @@ func roleToken(r auth.Role) string {
 func TestHostileCallers(t *testing.T) {
 	t.Parallel()
 	h := startHostile(t, server.Config{MaxUploadBytes: hostileUploadMax, BodyGrace: 300 * time.Millisecond, BodyRate: 1 << 10})
-	routes := httpapi.New(nil, auth.NewGate(auth.Tokens{}), nil).Routes()
+	routes := httpapi.New(nil, auth.NewGate(auth.Tokens{}), nil, 0).Routes()
 	for _, pattern := range routes {
 		if pattern == "/ui/" {
 			continue // the dashboard's routes: TestHostileDashboard

@@ -47,7 +47,7 @@ func setup(t *testing.T) *coordinator {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := engine.New(st, engine.Config{Blobs: blobs, Shard: "s0", Logger: log,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
-	srv := httptest.NewServer(httpapi.New(eng, auth.NewGate(auth.Tokens{Worker: "wtok", Client: "ctok"}), log))
+	srv := httptest.NewServer(httpapi.New(eng, auth.NewGate(auth.Tokens{Worker: "wtok", Client: "ctok"}), log, 0))
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	loops.Go(func() { eng.Run(ctx) })

@@ -17,7 +17,7 @@ import (
 const DefaultMaxUploadBytes = 64 << 30
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	u, err := s.engine.CreateUpload(r.Context(), r.Body) // bounded by the gate at MaxUploadBytes
+	u, err := s.engine.CreateUpload(r.Context(), r.Body) // bounded by the gate at maxUpload
 	if err != nil {
 		var over *http.MaxBytesError
 		var slow *auth.SlowBodyError
@@ -43,7 +43,7 @@ func uploadTooLarge(limit int64) string {
 // denyUpload is deny, with a declared upload over the bound told what to do.
 func (s *Server) denyUpload(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 	if e.Status == http.StatusRequestEntityTooLarge {
-		e = &auth.Error{Status: e.Status, Code: e.Code, Message: uploadTooLarge(s.MaxUploadBytes)}
+		e = &auth.Error{Status: e.Status, Code: e.Code, Message: uploadTooLarge(s.maxUpload)}
 	}
 	deny(w, r, e)
 }

@@ -20,7 +20,7 @@ import (
 // the real mux, the route registered under that very pattern.
 func TestOpenAPIMatchesRouter(t *testing.T) {
 	doc := loadEmbeddedOpenAPI(t)
-	s := New(nil, auth.NewGate(auth.Tokens{}), nil)
+	s := New(nil, auth.NewGate(auth.Tokens{}), nil, 0)
 	if len(s.patterns) == 0 {
 		t.Fatal("the router recorded no routes; are they registered through routeMux?")
 	}
@@ -139,7 +139,7 @@ func loadEmbeddedOpenAPI(t *testing.T) *openapi3.T {
 
 // The recorded patterns are the ones the mux serves, in registration order.
 func TestRouteMuxRecords(t *testing.T) {
-	s := New(nil, auth.NewGate(auth.Tokens{}), nil)
+	s := New(nil, auth.NewGate(auth.Tokens{}), nil, 0)
 	if !slices.Contains(s.patterns, "GET /openapi.yaml") || !slices.Contains(s.patterns, "POST /tasks/claim") {
 		t.Fatalf("recorded patterns %q lack GET /openapi.yaml or POST /tasks/claim", s.patterns)
 	}

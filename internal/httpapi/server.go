@@ -12,9 +12,6 @@ import (
 
 // Server serves the REST API over an engine.
 type Server struct {
-	// MaxUploadBytes bounds the body of POST /upload; over it the answer is
-	// 413. New sets it to DefaultMaxUploadBytes; change it before serving.
-	MaxUploadBytes int64
 	// Metrics serves GET /metrics and UI the dashboard under /ui/: parts of
 	// the HTTP API that other packages build. Set them before serving; a
 	// nil one answers 404.
@@ -22,18 +19,24 @@ type Server struct {
 
 	engine *engine.Engine
 	gate   *auth.Gate
-	log    *slog.Logger
-	mux    *http.ServeMux
+	// maxUpload bounds the body of POST /upload; over it the answer is 413.
+	maxUpload int64
+	log       *slog.Logger
+	mux       *http.ServeMux
 	// patterns are the route patterns routes registered, in order (see routeMux).
 	patterns []string
 }
 
-// New returns the REST API of e, every route behind gate.
-func New(e *engine.Engine, gate *auth.Gate, log *slog.Logger) *Server {
+// New returns the REST API of e, every route behind gate, taking uploads
+// of up to maxUpload bytes (0: DefaultMaxUploadBytes).
+func New(e *engine.Engine, gate *auth.Gate, log *slog.Logger, maxUpload int64) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Server{MaxUploadBytes: DefaultMaxUploadBytes, engine: e, gate: gate, log: log, mux: http.NewServeMux()}
+	if maxUpload <= 0 {
+		maxUpload = DefaultMaxUploadBytes
+	}
+	s := &Server{maxUpload: maxUpload, engine: e, gate: gate, log: log, mux: http.NewServeMux()}
 	s.routes()
 	return s
 }
@@ -69,10 +72,7 @@ func (s *Server) routes() {
 		return auth.Route{Role: auth.Client, MaxBody: body, JSON: json}
 	}
 	worker := func(body int64) auth.Route { return auth.Route{Role: auth.Worker, MaxBody: body, JSON: true} }
-	// The upload's bound is MaxUploadBytes, which may be set after New.
-	m.mount("POST /upload", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.gate.Guard(auth.Route{Role: auth.Client, MaxBody: s.MaxUploadBytes}, s.denyUpload, http.HandlerFunc(s.upload)).ServeHTTP(w, r)
-	}))
+	m.mount("POST /upload", s.gate.Guard(auth.Route{Role: auth.Client, MaxBody: s.maxUpload}, s.denyUpload, http.HandlerFunc(s.upload)))
 	m.Handle("POST /jobs", client(largeBody, true), http.HandlerFunc(s.createJob))
 	m.Handle("GET /jobs", client(0, false), http.HandlerFunc(s.listJobs))
 	m.Handle("GET /jobs/{job_id}", client(0, false), http.HandlerFunc(s.getJob))

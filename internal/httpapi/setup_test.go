@@ -103,7 +103,7 @@ func setup(t *testing.T, opts options) *bundle {
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
 	gate := auth.NewGate(opts.tokens)
-	api := httpapi.New(eng, gate, log)
+	api := httpapi.New(eng, gate, log, opts.maxUpload)
 	metrics := telemetry.New(log)
 	metrics.Watch(eng, st)
 	dash, err := ui.New(eng, ui.Config{Gate: gate, Logger: log})
@@ -111,9 +111,6 @@ func setup(t *testing.T, opts options) *bundle {
 		t.Fatal(err)
 	}
 	api.Metrics, api.UI = metrics.Handler(), dash
-	if opts.maxUpload > 0 {
-		api.MaxUploadBytes = opts.maxUpload
-	}
 	srv := httptest.NewServer(api)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

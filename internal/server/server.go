@@ -180,10 +180,7 @@ func (s *Server) mount(topo *topology.Topology, metrics *telemetry.Metrics) (htt
 	if cfg.BodyGrace > 0 {
 		gate.BodyGrace, gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
 	}
-	api := httpapi.New(eng, gate, log)
-	if cfg.MaxUploadBytes > 0 {
-		api.MaxUploadBytes = cfg.MaxUploadBytes
-	}
+	api := httpapi.New(eng, gate, log, cfg.MaxUploadBytes)
 	mux := http.NewServeMux()
 	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
 	rpc.Mount(mux, eng, gate, known, log)

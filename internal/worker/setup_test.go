@@ -65,7 +65,7 @@ func setup(t *testing.T) *bundle {
 	mux := http.NewServeMux() // the REST API and the Worker service, as serve mounts them
 	gate := auth.NewGate(auth.Tokens{Worker: workerToken, Client: clientToken, Peer: "peer-token"})
 	rpc.Mount(mux, eng, gate, func(shard string) bool { return shard == "s0" }, log)
-	mux.Handle("/", httpapi.New(eng, gate, log))
+	mux.Handle("/", httpapi.New(eng, gate, log, 0))
 	srv := httptest.NewServer(mux)
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
