@@ -8,7 +8,10 @@
 # then Done, on single-task trees).
 # Usage: bench/load.sh [ROUNDS]   (default 3; prints every run, then medians)
 # TASKS (50000), BACKLOG (10000), WORKERS (64), STORES ("sqlite postgres")
-# and FORMS ("single batch50 grpc") change what is run.
+# and FORMS ("single batch50 grpc") change what is run. BEFORE=BINARY also
+# runs each case on a serve built earlier (e.g. from the commit before a
+# change), alternating with this tree's, so both are measured on the same
+# machine at the same time; the load comes from this tree's bench.
 # PROFILE=DIR profiles serve instead, once per store, under the single
 # form: a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
 # DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
@@ -23,6 +26,9 @@ workers=${WORKERS:-64}
 stores=${STORES:-sqlite postgres}
 forms=${FORMS:-single batch50 grpc}
 profile=${PROFILE:-}
+before=${BEFORE:-}
+builds=now
+[ -z "$before" ] || builds="now before"
 
 go build -o bin/scimesh ./cmd/scimesh
 (cd bench/river && go build -o ../../bin/river-bench .)
@@ -61,6 +67,8 @@ sql() { psql "$admin" -v ON_ERROR_STOP=1 -qAtc "$1"; }
 
 freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
+serve_bin=bin/scimesh
+
 # serve_start DB [ARGS…] starts serve on a free loopback port and waits
 # until it is ready; $url is its URL.
 serve_start() {
@@ -68,7 +76,7 @@ serve_start() {
 	shift
 	url=http://127.0.0.1:$(freeport)
 	# warn: info would log a line per request, which costs the server.
-	bin/scimesh serve --addr "${url#http://}" --db "$db" --migrate --log-level warn "$@" 2>"$work/serve.log" &
+	"$serve_bin" serve --addr "${url#http://}" --db "$db" --migrate --log-level warn "$@" 2>"$work/serve.log" &
 	server=$!
 	for _ in $(seq 300); do
 		curl -fs "$url/ready" >/dev/null 2>&1 && return
@@ -157,15 +165,19 @@ declare -A rates
 for round in $(seq "$rounds"); do
 	for store in $stores; do
 		for form in $forms; do
-			name=scimesh_${round}_${form}
-			db=$(newdb "$store" "$name")
-			serve_start "$db"
-			# shellcheck disable=SC2046 # formargs's words are flags
-			line=$(bench $(formargs "$form") | tail -1)
-			serve_stop
-			dropdb "$store" "$name"
-			echo "$store, $form: $line"
-			rates[$store.$form]+="$(sed -E 's/.* = ([0-9.]+) lifecycles\/s.*/\1/' <<<"$line") "
+			for build in $builds; do
+				serve_bin=bin/scimesh
+				[ "$build" = now ] || serve_bin=$before
+				name=scimesh_${round}_${form}_$build
+				db=$(newdb "$store" "$name")
+				serve_start "$db"
+				# shellcheck disable=SC2046 # formargs's words are flags
+				line=$(bench $(formargs "$form") | tail -1)
+				serve_stop
+				dropdb "$store" "$name"
+				echo "$store, $form, $build: $line"
+				rates[$store.$form.$build]+="$(sed -E 's/.* = ([0-9.]+) lifecycles\/s.*/\1/' <<<"$line") "
+			done
 		done
 	done
 done
@@ -174,6 +186,8 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m = NR%2 ? a[(N
 echo "medians over $rounds rounds, $workers workers, $tasks tasks, backlog $backlog ($(uptime | sed 's/.*load average/load average/')):"
 for store in $stores; do
 	for form in $forms; do
-		echo "  $store, $form: $(median <<<"${rates[$store.$form]}") lifecycles/s"
+		for build in $builds; do
+			echo "  $store, $form, $build: $(median <<<"${rates[$store.$form.$build]}") lifecycles/s"
+		done
 	done
 done

@@ -108,6 +108,11 @@ type Engine struct {
 	sweepMu   sync.Mutex
 	lastSweep time.Time
 
+	// Group commit of the single forms (see group).
+	claims  *groups[claimCall, claimAnswer]
+	renews  *group[renewCall, renewAnswer]
+	results *group[CompleteTaskParams, ItemResult]
+
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
 
@@ -179,6 +184,9 @@ func New(s store.Store, cfg Config) *Engine {
 		seenLog:   seenLog{last: map[string]seenAt{}},
 		pageBytes: stitchPageBytes,
 	}
+	e.claims = newGroups(claimRunMax, groupRuns, e.claimRun)
+	e.renews = newGroup(renewRunMax, groupRuns, e.renewRun)
+	e.results = newGroup(resultRunMax, groupRuns, e.resultRun)
 	e.started = e.now()
 	return e
 }
@@ -204,7 +212,7 @@ const maxTxAttempts = 50
 // tx runs fn in a transaction, rerunning it while it loses races, and
 // wakes the outbox loop when the transaction committed outbox messages.
 func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
-	for i := 0; ; i++ {
+	return e.retry(ctx, func() error {
 		var w *outboxWatch
 		err := e.store.InTx(ctx, func(q store.Querier) error {
 			w = &outboxWatch{Querier: q}
@@ -213,6 +221,15 @@ func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 		if err == nil && w.sent {
 			e.outbox.Notify()
 		}
+		return err
+	})
+}
+
+// retry runs fn, which writes in a transaction of its own, again while it
+// loses races (store.ErrStale).
+func (e *Engine) retry(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
 		if !errors.Is(err, store.ErrStale) {
 			return mapStoreErr(err)
 		}

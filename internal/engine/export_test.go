@@ -1,5 +1,12 @@
 package engine
 
+import (
+	"context"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+)
+
 // SetStitchPageHook makes e call fn after merging each page of a job's
 // chunk outputs, to stop a stitch in its middle. Call it before Run.
 func (e *Engine) SetStitchPageHook(fn func(jobID string, page int)) { e.stitchPageHook = fn }
@@ -8,3 +15,34 @@ func (e *Engine) SetStitchPageHook(fn func(jobID string, page int)) { e.stitchPa
 // per page instead of the default, so that small tests can tell a bounded
 // stitch from one that reads every output at once.
 func (e *Engine) SetStitchPageBytes(n int) { e.pageBytes = n }
+
+// RenewTogether renews the leases (ids[i], workers[i], attempts[i]) as one
+// run of the heartbeats' group commit, as concurrent heartbeats are.
+func (e *Engine) RenewTogether(ctx context.Context, ids, workers []string, attempts []int) ([]time.Time, []error) {
+	calls := make([]renewCall, len(ids))
+	for i := range ids {
+		calls[i] = renewCall{taskID: ids[i], worker: workers[i], attempt: attempts[i]}
+	}
+	var expires []time.Time
+	var errs []error
+	for _, a := range e.renewRun(ctx, calls) {
+		expires, errs = append(expires, a.expires), append(errs, a.err)
+	}
+	return expires, errs
+}
+
+// ClaimTogether serves single claims of chunk tasks by workers as one run
+// of the claims' group commit, as concurrent single claims are; a caller
+// that got nothing has a nil task.
+func (e *Engine) ClaimTogether(ctx context.Context, workers []string) ([]*domain.Task, []error) {
+	calls := make([]claimCall, len(workers))
+	for i, w := range workers {
+		calls[i] = claimCall{worker: w, kind: domain.KindChunk}
+	}
+	var tasks []*domain.Task
+	var errs []error
+	for _, a := range e.claimRun(ctx, calls) {
+		tasks, errs = append(tasks, a.task), append(errs, a.err)
+	}
+	return tasks, errs
+}

@@ -97,41 +97,110 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	}
 }
 
+// Group commit (see group): how many runs of one operation may be in
+// flight at once, and how many calls one run serves.
+const (
+	groupRuns    = 2
+	claimRunMax  = 128
+	renewRunMax  = 256
+	resultRunMax = 64
+)
+
+// claimCall is one single claim waiting to share a claim statement with
+// others of the same kind and workloads.
+type claimCall struct {
+	worker    string
+	kind      domain.TaskKind
+	workloads []string
+}
+
+// claimAnswer is what one claimCall got: a task, or none.
+type claimAnswer struct {
+	task *domain.Task
+	err  error
+}
+
 func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	e.sweepBeforeClaim(ctx)
+	kind := cmp.Or(p.kind, domain.KindChunk)
 	var tasks []*domain.Task
-	start := time.Now()
-	err := e.tx(ctx, func(q store.Querier) error {
-		now := e.now()
+	if p.Max == 1 {
+		// Single claims that arrive together share one statement.
+		key := string(kind) + "\x00" + strings.Join(p.Workloads, "\x00")
+		a, err := e.claims.do(ctx, key, claimCall{worker: p.WorkerID, kind: kind, workloads: p.Workloads})
+		if err == nil {
+			err = a.err
+		}
+		if err != nil {
+			return nil, err
+		}
+		if a.task != nil {
+			tasks = []*domain.Task{a.task}
+		}
+	} else {
 		var err error
-		tasks, err = q.TaskClaim(ctx, &store.TaskClaimParams{
-			Owner: p.WorkerID, Kinds: []domain.TaskKind{cmp.Or(p.kind, domain.KindChunk)},
-			Workloads: p.Workloads, Max: p.Max, Now: now,
-		})
-		if err != nil || len(tasks) == 0 {
-			return err
+		if tasks, err = e.claim(ctx, kind, p.Workloads, slices.Repeat([]string{p.WorkerID}, p.Max)); err != nil {
+			return nil, err
 		}
-		var jobIDs []string
-		for _, t := range tasks {
-			if t.JobID != "" && !slices.Contains(jobIDs, t.JobID) {
-				jobIDs = append(jobIDs, t.JobID)
-			}
-		}
-		return q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: jobIDs, Now: now})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
 	}
-	e.cfg.Observer.Claimed(cmp.Or(p.kind, domain.KindChunk), len(tasks), time.Since(start))
-	slices.SortFunc(tasks, claimOrder)
 	views := make([]*TaskView, len(tasks))
 	for i, t := range tasks {
+		var err error
 		if views[i], err = e.taskView(ctx, t); err != nil {
 			return nil, err
 		}
 		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
 	}
 	return views, nil
+}
+
+// claim leases up to len(owners) tasks of kind and workloads in one
+// statement, the i-th in claim order to owners[i], and returns them in
+// claim order.
+func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, owners []string) ([]*domain.Task, error) {
+	start := time.Now()
+	var tasks []*domain.Task
+	err := e.retry(ctx, func() error {
+		var err error
+		tasks, err = e.store.TaskClaim(ctx, &store.TaskClaimParams{
+			Owners: owners, Kinds: []domain.TaskKind{kind}, Workloads: workloads, Now: e.now(),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	e.cfg.Observer.Claimed(kind, len(tasks), time.Since(start))
+	slices.SortFunc(tasks, claimOrder)
+	return tasks, nil
+}
+
+// claimRun serves single claims together: one claim statement names each
+// caller as the owner of one task, in the order they came.
+func (e *Engine) claimRun(ctx context.Context, calls []claimCall) []claimAnswer {
+	out := make([]claimAnswer, len(calls))
+	owners := make([]string, len(calls))
+	for i, c := range calls {
+		owners[i] = c.worker
+	}
+	tasks, err := e.claim(ctx, calls[0].kind, calls[0].workloads, owners)
+	if err != nil {
+		for i := range out {
+			out[i].err = err
+		}
+		return out
+	}
+	// Each task goes to a caller it was leased to; callers of one worker
+	// ID are alike.
+	for _, t := range tasks {
+		for i, c := range calls {
+			if out[i].task == nil && c.worker == t.LeaseOwner {
+				out[i].task = t
+				break
+			}
+		}
+	}
+	return out
 }
 
 func claimOrder(a, b *domain.Task) int {
@@ -150,30 +219,86 @@ func claimOrder(a, b *domain.Task) int {
 }
 
 // RenewLease renews the live lease held by (worker, attempt) and returns its
-// new expiry.
+// new expiry. Heartbeats that arrive together are written together.
 func (e *Engine) RenewLease(ctx context.Context, taskID, worker string, attempt int) (time.Time, error) {
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return time.Time{}, err
 	}
-	var expires time.Time
-	err := e.tx(ctx, func(q store.Querier) error {
-		t, err := q.TaskGet(ctx, taskID)
-		if err != nil {
-			return notFound(err, "task %q", taskID)
-		}
-		now := e.now()
-		if err := domain.CheckLease(t, worker, attempt, now); err != nil {
-			return err
-		}
-		domain.Renew(t, now)
-		expires = t.LeaseExpiresAt
-		return q.TaskUpdate(ctx, t)
-	})
+	a, err := e.renews.do(ctx, renewCall{taskID: taskID, worker: worker, attempt: attempt})
+	if err == nil {
+		err = a.err
+	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
 	e.seen(ctx, worker, true)
-	return expires, nil
+	return a.expires, nil
+}
+
+// renewCall is one heartbeat; renewAnswer its outcome.
+type renewCall struct {
+	taskID, worker string
+	attempt        int
+}
+
+type renewAnswer struct {
+	expires time.Time
+	err     error
+}
+
+// renewRun renews the leases of calls in one transaction, each judged as
+// it would be alone, in order.
+func (e *Engine) renewRun(ctx context.Context, calls []renewCall) []renewAnswer {
+	out := make([]renewAnswer, len(calls))
+	err := e.tx(ctx, func(q store.Querier) error {
+		ids := make([]string, len(calls))
+		for i, c := range calls {
+			ids[i] = c.taskID
+		}
+		tasks, err := getTasks(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		var changed []*domain.Task
+		now := e.now()
+		for i, c := range calls {
+			out[i] = renewAnswer{}
+			t := tasks[c.taskID]
+			if t == nil {
+				out[i].err = fmt.Errorf("task %q does not exist: %w", c.taskID, domain.ErrNotFound)
+				continue
+			}
+			if err := domain.CheckLease(t, c.worker, c.attempt, now); err != nil {
+				out[i].err = err
+				continue
+			}
+			domain.Renew(t, now)
+			out[i].expires = t.LeaseExpiresAt
+			if !slices.Contains(changed, t) {
+				changed = append(changed, t)
+			}
+		}
+		return q.TaskUpdateMany(ctx, changed)
+	})
+	if err != nil {
+		for i := range out {
+			out[i] = renewAnswer{err: err}
+		}
+	}
+	return out
+}
+
+// getTasks reads the tasks of ids in one statement, by ID.
+func getTasks(ctx context.Context, q store.Querier, ids []string) (map[string]*domain.Task, error) {
+	got, err := q.TaskGetMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]*domain.Task, len(got))
+	for _, t := range got {
+		m[t.ID] = t
+	}
+	return m, nil
 }
 
 // CompleteTaskParams is a worker's result for one task.
@@ -194,15 +319,43 @@ type ItemResult struct {
 // CompleteTask records a chunk task's output for the live lease (worker,
 // attempt). The output must be CSV with the job's score column, at most
 // top_k rows and finite scores; otherwise ErrInvalidArgument and the lease
-// stays. Replaying the recorded result changes nothing.
+// stays. Replaying the recorded result changes nothing. Results that
+// arrive together are written in one transaction, each judged as it
+// would be alone.
 func (e *Engine) CompleteTask(ctx context.Context, p CompleteTaskParams) (*TaskView, error) {
-	r := e.CompleteTasks(ctx, []CompleteTaskParams{p})[0]
+	r, err := e.results.do(ctx, p)
+	if err != nil {
+		return nil, err
+	}
 	return r.Task, r.Err
 }
 
+// resultRun records results that arrived together. When their shared
+// transaction fails as a whole for a reason other than the database being
+// unavailable, each is recorded again alone, so that one that cannot be
+// written fails alone.
+func (e *Engine) resultRun(ctx context.Context, items []CompleteTaskParams) []ItemResult {
+	out, err := e.completeTasks(ctx, items)
+	if err == nil || len(items) == 1 || errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
+		return out
+	}
+	for i := range items {
+		out[i] = e.CompleteTasks(ctx, items[i:i+1])[0]
+	}
+	return out
+}
+
 // CompleteTasks records several results in one transaction. Each item is
-// judged on its own, exactly as CompleteTask would judge it alone.
+// judged on its own, exactly as CompleteTask would judge it alone, in
+// order: of two results for one task, the second sees the first.
 func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) []ItemResult {
+	out, _ := e.completeTasks(ctx, items)
+	return out
+}
+
+// completeTasks is CompleteTasks, and the error of the transaction when
+// it failed as a whole (every item that reached it then carries it).
+func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) ([]ItemResult, error) {
 	out := make([]ItemResult, len(items))
 	valid := make([]int, 0, len(items)) // indexes of items that passed validation
 	for i, p := range items {
@@ -213,7 +366,7 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 		valid = append(valid, i)
 	}
 	if len(valid) == 0 {
-		return out
+		return out, nil
 	}
 	// Outputs are checked against their job's settings before the
 	// transaction: reading a job inside it would hold one connection
@@ -243,7 +396,7 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 	}
 	valid = keep
 	if len(valid) == 0 {
-		return out
+		return out, nil
 	}
 	written := make([]*domain.Task, len(items))
 	stitchReady := false
@@ -251,17 +404,23 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 	err := e.tx(ctx, func(q store.Querier) error {
 		stitchReady = false
 		completed = 0
+		ids := make([]string, 0, len(valid))
+		for _, i := range valid {
+			ids = append(ids, items[i].TaskID)
+		}
+		tasks, err := getTasks(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		var changed []*domain.Task
 		done := map[string]int{} // downstream ID → newly completed upstreams
 		for _, i := range valid {
 			p := items[i]
 			written[i], out[i].Err = nil, nil
-			t, err := q.TaskGet(ctx, p.TaskID)
-			if err != nil {
-				if errors.Is(err, store.ErrNotFound) {
-					out[i].Err = notFound(err, "task %q", p.TaskID)
-					continue
-				}
-				return err
+			t := tasks[p.TaskID] // shared by the items of one task: each sees those before it
+			if t == nil {
+				out[i].Err = fmt.Errorf("task %q does not exist: %w", p.TaskID, domain.ErrNotFound)
+				continue
 			}
 			if t.Kind != domain.KindChunk {
 				out[i].Err = fmt.Errorf("task %s is run by coordinators, not workers: %w", t.ID, domain.ErrLeaseLost)
@@ -288,13 +447,14 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 			if outcome == domain.Replayed {
 				continue
 			}
-			if err := q.TaskUpdate(ctx, t); err != nil {
-				return err
-			}
+			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {
 				done[t.DownstreamID]++
 			}
+		}
+		if err := q.TaskUpdateMany(ctx, changed); err != nil {
+			return err
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
@@ -312,7 +472,7 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 		for _, i := range valid {
 			out[i] = ItemResult{Err: fmt.Errorf("record result of task %s: %w", items[i].TaskID, err)}
 		}
-		return out
+		return out, err
 	}
 	if stitchReady {
 		e.stitch.Notify()
@@ -325,7 +485,7 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 			out[i].Task, out[i].Err = e.taskView(ctx, t)
 		}
 	}
-	return out
+	return out, nil
 }
 
 func sortedKeys(m map[string]int) []string {
@@ -479,19 +639,55 @@ func (e *Engine) failJob(ctx context.Context, q store.Querier, t *domain.Task, n
 // reapBatch bounds the expired leases handled per pass.
 const reapBatch = 500
 
-// sweepEvery rate-limits the expiry sweep that runs before claims.
+// sweepEvery rate-limits the sweep (expiry, the end of backoffs) that runs
+// before claims.
 const sweepEvery = 100 * time.Millisecond
 
+// runnableBatch bounds the tasks one MakeRunnable call takes out of
+// backoff.
+const runnableBatch = 1000
+
 func (e *Engine) sweepBeforeClaim(ctx context.Context) {
+	now := e.now() // the engine's clock, which tests move
 	e.sweepMu.Lock()
-	if time.Since(e.lastSweep) < sweepEvery {
+	if d := now.Sub(e.lastSweep); d >= 0 && d < sweepEvery {
 		e.sweepMu.Unlock()
 		return
 	}
-	e.lastSweep = time.Now()
+	e.lastSweep = now
 	e.sweepMu.Unlock()
-	if _, err := e.ExpireLeases(ctx); err != nil && ctx.Err() == nil {
-		e.log.WarnContext(ctx, "expiry sweep before claim failed", "error", err)
+	if _, err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
+		e.log.WarnContext(ctx, "sweep before claim failed", "error", err)
+	}
+}
+
+// Sweep ends expired leases (ExpireLeases), then makes the tasks whose
+// backoff passed claimable (MakeRunnable); it returns how many tasks it
+// changed. The reaper runs it, and so do claims, at most every
+// sweepEvery.
+func (e *Engine) Sweep(ctx context.Context) (int, error) {
+	n, err := e.ExpireLeases(ctx)
+	if err != nil {
+		return n, err
+	}
+	m, err := e.MakeRunnable(ctx)
+	return n + m, err
+}
+
+// MakeRunnable makes the tasks whose backoff passed claimable, and returns
+// how many. Claims see a task in backoff only once this has run after its
+// backoff passed.
+func (e *Engine) MakeRunnable(ctx context.Context) (int, error) {
+	n := 0
+	for {
+		m, err := e.store.TaskMakeRunnable(ctx, &store.TaskMakeRunnableParams{Now: e.now(), Limit: runnableBatch})
+		if err != nil {
+			return n, mapStoreErr(fmt.Errorf("end backoffs: %w", err))
+		}
+		n += m
+		if m < runnableBatch {
+			return n, nil
+		}
 	}
 }
 

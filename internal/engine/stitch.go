@@ -51,7 +51,7 @@ func (e *Engine) StitchReadyJobs(ctx context.Context) (int, error) {
 			task = nil
 			now := e.now()
 			tasks, err := q.TaskClaim(ctx, &store.TaskClaimParams{
-				Owner: e.cfg.NodeID, Kinds: []domain.TaskKind{domain.KindStitch}, Max: 1, Now: now,
+				Owners: []string{e.cfg.NodeID}, Kinds: []domain.TaskKind{domain.KindStitch}, Now: now,
 			})
 			if err != nil || len(tasks) == 0 {
 				return err

@@ -112,10 +112,6 @@ type Querier interface {
 	// the job. It reports whether the job is gone. Any other job is
 	// ErrNotFound and is kept.
 	JobDeleteAbandoned(ctx context.Context, p *JobDeleteAbandonedParams) (gone bool, err error)
-	// JobMarkRunning moves every job of p.IDs that is pending to running
-	// at p.Now.
-	JobMarkRunning(ctx context.Context, p *JobMarkRunningParams) error
-
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
 	// TaskGet returns the task with id, or ErrNotFound.
@@ -134,18 +130,37 @@ type Querier interface {
 	// TaskInsert and TaskUpdate store a RunAfter at or before the task's
 	// UpdatedAt (runnable at once) as none: it comes back zero, and the
 	// struct passed in is set so. Only tasks in backoff keep one, outside
-	// the claim indexes, until a claim finds it passed.
+	// the claim indexes, until TaskMakeRunnable finds it passed.
 	TaskUpdate(ctx context.Context, t *domain.Task) error
-	// TaskClaim leases up to p.Max claimable tasks in one statement and
-	// returns them leased, in any order. Claimable: state pending, RunAfter
-	// <= p.Now, kind in p.Kinds, workload in p.Workloads (any when empty).
-	// Chosen by priority descending, then JobCreatedAt, then JobID, then
-	// ChunkIndex ascending. Each claimed task gets State leased, LeaseOwner
-	// p.Owner, Attempt+1, UpdatedAt p.Now and, with a TimeoutSeconds above
-	// 0, AttemptDeadline p.Now + its TimeoutSeconds (else zero);
-	// LeaseExpiresAt is p.Now + its LeaseSeconds, or the AttemptDeadline
-	// when that is earlier. Concurrent claims never return the same task.
+	// TaskGetMany returns the tasks of ids that exist, in any order, in
+	// one statement; an ID asked for twice is returned once.
+	TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error)
+	// TaskUpdateMany is TaskUpdate of each of tasks, sent together (one
+	// round trip where the database allows). When any is stale it is
+	// ErrStale (ErrNotFound when one is gone) and the caller's transaction
+	// must be rerun: the others may have been written in it.
+	TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error
+	// TaskClaim leases up to len(p.Owners) claimable tasks in one
+	// statement and returns them leased, in any order; the i-th in claim
+	// order goes to p.Owners[i] (a batch claim names its owner as often as
+	// it wants tasks; concurrent single claims served together name one
+	// owner each, so the first in line gets the first task). Claimable:
+	// state pending, no RunAfter (stitch tasks: RunAfter <= p.Now; others
+	// in backoff wait for TaskMakeRunnable), kind in p.Kinds, workload in
+	// p.Workloads (any when empty). Chosen by priority descending, then
+	// JobCreatedAt, then JobID, then ChunkIndex ascending. Each claimed
+	// task gets State leased, its LeaseOwner, Attempt+1, UpdatedAt p.Now
+	// and, with a TimeoutSeconds above 0, AttemptDeadline p.Now + its
+	// TimeoutSeconds (else zero); LeaseExpiresAt is p.Now + its
+	// LeaseSeconds, or the AttemptDeadline when that is earlier. The jobs
+	// of the claimed tasks that are pending become running at p.Now, in
+	// the same statement. Concurrent claims never return the same task.
 	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
+	// TaskMakeRunnable clears the RunAfter of up to p.Limit pending tasks
+	// whose RunAfter is at or before p.Now, soonest first, so that claims
+	// find them, and returns how many it cleared. Rows a concurrent
+	// transaction holds are left to a later call.
+	TaskMakeRunnable(ctx context.Context, p *TaskMakeRunnableParams) (int, error)
 	// TaskListExpired returns the leased tasks whose lease expired at or
 	// before p.Now, oldest expiry first, at most p.Limit of them (all when
 	// p.Limit is 0 or less), with Result nil.
@@ -259,12 +274,6 @@ type JobListAbandonedParams struct {
 	Limit  int       // jobs at most, at least 1
 }
 
-// JobMarkRunningParams says which jobs start running, and when.
-type JobMarkRunningParams struct {
-	IDs []string
-	Now time.Time
-}
-
 // JobResultReadParams says which bytes of a job's final CSV to read.
 type JobResultReadParams struct {
 	ID     string
@@ -370,11 +379,16 @@ type TaskRetryJobParams struct {
 
 // TaskClaimParams says who claims what.
 type TaskClaimParams struct {
-	Owner     string
+	Owners    []string // one per task wanted, in the order tasks are handed out
 	Kinds     []domain.TaskKind
 	Workloads []string // empty for any
-	Max       int
 	Now       time.Time
+}
+
+// TaskMakeRunnableParams says which tasks in backoff become runnable.
+type TaskMakeRunnableParams struct {
+	Now   time.Time
+	Limit int // at most this many, soonest RunAfter first
 }
 
 // OutboxMessage is a message to another shard, recorded in the same

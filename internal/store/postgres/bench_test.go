@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -48,7 +49,7 @@ func BenchmarkTaskClaim(b *testing.B) {
 	if err := s.TaskInsert(b.Context(), storetest.NewTasks(j, n)[1:]); err != nil {
 		b.Fatal(err)
 	}
-	p := &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 1, Now: storetest.Epoch().Add(time.Minute)}
+	p := &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 1), Kinds: []domain.TaskKind{domain.KindChunk}, Now: storetest.Epoch().Add(time.Minute)}
 	for b.Loop() {
 		got, err := s.TaskClaim(b.Context(), p)
 		if err != nil || len(got) != 1 {

@@ -43,11 +43,11 @@ var (
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED) AS c`)
 
-	// sqlTaskRunnable makes tasks whose backoff passed runnable (no
+	// sqlTaskMakeRunnable makes tasks whose backoff passed runnable (no
 	// run_after), reading tasks_backoff, so that claims find them in the
 	// claim indexes; SKIP LOCKED leaves rows a concurrent claim or write
-	// holds to it.
-	sqlTaskRunnable = `UPDATE tasks SET run_after = NULL, version = version + 1
+	// holds to a later call.
+	sqlTaskMakeRunnable = `UPDATE tasks SET run_after = NULL, version = version + 1
 WHERE id IN (
 	SELECT id FROM tasks
 	WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= $1
@@ -56,33 +56,41 @@ WHERE id IN (
 	FOR UPDATE SKIP LOCKED)`
 )
 
-// runnableBatch bounds the tasks in backoff one claim makes runnable.
-const runnableBatch = 1000
-
 // claimSQL is the claim whose candidates come from candidates (a FROM
-// item c with the claim-order columns). It sets the attempt's deadline
-// from the task's timeout (none when 0) and caps the lease at it (LEAST
-// passes over the NULL of no timeout).
+// item c with the claim-order columns). The first $5 candidates in claim
+// order are numbered, and the n-th goes to the n-th owner of $1. It sets
+// the attempt's deadline from the task's timeout (none when 0) and caps
+// the lease at it (LEAST passes over the NULL of no timeout). The same
+// statement moves the claimed tasks' pending jobs to running: a job row
+// that is not pending is passed over without waiting for its lock.
 func claimSQL(candidates string) string {
-	return `UPDATE tasks
-SET state = 'leased', lease_owner = $1, attempt = attempt + 1,
+	return `WITH claimed AS (
+UPDATE tasks
+SET state = 'leased', lease_owner = ($1::text[])[claimable.n], attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + LEAST(lease_seconds, NULLIF(timeout_seconds, 0)) * interval '1 second',
 	attempt_deadline = $2::timestamptz + NULLIF(timeout_seconds, 0) * interval '1 second',
 	run_after = NULL, updated_at = $2::timestamptz, version = version + 1
 FROM (
-	SELECT c.id AS claim_id FROM ` + candidates + `
+	SELECT c.id AS claim_id,
+		row_number() OVER (ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index) AS n
+	FROM ` + candidates + `
 	ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index
 	LIMIT $5
 ) AS claimable
-WHERE id = claim_id
-RETURNING ` + taskColumns
+WHERE id = claimable.claim_id
+RETURNING ` + taskColumns + `
+), running AS (
+	UPDATE jobs SET status = 'running', updated_at = $2::timestamptz, version = version + 1
+	WHERE id IN (SELECT job_id FROM claimed) AND status = 'pending'
+)
+SELECT ` + taskColumns + ` FROM claimed`
 }
 
-// TaskClaim makes the tasks whose backoff passed runnable, then leases up
-// to p.Max claimable tasks in one statement and returns them leased, in no
-// particular order.
+// TaskClaim leases up to len(p.Owners) claimable tasks in one statement,
+// the i-th in claim order to p.Owners[i], marks their pending jobs running
+// in it, and returns them leased, in no particular order.
 func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
-	if p.Max <= 0 || len(p.Kinds) == 0 {
+	if len(p.Owners) == 0 || len(p.Kinds) == 0 {
 		return nil, nil
 	}
 	kinds := make([]string, len(p.Kinds))
@@ -100,14 +108,19 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	case len(workloads) > 0:
 		query = sqlTaskClaimWorkloads
 	}
-	if query != sqlTaskClaimStitch {
-		if _, err := q.db.Exec(ctx, sqlTaskRunnable, p.Now, runnableBatch); err != nil {
-			return nil, translate(err, "make tasks past their backoff runnable")
-		}
-	}
-	rows, err := q.db.Query(ctx, query, p.Owner, p.Now, kinds, workloads, p.Max)
+	rows, err := q.db.Query(ctx, query, p.Owners, p.Now, kinds, workloads, len(p.Owners))
 	if err != nil {
-		return nil, translate(err, "claim tasks for %s", p.Owner)
+		return nil, translate(err, "claim tasks for %s", p.Owners[0])
 	}
-	return collectTasks(rows, "claim tasks for %s", p.Owner)
+	return collectTasks(rows, "claim tasks for %s", p.Owners[0])
+}
+
+// TaskMakeRunnable clears the RunAfter of up to p.Limit tasks whose backoff
+// passed, soonest first, and returns how many it cleared.
+func (q *querier) TaskMakeRunnable(ctx context.Context, p *store.TaskMakeRunnableParams) (int, error) {
+	tag, err := q.db.Exec(ctx, sqlTaskMakeRunnable, p.Now, p.Limit)
+	if err != nil {
+		return 0, translate(err, "make tasks past their backoff runnable")
+	}
+	return int(tag.RowsAffected()), nil
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,8 +78,9 @@ func TestClaimAtScale(t *testing.T) {
 	// the planner may sort every pending task instead of using the index.
 	conn := connect(t, url)
 	now := storetest.Epoch().Add(time.Hour)
-	anyWorkload := []any{"w", now, []string{"chunk"}, []string{}, 10}
-	named := []any{"w", now, []string{"chunk"}, []string{"tanimoto", "rare"}, 10}
+	owners := slices.Repeat([]string{"w"}, 10)
+	anyWorkload := []any{owners, now, []string{"chunk"}, []string{}, 10}
+	named := []any{owners, now, []string{"chunk"}, []string{"tanimoto", "rare"}, 10}
 	for _, c := range []struct {
 		sql, index string
 		args       []any
@@ -86,7 +88,7 @@ func TestClaimAtScale(t *testing.T) {
 		{postgres.SQLTaskClaim, "tasks_claim", anyWorkload},
 		{postgres.SQLTaskClaimWorkloads, "tasks_claim_workload", named},
 		{postgres.SQLTaskClaimStitch, "tasks_claim_stitch", anyWorkload},
-		{postgres.SQLTaskRunnable, "tasks_backoff", []any{now, 1000}},
+		{postgres.SQLTaskMakeRunnable, "tasks_backoff", []any{now, 1000}},
 	} {
 		args := c.args
 		for _, mode := range []string{"auto", "force_custom_plan", "force_generic_plan"} {
@@ -123,7 +125,7 @@ func TestClaimAtScale(t *testing.T) {
 	}
 
 	start = time.Now()
-	got, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 10, Now: now})
+	got, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: []domain.TaskKind{domain.KindChunk}, Now: now})
 	if err != nil || len(got) != 10 {
 		t.Fatalf("TaskClaim on the backlog = %d tasks, %v; want 10", len(got), err)
 	}
@@ -165,7 +167,7 @@ func TestConcurrentClaimers(t *testing.T) {
 			<-start
 			me := fmt.Sprintf("w%02d", c)
 			for {
-				tasks, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owner: me, Kinds: []domain.TaskKind{domain.KindChunk}, Max: 1 + c%4, Now: now})
+				tasks, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{me}, 1+c%4), Kinds: []domain.TaskKind{domain.KindChunk}, Now: now})
 				if err != nil {
 					errs[c] = err
 					return

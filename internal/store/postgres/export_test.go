@@ -5,5 +5,5 @@ var (
 	SQLTaskClaim          = sqlTaskClaim
 	SQLTaskClaimWorkloads = sqlTaskClaimWorkloads
 	SQLTaskClaimStitch    = sqlTaskClaimStitch
-	SQLTaskRunnable       = sqlTaskRunnable
+	SQLTaskMakeRunnable   = sqlTaskMakeRunnable
 )

@@ -64,10 +64,6 @@ WHERE id = $1 AND version = $8`
 	// TOAST chunks it spans (migration 0013 stores results so); a
 	// compressed one is decompressed from its start to the slice's end.
 	sqlJobResultRead = `SELECT substring(result FROM $2 FOR $3) FROM jobs WHERE id = $1`
-
-	sqlJobMarkRunning = `UPDATE jobs
-SET status = 'running', updated_at = $2, version = version + 1
-WHERE id = ANY($1) AND status = 'pending'`
 )
 
 // JobInsert inserts j at version j.Version+1 and sets j.ResultBytes to the
@@ -198,18 +194,6 @@ func (q *querier) missing(ctx context.Context, existsSQL, what, id string, versi
 		return translate(store.ErrNotFound, "update %s %s", what, id)
 	}
 	return translate(store.ErrStale, "update %s %s: it changed since version %d", what, id, version)
-}
-
-// JobMarkRunning moves every job of p.IDs that is pending to running at
-// p.Now.
-func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningParams) error {
-	if len(p.IDs) == 0 {
-		return nil
-	}
-	if _, err := q.db.Exec(ctx, sqlJobMarkRunning, p.IDs, p.Now); err != nil {
-		return translate(err, "mark %d jobs running", len(p.IDs))
-	}
-	return nil
 }
 
 // scanJob reads a row of jobColumns.

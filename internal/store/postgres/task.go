@@ -48,10 +48,12 @@ SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after
 	finished_at = $12, max_attempts = $14, version = version + 1
 WHERE id = $1 AND version = $13`
 
+	sqlTaskGetMany = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ANY($1)`
+
 	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
 
 	sqlTaskRetryJob = `UPDATE tasks
-SET state = 'pending', max_attempts = attempt + $2, run_after = $3, lease_expires_at = NULL,
+SET state = 'pending', max_attempts = attempt + $2, run_after = NULL, lease_expires_at = NULL,
 	finished_at = NULL, updated_at = $3, version = version + 1
 WHERE job_id = $1 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
 
@@ -210,18 +212,23 @@ func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*dom
 	return collectTasks(rows, "list %s tasks of job %s", p.Kind, p.JobID)
 }
 
+// TaskGetMany returns the tasks of ids that exist, in one statement.
+func (q *querier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.db.Query(ctx, sqlTaskGetMany, ids)
+	if err != nil {
+		return nil, translate(err, "get %d tasks", len(ids))
+	}
+	return collectTasks(rows, "get %d tasks", len(ids))
+}
+
 // TaskUpdate writes t's mutable fields where the stored version equals
 // t.Version, and bumps the version; otherwise store.ErrStale, or
 // store.ErrNotFound when the task is gone.
 func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
-	normTime(&t.LeaseExpiresAt)
-	normTime(&t.RunAfter)
-	normTime(&t.UpdatedAt)
-	normTime(&t.FinishedAt)
-	domain.NormRunAfter(t)
-	tag, err := q.db.Exec(ctx, sqlTaskUpdate, t.ID, string(t.State), t.Attempt, t.LeaseOwner,
-		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
-		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts)
+	tag, err := q.db.Exec(ctx, sqlTaskUpdate, taskUpdateArgs(t)...)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}
@@ -230,6 +237,53 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	}
 	t.Version++
 	return nil
+}
+
+// TaskUpdateMany is TaskUpdate of each task, sent as one batch: one round
+// trip for all of them.
+func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
+	if len(tasks) == 1 {
+		return q.TaskUpdate(ctx, tasks[0])
+	}
+	b := &pgx.Batch{}
+	for _, t := range tasks {
+		b.Queue(sqlTaskUpdate, taskUpdateArgs(t)...)
+	}
+	br := q.db.SendBatch(ctx, b)
+	var stale *domain.Task
+	for _, t := range tasks {
+		tag, err := br.Exec()
+		if err != nil {
+			br.Close()
+			return translate(err, "update task %s", t.ID)
+		}
+		if tag.RowsAffected() == 0 && stale == nil {
+			stale = t
+		}
+	}
+	if err := br.Close(); err != nil {
+		return translate(err, "update %d tasks", len(tasks))
+	}
+	if stale != nil {
+		return q.missing(ctx, sqlTaskExists, "task", stale.ID, stale.Version)
+	}
+	for _, t := range tasks {
+		t.Version++
+	}
+	return nil
+}
+
+// taskUpdateArgs normalizes t's times as stored and returns the arguments
+// of sqlTaskUpdate.
+func taskUpdateArgs(t *domain.Task) []any {
+	normTime(&t.LeaseExpiresAt)
+	normTime(&t.RunAfter)
+	normTime(&t.UpdatedAt)
+	normTime(&t.FinishedAt)
+	domain.NormRunAfter(t)
+	return []any{t.ID, string(t.State), t.Attempt, t.LeaseOwner,
+		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
+		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts}
 }
 
 // TaskRetryJob puts the job's failed and cancelled chunk tasks back to

@@ -27,32 +27,30 @@ var (
 	sqlTaskClaimWorkloadCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
 	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
 	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
-	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
+	// ?1 is a JSON array of [rowid, owner] pairs.
+	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = c.owner, attempt = attempt + 1,
 	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
 	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
-	updated_at = ?2, version = version + 1
-	WHERE rowid IN (SELECT value FROM json_each(?3)) AND state = 'pending' AND run_after IS NULL
+	run_after = NULL, updated_at = ?2, version = version + 1
+	FROM (SELECT value ->> 0 AS rid, value ->> 1 AS owner FROM json_each(?1)) AS c
+	WHERE tasks.rowid = c.rid AND state = 'pending' AND (run_after IS NULL OR (kind = 'stitch' AND run_after <= ?2))
 	RETURNING ` + taskColumns)
-	sqlTaskClaimStitch = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = ?1, attempt = attempt + 1,
-	lease_expires_at = ?2 + lease_seconds * 1000000, attempt_deadline = NULL, run_after = NULL,
-	updated_at = ?2, version = version + 1
-	WHERE rowid IN (
-		SELECT rowid FROM tasks INDEXED BY tasks_claim_stitch
-		WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?2)
-		ORDER BY priority DESC, job_created_at, job_id, chunk_index
-		LIMIT ?3)
-	RETURNING ` + taskColumns)
-	// sqlTaskRunnable makes the tasks whose backoff passed runnable (no
+	sqlTaskClaimStitchCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_stitch
+	WHERE state = 'pending' AND kind = 'stitch' AND (run_after IS NULL OR run_after <= ?1)
+	ORDER BY priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
+	// The ID list is a JSON array, so one prepared statement serves any
+	// number of IDs. The unary + keeps the planner on the primary key
+	// rather than the index of every pending job.
+	sqlJobMarkRunning = newStatement(`UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
+	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`)
+	// sqlTaskMakeRunnable makes the tasks whose backoff passed runnable (no
 	// run_after), reading tasks_backoff, so that claims find them.
-	sqlTaskRunnable = newStatement(`UPDATE tasks SET run_after = NULL, version = version + 1
+	sqlTaskMakeRunnable = newStatement(`UPDATE tasks SET run_after = NULL, version = version + 1
 	WHERE rowid IN (
 		SELECT rowid FROM tasks INDEXED BY tasks_backoff
 		WHERE state = 'pending' AND run_after IS NOT NULL AND run_after <= ?1
 		ORDER BY run_after LIMIT ?2)`)
 )
-
-// runnableBatch bounds the tasks in backoff one claim makes runnable.
-const runnableBatch = 1000
 
 // claimCandidate is a runnable task's place in claim order.
 type claimCandidate struct {
@@ -77,25 +75,17 @@ func compareClaim(a, b claimCandidate) int {
 	return cmp.Or(cmp.Compare(a.jobCreated.Int64, b.jobCreated.Int64), cmp.Compare(a.jobID, b.jobID), cmp.Compare(a.chunkIndex, b.chunkIndex))
 }
 
-// TaskClaim leases up to p.Max claimable tasks in one statement. No Kinds, or
-// a Max of 0 or less, claims nothing.
+// TaskClaim leases up to len(p.Owners) claimable tasks, the i-th in claim
+// order to p.Owners[i], and marks their pending jobs running, in one
+// transaction. No Kinds or no Owners claims nothing.
 func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
-	if p.Max <= 0 || len(p.Kinds) == 0 {
+	if len(p.Owners) == 0 || len(p.Kinds) == 0 {
 		return nil, nil
 	}
 	now := p.Now.UnixMicro()
-	if len(p.Kinds) == 1 && p.Kinds[0] == domain.KindStitch {
-		out, err := q.tasks(ctx, true, sqlTaskClaimStitch, p.Owner, now, p.Max)
-		if err != nil {
-			return nil, translate(err, "claim tasks for %s", p.Owner)
-		}
-		return out, nil
-	}
+	n := len(p.Owners)
 	var out []*domain.Task
 	claim := func(q *querier) error {
-		if _, err := q.exec(ctx, sqlTaskRunnable, now, runnableBatch); err != nil {
-			return err
-		}
 		var cands []claimCandidate
 		collect := func(query *statement, args ...any) error {
 			return q.query(ctx, true, func(r scanner) error {
@@ -108,14 +98,20 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 			}, query, args...)
 		}
 		for _, k := range p.Kinds {
+			if k == domain.KindStitch {
+				if err := collect(sqlTaskClaimStitchCandidates, now, n); err != nil {
+					return err
+				}
+				continue
+			}
 			if len(p.Workloads) == 0 {
-				if err := collect(sqlTaskClaimCandidates, string(k), p.Max); err != nil {
+				if err := collect(sqlTaskClaimCandidates, string(k), n); err != nil {
 					return err
 				}
 				continue
 			}
 			for _, w := range p.Workloads {
-				if err := collect(sqlTaskClaimWorkloadCandidates, string(k), p.Max, w); err != nil {
+				if err := collect(sqlTaskClaimWorkloadCandidates, string(k), n, w); err != nil {
 					return err
 				}
 			}
@@ -124,13 +120,25 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 			return nil
 		}
 		slices.SortFunc(cands, compareClaim)
-		ids := make([]int64, 0, min(len(cands), p.Max))
-		for _, c := range cands[:min(len(cands), p.Max)] {
-			ids = append(ids, c.rowid)
+		pairs := make([][2]any, 0, min(len(cands), n))
+		for i, c := range cands[:min(len(cands), n)] {
+			pairs = append(pairs, [2]any{c.rowid, p.Owners[i]})
 		}
-		b, _ := json.Marshal(ids) // integers always encode
+		b, _ := json.Marshal(pairs) // integers and strings always encode
 		var err error
-		out, err = q.tasks(ctx, true, sqlTaskClaimRows, p.Owner, now, string(b))
+		if out, err = q.tasks(ctx, true, sqlTaskClaimRows, string(b), now); err != nil {
+			return err
+		}
+		var jobs []string
+		for _, t := range out {
+			if t.JobID != "" && !slices.Contains(jobs, t.JobID) {
+				jobs = append(jobs, t.JobID)
+			}
+		}
+		if len(jobs) == 0 {
+			return nil
+		}
+		_, err = q.exec(ctx, sqlJobMarkRunning, now, jsonArray(jobs))
 		return err
 	}
 	var err error
@@ -140,7 +148,21 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		err = q.atomically(ctx, "task_claim", claim)
 	}
 	if err != nil {
-		return nil, translate(err, "claim tasks for %s", p.Owner)
+		return nil, translate(err, "claim tasks for %s", p.Owners[0])
 	}
 	return out, nil
+}
+
+// TaskMakeRunnable clears the RunAfter of up to p.Limit tasks whose backoff
+// passed, soonest first, and returns how many it cleared.
+func (q *querier) TaskMakeRunnable(ctx context.Context, p *store.TaskMakeRunnableParams) (int, error) {
+	res, err := q.exec(ctx, sqlTaskMakeRunnable, p.Now.UnixMicro(), p.Limit)
+	if err != nil {
+		return 0, translate(err, "make tasks past their backoff runnable")
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, translate(err, "make tasks past their backoff runnable")
+	}
+	return int(n), nil
 }

@@ -27,9 +27,9 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 	}{
 		"claim of any workload":   {sqlTaskClaimCandidates, []any{"chunk", 10}, "tasks_claim"},
 		"claim of a workload":     {sqlTaskClaimWorkloadCandidates, []any{"chunk", 10, "tanimoto"}, "tasks_claim_workload"},
-		"claim of the candidates": {sqlTaskClaimRows, []any{"w", 1, "[1,2]"}, "sqlite_autoindex_tasks_1"},
-		"backoff passed":          {sqlTaskRunnable, []any{1, 10}, "tasks_backoff"},
-		"stitch claim":            {sqlTaskClaimStitch, []any{"w", 1, 10}, "tasks_claim_stitch"},
+		"claim of the candidates": {sqlTaskClaimRows, []any{`[[1,"w"],[2,"v"]]`, 1}, "sqlite_autoindex_tasks_1"},
+		"backoff passed":          {sqlTaskMakeRunnable, []any{1, 10}, "tasks_backoff"},
+		"stitch claim":            {sqlTaskClaimStitchCandidates, []any{1, 10}, "tasks_claim_stitch"},
 	} {
 		plan := queryPlan(t, s, c.query.query, c.args...) + "\n"
 		uses := false
@@ -67,6 +67,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		{sqlJobGetByIdempotencyKey, []any{"k"}, "jobs_idempotency_key"},
 		{sqlJobMarkRunning, []any{1, `["j1"]`}, "sqlite_autoindex_jobs_1"},
 		{sqlJobUpdate, make([]any, 8), "sqlite_autoindex_jobs_1"},
+		{sqlTaskGetMany, []any{`["t1","t2"]`}, "sqlite_autoindex_tasks_1"},
 	} {
 		plan := queryPlan(t, s, c.query.query, c.args...)
 		if !strings.Contains(plan, c.index) || strings.Contains(plan, "TEMP B-TREE") {

@@ -46,12 +46,6 @@ var (
 	// whole value (read from its pages, most often in the page cache) and
 	// frees it with the statement; only the slice reaches Go.
 	sqlJobResultRead = newStatement(`SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`)
-
-	// The ID list is a JSON array, so one prepared statement serves any
-	// number of IDs. The unary + keeps the planner on the primary key
-	// rather than the index of every pending job.
-	sqlJobMarkRunning = newStatement(`UPDATE jobs SET status = 'running', updated_at = ?, version = version + 1
-	WHERE id IN (SELECT value FROM json_each(?)) AND +status = 'pending'`)
 )
 
 // jobListSQL builds JobList's query, with or without a status and a cursor.
@@ -192,18 +186,6 @@ func (q *querier) missing(ctx context.Context, existsSQL *statement, what, id st
 		return translate(store.ErrNotFound, "update %s %s", what, id)
 	}
 	return translate(store.ErrStale, "update %s %s: it changed since version %d", what, id, version)
-}
-
-// JobMarkRunning moves every job of p.IDs that is pending to running at
-// p.Now.
-func (q *querier) JobMarkRunning(ctx context.Context, p *store.JobMarkRunningParams) error {
-	if len(p.IDs) == 0 {
-		return nil
-	}
-	if _, err := q.exec(ctx, sqlJobMarkRunning, timeArg(p.Now), jsonArray(p.IDs)); err != nil {
-		return translate(err, "mark %d jobs running", len(p.IDs))
-	}
-	return nil
 }
 
 func scanJob(r scanner) (*domain.Job, error) {

@@ -42,11 +42,13 @@ var (
 	version = version + 1
 	WHERE id = ? AND version = ?`)
 
+	sqlTaskGetMany = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
+
 	sqlTaskExists = newStatement(`SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`)
 
 	sqlTaskListExpired = newStatement(`SELECT ` + taskListColumns + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`)
-	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = ?2,
+	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = NULL,
 	lease_expires_at = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
 	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`)
 	sqlTaskCancelJob = newStatement(`UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
@@ -200,6 +202,29 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 		return q.missing(ctx, sqlTaskExists, "task", t.ID, t.Version)
 	}
 	t.Version++
+	return nil
+}
+
+// TaskGetMany returns the tasks of ids that exist, in one statement.
+func (q *querier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := q.tasks(ctx, false, sqlTaskGetMany, jsonArray(ids))
+	if err != nil {
+		return nil, translate(err, "get %d tasks", len(ids))
+	}
+	return out, nil
+}
+
+// TaskUpdateMany is TaskUpdate of each task: statements on SQLite cost no
+// round trip.
+func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
+	for _, t := range tasks {
+		if err := q.TaskUpdate(ctx, t); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,7 +72,7 @@ func TestLargeInsert(t *testing.T) {
 	if err != nil || counts.Pending != n {
 		t.Errorf("TaskCountByJob = %+v, %v; want %d pending", counts, err, n)
 	}
-	got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Max: 3, Now: storetest.Epoch()})
+	got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 3), Kinds: []domain.TaskKind{domain.KindChunk}, Now: storetest.Epoch()})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("TaskClaim = %d tasks, %v", len(got), err)
 	}

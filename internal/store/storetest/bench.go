@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,7 +45,7 @@ func BenchClaimSkewed(b *testing.B, s store.Store, backlog, backoff int) {
 	}
 	now := at.Add(time.Hour)
 	claim := func(b *testing.B, workloads []string) {
-		got, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk}, Workloads: workloads, Max: 1, Now: now})
+		got, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 1), Kinds: []domain.TaskKind{domain.KindChunk}, Workloads: workloads, Now: now})
 		if err != nil || len(got) != 1 {
 			b.Fatalf("TaskClaim = %d tasks, %v", len(got), err)
 		}

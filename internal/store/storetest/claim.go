@@ -3,6 +3,8 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -70,7 +72,7 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		// Priority descending, then JobCreatedAt, JobID, ChunkIndex ascending.
 		var got []string
 		for range 8 {
-			c := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 1, Now: at})
+			c := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 1), Kinds: chunkKinds, Now: at})
 			if len(c) > 1 {
 				t.Fatalf("TaskClaim with Max 1 returned %d tasks", len(c))
 			}
@@ -86,11 +88,11 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		for i := range 10 {
 			insertTasks(t, s, claimable(fmt.Sprintf("t%d", i), "j", 0, at, 9-i))
 		}
-		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 4, Now: at})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 4), Kinds: chunkKinds, Now: at})
 		checkIDs(t, "first claim of 4", sortedIDs(got), []string{"t6", "t7", "t8", "t9"})
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 100, Now: at})
+		got = claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 100), Kinds: chunkKinds, Now: at})
 		checkIDs(t, "second claim", sortedIDs(got), []string{"t0", "t1", "t2", "t3", "t4", "t5"})
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 100, Now: at})
+		got = claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 100), Kinds: chunkKinds, Now: at})
 		if len(got) != 0 {
 			t.Errorf("claim of an empty queue returned %q", taskIDs(got))
 		}
@@ -101,13 +103,107 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		s := newStore(t)
 		now := Epoch()
 		due, later := claimable("due", "j", 0, now, 0), claimable("later", "j", 5, now, 1)
-		due.RunAfter = now // RunAfter <= Now is claimable
-		later.RunAfter = now.Add(time.Microsecond)
-		insertTasks(t, s, due, later)
-		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: now})
-		checkIDs(t, "claim at now", taskIDs(got), []string{"due"})
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: now.Add(time.Second)})
-		checkIDs(t, "claim a second later", taskIDs(got), []string{"later"})
+		due.RunAfter = now.Add(time.Second) // in backoff (a RunAfter not after UpdatedAt is stored as none)
+		later.RunAfter = now.Add(time.Second + time.Microsecond)
+		other := claimable("other", "j", 0, now, 2)
+		other.RunAfter = now.Add(time.Second)
+		insertTasks(t, s, due, later, other)
+		// The leased one is not pending: TaskMakeRunnable leaves it alone.
+		checkIDs(t, "claim of other", taskIDs(claim(t, s, store.TaskClaimParams{Owners: []string{"w"}, Kinds: chunkKinds, Now: now.Add(time.Hour)})), nil)
+		makeRunnable := func(at time.Time, limit int) int {
+			t.Helper()
+			n, err := s.TaskMakeRunnable(t.Context(), &store.TaskMakeRunnableParams{Now: at, Limit: limit})
+			if err != nil {
+				t.Fatalf("TaskMakeRunnable(%v, %d): %v", at, limit, err)
+			}
+			return n
+		}
+		// Backoff passed is not claimable until TaskMakeRunnable says so.
+		at := now.Add(time.Second)
+		checkIDs(t, "claim once the backoff passed", taskIDs(claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: at})), nil)
+		if n := makeRunnable(now, 10); n != 0 {
+			t.Errorf("TaskMakeRunnable before any backoff passed = %d, want 0", n)
+		}
+		if n := makeRunnable(at, 1); n != 1 {
+			t.Errorf("TaskMakeRunnable(limit 1) = %d, want 1", n)
+		}
+		if n := makeRunnable(at, 10); n != 1 {
+			t.Errorf("TaskMakeRunnable of the rest due = %d, want 1 (later is not due)", n)
+		}
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: at})
+		checkIDs(t, "claim after TaskMakeRunnable", sortedIDs(got), []string{"due", "other"})
+		for _, tk := range got {
+			if !tk.RunAfter.IsZero() {
+				t.Errorf("claimed %s has RunAfter %v, want none", tk.ID, tk.RunAfter)
+			}
+		}
+		if n := makeRunnable(at.Add(time.Microsecond), 10); n != 1 {
+			t.Errorf("TaskMakeRunnable of later = %d, want 1", n)
+		}
+		checkIDs(t, "claim of later", taskIDs(claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: at})), []string{"later"})
+	})
+
+	t.Run("Owners", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		insertTasks(t, s, claimable("t3", "j", 0, at, 3), claimable("t0", "j", 0, at, 0), claimable("t2", "j", 0, at, 2),
+			claimable("t1", "j", 0, at, 1), claimable("t4", "j", 0, at, 4))
+		// In claim order, task i goes to owner i.
+		got := claim(t, s, store.TaskClaimParams{Owners: []string{"c", "a", "b"}, Kinds: chunkKinds, Now: at})
+		owners := map[string]string{}
+		for _, tk := range got {
+			owners[tk.ID] = tk.LeaseOwner
+			if stored := getTask(t, s, tk.ID); stored.LeaseOwner != tk.LeaseOwner || stored.State != domain.TaskLeased {
+				t.Errorf("stored %s: owner %q state %s, returned owner %q", tk.ID, stored.LeaseOwner, stored.State, tk.LeaseOwner)
+			}
+		}
+		if want := map[string]string{"t0": "c", "t1": "a", "t2": "b"}; !maps.Equal(owners, want) {
+			t.Errorf("owners = %v, want %v", owners, want)
+		}
+		// More owners than tasks: the first in line are served.
+		got = claim(t, s, store.TaskClaimParams{Owners: []string{"x", "y", "z"}, Kinds: chunkKinds, Now: at})
+		owners = map[string]string{}
+		for _, tk := range got {
+			owners[tk.ID] = tk.LeaseOwner
+		}
+		if want := map[string]string{"t3": "x", "t4": "y"}; !maps.Equal(owners, want) {
+			t.Errorf("owners of the last two = %v, want %v", owners, want)
+		}
+		if got := claim(t, s, store.TaskClaimParams{Kinds: chunkKinds, Now: at}); len(got) != 0 {
+			t.Errorf("claim with no owners = %v, want none", taskIDs(got))
+		}
+	})
+
+	t.Run("MarksJobsRunning", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		mk := func(id string, st domain.JobStatus) *domain.Job {
+			j := NewJob(id, Epoch())
+			j.Status = st
+			return j
+		}
+		insertJobs(t, s, mk("p1", domain.JobPending), mk("p2", domain.JobPending), mk("p3", domain.JobPending),
+			mk("r", domain.JobRunning), mk("x", domain.JobCancelled))
+		before := map[string]*domain.Job{}
+		for _, id := range []string{"p1", "p2", "p3", "r", "x"} {
+			before[id] = getJob(t, s, id)
+		}
+		at := Epoch()
+		insertTasks(t, s, claimable("p1-0", "p1", 0, at, 0), claimable("p1-1", "p1", 0, at, 1), claimable("p3-0", "p3", 0, at, 0),
+			claimable("r-0", "r", 0, at, 0), claimable("x-0", "x", 0, at, 0))
+		now := Epoch().Add(time.Second)
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: now})
+		checkIDs(t, "claimed", sortedIDs(got), []string{"p1-0", "p1-1", "p3-0", "r-0", "x-0"})
+		for id, b := range before {
+			want := cloneJob(b)
+			if id == "p1" || id == "p3" {
+				// Pinned: moving a job is a write, so it bumps the version
+				// (once, however many of its tasks were claimed).
+				want.Status, want.UpdatedAt, want.Version = domain.JobRunning, now, b.Version+1
+			}
+			checkJob(t, "after the claim, job "+id, getJob(t, s, id), want)
+		}
 	})
 
 	t.Run("Kinds", func(t *testing.T) {
@@ -119,9 +215,9 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			return tk
 		}
 		insertTasks(t, s, mk("chunk", domain.KindChunk), mk("stitch", domain.KindStitch), mk("tree", domain.KindTree))
-		got := claim(t, s, store.TaskClaimParams{Owner: "c", Kinds: []domain.TaskKind{domain.KindStitch}, Max: 10, Now: Epoch()})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"c"}, 10), Kinds: []domain.TaskKind{domain.KindStitch}, Now: Epoch()})
 		checkIDs(t, "stitch claim", taskIDs(got), []string{"stitch"})
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindTree, domain.KindChunk}, Max: 10, Now: Epoch()})
+		got = claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: []domain.TaskKind{domain.KindTree, domain.KindChunk}, Now: Epoch()})
 		checkIDs(t, "chunk and tree claim", sortedIDs(got), []string{"chunk", "tree"})
 	})
 
@@ -134,11 +230,11 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			return tk
 		}
 		insertTasks(t, s, mk("a1", "a"), mk("b1", "b"), mk("c1", "c"), mk("a2", "a"))
-		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Workloads: []string{"c", "a"}, Max: 10, Now: Epoch()})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Workloads: []string{"c", "a"}, Now: Epoch()})
 		checkIDs(t, "claim of a and c", sortedIDs(got), []string{"a1", "a2", "c1"})
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Workloads: []string{"zzz"}, Max: 10, Now: Epoch()})
+		got = claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Workloads: []string{"zzz"}, Now: Epoch()})
 		checkIDs(t, "claim of an unknown workload", taskIDs(got), nil)
-		got = claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})
+		got = claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: Epoch()})
 		checkIDs(t, "claim of any workload", taskIDs(got), []string{"b1"})
 	})
 
@@ -151,7 +247,7 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		insertTasks(t, s, short, long)
 		before := map[string]*domain.Task{"short": getTask(t, s, "short"), "long": getTask(t, s, "long")}
 		now := Epoch().Add(123 * time.Microsecond)
-		got := claim(t, s, store.TaskClaimParams{Owner: "worker-9", Kinds: chunkKinds, Max: 5, Now: now})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"worker-9"}, 5), Kinds: chunkKinds, Now: now})
 		checkIDs(t, "claim", sortedIDs(got), []string{"long", "short"})
 		for _, tk := range got {
 			b := before[tk.ID]
@@ -185,7 +281,7 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		none.Attempt, none.AttemptDeadline = 1, Epoch().Add(-time.Minute)
 		insertTasks(t, s, short, long, none)
 		now := Epoch().Add(7 * time.Microsecond)
-		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 5, Now: now})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 5), Kinds: chunkKinds, Now: now})
 		checkIDs(t, "claim", sortedIDs(got), []string{"long", "none", "short"})
 		want := map[string][2]time.Time{ // lease expiry, deadline
 			"short": {now.Add(20 * time.Second), now.Add(20 * time.Second)},
@@ -215,12 +311,12 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			tasks = append(tasks, tk)
 		}
 		insertTasks(t, s, tasks...)
-		got := claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk, domain.KindStitch, domain.KindTree}, Max: 10, Now: Epoch()})
+		got := claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: []domain.TaskKind{domain.KindChunk, domain.KindStitch, domain.KindTree}, Now: Epoch()})
 		checkIDs(t, "claim of no pending task", taskIDs(got), nil)
 		// A claimed task is leased: a second claim does not take it again.
 		insertTasks(t, s, claimable("p", "j", 0, Epoch(), 9))
-		checkIDs(t, "first claim", taskIDs(claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})), []string{"p"})
-		checkIDs(t, "second claim", taskIDs(claim(t, s, store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 10, Now: Epoch()})), nil)
+		checkIDs(t, "first claim", taskIDs(claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: Epoch()})), []string{"p"})
+		checkIDs(t, "second claim", taskIDs(claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: Epoch()})), nil)
 	})
 
 	t.Run("Concurrent", func(t *testing.T) {
@@ -246,7 +342,7 @@ func exerciseConcurrentClaim(t *testing.T, newStore newFunc) {
 	now := Epoch().Add(time.Minute)
 	claimer := func(c int) string { return fmt.Sprintf("w%02d", c) }
 	owner := claimConcurrently(t, claimers, 10*jobs*perJob, func(c int) ([]*domain.Task, error) {
-		return s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: claimer(c), Kinds: chunkKinds, Max: 1 + c%8, Now: now})
+		return s.TaskClaim(t.Context(), &store.TaskClaimParams{Owners: slices.Repeat([]string{claimer(c)}, 1+c%8), Kinds: chunkKinds, Now: now})
 	}, func(tk *domain.Task) string { return tk.ID }, func(c int, tk *domain.Task) error {
 		if me := claimer(c); tk.LeaseOwner != me || tk.State != domain.TaskLeased || tk.Attempt != 1 {
 			return fmt.Errorf("task %s claimed by %s came back owned by %q, %s, attempt %d", tk.ID, me, tk.LeaseOwner, tk.State, tk.Attempt)

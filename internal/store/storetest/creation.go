@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -153,8 +154,11 @@ func exerciseCreation(t *testing.T, newStore newFunc) {
 			t.Errorf("a task runnable at once has RunAfter %v, want none", got.RunAfter)
 		}
 		claim := func(now time.Time) []*domain.Task {
-			got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owner: "w", Kinds: []domain.TaskKind{domain.KindChunk},
-				Workloads: []string{j.Workload}, Max: 10, Now: now})
+			if _, err := s.TaskMakeRunnable(t.Context(), &store.TaskMakeRunnableParams{Now: now, Limit: 10}); err != nil {
+				t.Fatalf("TaskMakeRunnable: %v", err)
+			}
+			got, err := s.TaskClaim(t.Context(), &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10),
+				Kinds: []domain.TaskKind{domain.KindChunk}, Workloads: []string{j.Workload}, Now: now})
 			if err != nil {
 				t.Fatalf("TaskClaim: %v", err)
 			}

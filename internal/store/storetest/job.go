@@ -255,38 +255,6 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		})
 	})
 
-	t.Run("JobMarkRunning", func(t *testing.T) {
-		t.Parallel()
-		s := newStore(t)
-		ctx := t.Context()
-		mk := func(id string, st domain.JobStatus) *domain.Job {
-			j := NewJob(id, Epoch())
-			j.Status = st
-			return j
-		}
-		insertJobs(t, s, mk("p1", domain.JobPending), mk("p2", domain.JobPending), mk("p3", domain.JobPending),
-			mk("r", domain.JobRunning), mk("c", domain.JobCompleted), mk("f", domain.JobFailed), mk("x", domain.JobCancelled))
-		before := map[string]*domain.Job{}
-		for _, id := range []string{"p1", "p2", "p3", "r", "c", "f", "x"} {
-			before[id] = getJob(t, s, id)
-		}
-		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{Now: Epoch()}); err != nil {
-			t.Fatalf("JobMarkRunning(no IDs): %v", err)
-		}
-		now := Epoch().Add(time.Second)
-		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"p1", "p3", "p1", "r", "c", "f", "x", "missing"}, Now: now}); err != nil {
-			t.Fatalf("JobMarkRunning: %v", err)
-		}
-		for id, b := range before {
-			want := cloneJob(b)
-			if id == "p1" || id == "p3" {
-				// Pinned: moving a job is a write, so it bumps the version.
-				want.Status, want.UpdatedAt, want.Version = domain.JobRunning, now, b.Version+1
-			}
-			checkJob(t, "after JobMarkRunning "+id, getJob(t, s, id), want)
-		}
-	})
-
 	t.Run("TaskCountByJob", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)

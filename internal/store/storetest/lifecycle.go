@@ -134,11 +134,15 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		for id, b := range before {
 			want := cloneTask(b)
 			if moved[id] {
-				want.State, want.MaxAttempts, want.RunAfter, want.UpdatedAt = domain.TaskPending, b.Attempt+2, now, now
+				want.State, want.MaxAttempts, want.RunAfter, want.UpdatedAt = domain.TaskPending, b.Attempt+2, time.Time{}, now
 				want.LeaseExpiresAt, want.FinishedAt, want.Version = time.Time{}, time.Time{}, b.Version+1
 			}
 			checkTask(t, "after TaskRetryJob", getTask(t, s, id), want)
 		}
+		// Runnable at once: the next claim takes them (beside the chunk
+		// that was pending), with no backoff to end.
+		claimed := claim(t, s, store.TaskClaimParams{Owners: []string{"w", "w", "w", "w"}, Kinds: chunkKinds, Workloads: []string{j.Workload}, Now: now})
+		checkIDs(t, "claim after TaskRetryJob", sortedIDs(claimed), sortedIDs([]*domain.Task{tasks[2], tasks[3], tasks[4]}))
 		n, err = s.TaskRetryJob(ctx, &store.TaskRetryJobParams{JobID: "j1", MaxAttempts: 2, Now: now})
 		if err != nil || n != 0 {
 			t.Errorf("second TaskRetryJob = %d, %v; want 0, nil", n, err)

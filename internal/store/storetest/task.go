@@ -161,6 +161,74 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 		checkErr(t, "TaskGet(missing)", err, store.ErrNotFound)
 	})
 
+	t.Run("TaskGetMany", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		insertTasks(t, s, fullTask("t1"), fullTask("t2"), fullTask("t3"))
+		got, err := s.TaskGetMany(t.Context(), []string{"t3", "missing", "t1", "t3"})
+		if err != nil {
+			t.Fatalf("TaskGetMany: %v", err)
+		}
+		checkIDs(t, "TaskGetMany", sortedIDs(got), []string{"t1", "t3"})
+		for _, tk := range got {
+			checkTask(t, "TaskGetMany "+tk.ID, tk, getTask(t, s, tk.ID)) // every field, the result included
+		}
+		if got, err := s.TaskGetMany(t.Context(), nil); err != nil || len(got) != 0 {
+			t.Errorf("TaskGetMany(none) = %v, %v; want nothing", got, err)
+		}
+	})
+
+	t.Run("TaskUpdateMany", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j := NewJob("j1", Epoch())
+		insertTasks(t, s, NewTasks(j, 3)...)
+		read := func() []*domain.Task {
+			var out []*domain.Task
+			for i := range 3 {
+				out = append(out, getTask(t, s, ChunkTaskID("j1", i)))
+			}
+			return out
+		}
+		tasks := read()
+		now := Epoch().Add(time.Minute)
+		for i, tk := range tasks {
+			tk.State, tk.Error, tk.UpdatedAt = domain.TaskFailed, fmt.Sprintf("error %d", i), now
+		}
+		want := make([]*domain.Task, len(tasks))
+		if err := s.TaskUpdateMany(ctx, tasks); err != nil {
+			t.Fatalf("TaskUpdateMany: %v", err)
+		}
+		for i, tk := range tasks {
+			if tk.Version != 2 {
+				t.Errorf("%s.Version = %d after TaskUpdateMany, want 2", tk.ID, tk.Version)
+			}
+			want[i] = cloneTask(tk)
+			checkTask(t, "after TaskUpdateMany", getTask(t, s, tk.ID), want[i])
+		}
+		// One stale in the middle: ErrStale, and in a transaction nothing
+		// of it stays.
+		tasks = read()
+		tasks[1].Version--
+		err := s.InTx(ctx, func(q store.Querier) error {
+			for _, tk := range tasks {
+				tk.Error = "second round"
+			}
+			return q.TaskUpdateMany(ctx, tasks)
+		})
+		checkErr(t, "TaskUpdateMany with a stale task", err, store.ErrStale)
+		for i := range tasks {
+			checkTask(t, "after a refused TaskUpdateMany", getTask(t, s, ChunkTaskID("j1", i)), want[i])
+		}
+		gone := cloneTask(tasks[0])
+		gone.ID = "missing"
+		checkErr(t, "TaskUpdateMany of a missing task", s.TaskUpdateMany(ctx, []*domain.Task{read()[0], gone}), store.ErrNotFound)
+		if err := s.TaskUpdateMany(ctx, nil); err != nil {
+			t.Errorf("TaskUpdateMany(none): %v", err)
+		}
+	})
+
 	t.Run("TaskList", func(t *testing.T) { t.Parallel(); exerciseTaskList(t, newStore) })
 
 	t.Run("TaskUpdate", func(t *testing.T) {

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if err := q.JobUpdate(ctx, old); err != nil {
 				return err
 			}
-			if _, err := q.TaskClaim(ctx, &store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 1, Now: Epoch()}); err != nil {
+			if _, err := q.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 1), Kinds: chunkKinds, Now: Epoch()}); err != nil {
 				return err
 			}
 			return fmt.Errorf("give up: %w", errBoom)
@@ -94,15 +95,12 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if _, err := s.JobGet(ctx, "j1"); !errors.Is(err, store.ErrNotFound) {
 				return fmt.Errorf("JobGet outside the tx before commit: got %v, want ErrNotFound", err)
 			}
-			claimed, err := q.TaskClaim(ctx, &store.TaskClaimParams{Owner: "w", Kinds: chunkKinds, Max: 2, Now: Epoch()})
+			claimed, err := q.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 2), Kinds: chunkKinds, Now: Epoch()})
 			if err != nil || len(claimed) != 2 {
 				return fmt.Errorf("TaskClaim inside the tx = %d tasks, %v; want 2", len(claimed), err)
 			}
-			if err := q.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"j1"}, Now: Epoch()}); err != nil {
-				return err
-			}
 			if j, err := q.JobGet(ctx, "j1"); err != nil || j.Status != domain.JobRunning {
-				return fmt.Errorf("JobGet after JobMarkRunning inside the tx: %v", err)
+				return fmt.Errorf("JobGet after TaskClaim inside the tx = %v, %v; want the job running", j, err)
 			}
 			all, err := q.TaskCountByJob(ctx, []string{"j1"})
 			counts := all["j1"]

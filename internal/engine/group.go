@@ -1,0 +1,174 @@
+package engine
+
+import (
+	"context"
+	"sync"
+)
+
+// group commit: concurrent calls of one operation (single claims, results,
+// heartbeats) are served together, one statement or transaction for many
+// callers, as a database commits the transactions that queue behind a
+// flush in one. There is no timer: a call that finds fewer than limit runs
+// in flight runs at once, alone, so an idle server adds no latency; calls
+// that arrive while limit runs are in flight queue, and the first run to
+// finish hands up to max of them, in order of arrival, to the first of
+// them, which runs them as one. The busier the server, the larger the
+// runs, and the fewer statements per call.
+//
+// A run's function sees the callers' inputs in order and returns one
+// output per input, in the same order: each caller gets its own answer,
+// never another's. A run outlives a caller that gives up (its context
+// ends) once it has been taken into the run; a caller that gives up while
+// queued leaves the queue and is not run.
+type group[In, Out any] struct {
+	run   func(ctx context.Context, in []In) []Out
+	max   int // inputs per run
+	limit int // runs in flight at once
+
+	mu    sync.Mutex
+	runs  int
+	queue []*groupCall[In, Out]
+}
+
+type groupCall[In, Out any] struct {
+	in    In
+	out   Out
+	panic any                        // what the run panicked with, if it did
+	done  chan struct{}              // closed once out (or panic) is set
+	lead  chan []*groupCall[In, Out] // the run this call is to lead
+}
+
+func newGroup[In, Out any](max, limit int, run func(ctx context.Context, in []In) []Out) *group[In, Out] {
+	return &group[In, Out]{run: run, max: max, limit: limit}
+}
+
+// do runs in, alone or with the calls queued beside it, and returns its
+// output; an error only when ctx ended while the call was queued.
+func (g *group[In, Out]) do(ctx context.Context, in In) (Out, error) {
+	c := &groupCall[In, Out]{in: in, done: make(chan struct{}), lead: make(chan []*groupCall[In, Out], 1)}
+	g.mu.Lock()
+	if g.runs < g.limit { // then nothing is queued: queued calls are handed on at the end of a run
+		g.runs++
+		g.mu.Unlock()
+		g.lead(ctx, []*groupCall[In, Out]{c})
+		return c.result()
+	}
+	g.queue = append(g.queue, c)
+	g.mu.Unlock()
+	select {
+	case run := <-c.lead:
+		g.lead(ctx, run)
+		return c.result()
+	case <-c.done:
+		return c.result()
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	for i, q := range g.queue {
+		if q == c {
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			g.mu.Unlock()
+			var zero Out
+			return zero, ctx.Err()
+		}
+	}
+	g.mu.Unlock()
+	// Taken into a run already: the others wait on it.
+	select {
+	case run := <-c.lead:
+		g.lead(ctx, run)
+	case <-c.done:
+	}
+	return c.result()
+}
+
+// result is the call's output, or the run's panic again, in the caller's
+// goroutine.
+func (c *groupCall[In, Out]) result() (Out, error) {
+	if c.panic != nil {
+		panic(c.panic)
+	}
+	return c.out, nil
+}
+
+// lead runs the calls of run (the caller's first), answers them, then
+// hands what queued meanwhile on. A panic of the run is every caller's.
+func (g *group[In, Out]) lead(ctx context.Context, run []*groupCall[In, Out]) {
+	in := make([]In, len(run))
+	for i, c := range run {
+		in[i] = c.in
+	}
+	defer g.handOn()
+	defer func() {
+		p := recover()
+		for _, c := range run {
+			if p != nil {
+				c.panic = p
+			}
+			close(c.done)
+		}
+	}()
+	out := g.run(context.WithoutCancel(ctx), in)
+	for i, c := range run {
+		c.out = out[i]
+	}
+}
+
+// handOn hands the calls queued during a run to the first of them, or
+// ends the run when there are none.
+func (g *group[In, Out]) handOn() {
+	g.mu.Lock()
+	if len(g.queue) == 0 {
+		g.runs--
+		g.mu.Unlock()
+		return
+	}
+	n := min(len(g.queue), g.max)
+	next := make([]*groupCall[In, Out], n)
+	copy(next, g.queue)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	g.mu.Unlock()
+	next[0].lead <- next
+}
+
+// groups are groups by key, for an operation whose calls can share a run
+// only when they agree on something (claims: the kind and workloads). A
+// key's group lives while calls of it are made.
+type groups[In, Out any] struct {
+	new func() *group[In, Out]
+
+	mu sync.Mutex
+	m  map[string]*keyedGroup[In, Out]
+}
+
+type keyedGroup[In, Out any] struct {
+	*group[In, Out]
+	users int
+}
+
+func newGroups[In, Out any](max, limit int, run func(ctx context.Context, in []In) []Out) *groups[In, Out] {
+	return &groups[In, Out]{
+		new: func() *group[In, Out] { return newGroup(max, limit, run) },
+		m:   map[string]*keyedGroup[In, Out]{},
+	}
+}
+
+// do is group.do in the group of key.
+func (gs *groups[In, Out]) do(ctx context.Context, key string, in In) (Out, error) {
+	gs.mu.Lock()
+	g := gs.m[key]
+	if g == nil {
+		g = &keyedGroup[In, Out]{group: gs.new()}
+		gs.m[key] = g
+	}
+	g.users++
+	gs.mu.Unlock()
+	defer func() {
+		gs.mu.Lock()
+		if g.users--; g.users == 0 {
+			delete(gs.m, key)
+		}
+		gs.mu.Unlock()
+	}()
+	return g.do(ctx, in)
+}
