@@ -102,16 +102,20 @@ type Engine struct {
 	followers *followers // of tasks' logs, woken by appends and ends
 	stitch    *broadcast // a stitch task became pending
 	outbox    *broadcast // outbox messages were committed
-	// outgoing holds at most one pending notification for other processes.
+	// outgoing holds at most one pending notification for other
+	// processes, notes what it is to say, and self names this engine in it.
 	outgoing chan struct{}
+	notes    workNotes
+	self     string
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
 
 	// Group commit of the single forms (see group).
-	claims  *groups[claimCall, claimAnswer]
-	renews  *group[renewCall, renewAnswer]
-	results *group[CompleteTaskParams, ItemResult]
+	claims    *groups[claimCall, claimAnswer]
+	renews    *group[renewCall, renewAnswer]
+	results   *group[CompleteTaskParams, ItemResult]
+	treeDones *group[treeDone, error]
 
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
@@ -180,6 +184,8 @@ func New(s store.Store, cfg Config) *Engine {
 		stitch:    newBroadcast(),
 		outbox:    newBroadcast(),
 		outgoing:  make(chan struct{}, 1),
+		notes:     workNotes{due: map[workNote]int{}},
+		self:      randomHex(8),
 		jobs:      map[string]*domain.Job{},
 		seenLog:   seenLog{last: map[string]seenAt{}},
 		pageBytes: stitchPageBytes,
@@ -187,6 +193,7 @@ func New(s store.Store, cfg Config) *Engine {
 	e.claims = newGroups(claimRunMax, groupRuns, e.claimRun)
 	e.renews = newGroup(renewRunMax, groupRuns, e.renewRun)
 	e.results = newGroup(resultRunMax, groupRuns, e.resultRun)
+	e.treeDones = newGroup(resultRunMax, groupRuns, e.treeDoneRun)
 	e.started = e.now()
 	return e
 }

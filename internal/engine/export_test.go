@@ -46,3 +46,13 @@ func (e *Engine) ClaimTogether(ctx context.Context, workers []string) ([]*domain
 	}
 	return tasks, errs
 }
+
+// CompleteTreesTogether records tree results (ids[i], workers[i],
+// attempts[i], results[i]) as one run of their group commit.
+func (e *Engine) CompleteTreesTogether(ctx context.Context, ids, workers []string, attempts []int, results []string) []error {
+	items := make([]treeDone, len(ids))
+	for i := range ids {
+		items[i] = treeDone{taskID: ids[i], worker: workers[i], attempt: attempts[i], result: []byte(results[i])}
+	}
+	return e.treeDoneRun(ctx, items)
+}

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"sync"
 	"time"
 
@@ -34,18 +35,58 @@ func (e *Engine) Run(ctx context.Context) {
 // LISTEN/NOTIFY), so that replicas' long-polling claims wake at once
 // instead of at their next poll.
 type workSignal interface {
-	// NotifyWork tells every listener that work became claimable.
-	NotifyWork(ctx context.Context) error
-	// ListenWork calls fn whenever some process notifies, until ctx is
-	// done or the connection fails.
-	ListenWork(ctx context.Context, fn func()) error
+	// NotifyWork tells every listener that work became claimable; payload
+	// says what.
+	NotifyWork(ctx context.Context, payload string) error
+	// ListenWork calls fn with the payload whenever some process
+	// notifies, this one included, until ctx is done or the connection
+	// fails.
+	ListenWork(ctx context.Context, fn func(payload string)) error
+}
+
+// workNote is a notification's payload, as JSON: n tasks (-1: an unknown
+// number) of kind and workload ("" for several) became runnable in the
+// process that sent it, which names itself by a random token.
+type workNote struct {
+	From     string          `json:"from"`
+	Kind     domain.TaskKind `json:"kind"`
+	Workload string          `json:"workload,omitempty"`
+	N        int             `json:"n"`
+}
+
+// workNotes collects the work made runnable in this process since the last
+// notification was sent, by kind and workload.
+type workNotes struct {
+	mu  sync.Mutex
+	due map[workNote]int // keys have From and N unset
+}
+
+func (w *workNotes) add(kind domain.TaskKind, workload string, n int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := workNote{Kind: kind, Workload: workload}
+	if n < 0 || w.due[k] < 0 {
+		w.due[k] = -1
+		return
+	}
+	w.due[k] += n
+}
+
+func (w *workNotes) take() map[workNote]int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	due := w.due
+	w.due = map[workNote]int{}
+	return due
 }
 
 // notifyWork wakes the long-polling claims of this process that n new
 // runnable tasks of kind and workload ("" for several) can feed, and asks
-// relayWork to tell the other processes.
+// relayWork to tell the other processes, whose claims it wakes as well:
+// only as many as the work can feed.
 func (e *Engine) notifyWork(kind domain.TaskKind, workload string, n int) {
 	e.claimers.wake(kind, workload, n)
+	e.notes.add(kind, workload, n)
 	select {
 	case e.outgoing <- struct{}{}:
 	default: // a notification is already on its way; it covers this one
@@ -60,7 +101,7 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 	defer wg.Wait()
 	wg.Go(func() {
 		for {
-			err := sig.ListenWork(ctx, e.wakeAll)
+			err := sig.ListenWork(ctx, e.wakeFor)
 			if ctx.Err() != nil {
 				return
 			}
@@ -77,16 +118,32 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 		case <-ctx.Done():
 			return
 		case <-e.outgoing:
-			if err := sig.NotifyWork(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("telling other processes about work failed", "error", err)
+			for k, n := range e.notes.take() {
+				k.From, k.N = e.self, n
+				b, _ := json.Marshal(k) // plain strings and an int always encode
+				if err := sig.NotifyWork(ctx, string(b)); err != nil && ctx.Err() == nil {
+					e.log.Warn("telling other processes about work failed", "error", err)
+				}
 			}
 		}
 	}
 }
 
-// wakeAll wakes every long-polling claim of this process: another process
-// made work of unknown kind and amount claimable.
-func (e *Engine) wakeAll() { e.claimers.wake("", "", -1) }
+// wakeFor wakes the long-polling claims of this process that the work
+// another process notified of can feed; its own notifications, whose
+// claims it woke as it made the work, are passed over. A payload it cannot
+// read (from another version) wakes every claim.
+func (e *Engine) wakeFor(payload string) {
+	var n workNote
+	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.From == "" {
+		e.claimers.wake("", "", -1)
+		return
+	}
+	if n.From == e.self {
+		return
+	}
+	e.claimers.wake(n.Kind, n.Workload, n.N)
+}
 
 // loop calls fn every interval, and whenever b is notified, until ctx is done.
 func (e *Engine) loop(ctx context.Context, name string, interval time.Duration, b *broadcast, fn func(context.Context) (int, error)) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -192,7 +193,9 @@ func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string
 // (worker, attempt) and, in the same transaction, hands it to the
 // downstream task, which becomes runnable once all its upstreams completed:
 // directly when the downstream is on this shard, else by an outbox message
-// (ReportSuccess). Replaying the recorded result changes nothing.
+// (ReportSuccess). Replaying the recorded result changes nothing. Results
+// that arrive together are written in one transaction (see group), each
+// judged as it would be alone.
 func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attempt int, result json.RawMessage) error {
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return err
@@ -201,44 +204,107 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 	if err := json.Compact(&compact, result); err != nil {
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)
 	}
-	result = compact.Bytes() // so that a replay compares equal whatever its spacing
-	var runnable, completed bool
+	// Compacted, so that a replay compares equal whatever its spacing.
+	err, gerr := e.treeDones.do(ctx, treeDone{taskID: taskID, worker: worker, attempt: attempt, result: compact.Bytes()})
+	if gerr != nil {
+		return gerr
+	}
+	return err
+}
+
+// treeDone is one tree task's result waiting to share a transaction.
+type treeDone struct {
+	taskID, worker string
+	attempt        int
+	result         json.RawMessage
+}
+
+// treeDoneRun records tree results that arrived together in one
+// transaction, in order. A failure that belongs to one item (no such task,
+// a lost lease, a conflicting result) is that item's; a transaction that
+// fails as a whole is retried item by item unless the database is
+// unavailable, as resultRun does.
+func (e *Engine) treeDoneRun(ctx context.Context, items []treeDone) []error {
+	out, err := e.completeTrees(ctx, items)
+	if err == nil || len(items) == 1 || errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
+		return out
+	}
+	for i := range items {
+		one, _ := e.completeTrees(ctx, items[i:i+1])
+		out[i] = one[0]
+	}
+	return out
+}
+
+// completeTrees is treeDoneRun's one transaction, and its error when it
+// failed as a whole (every item then carries it).
+func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, error) {
+	out := make([]error, len(items))
+	runnable, completed := 0, 0
 	err := e.tx(ctx, func(q store.Querier) error {
-		runnable, completed = false, false
-		t, err := q.TaskGet(ctx, taskID)
-		if err != nil {
-			return notFound(err, "task %q", taskID)
+		runnable, completed = 0, 0
+		for i, c := range items {
+			out[i] = nil
+			t, err := q.TaskGet(ctx, c.taskID)
+			if errors.Is(err, store.ErrNotFound) {
+				out[i] = notFound(err, "task %q", c.taskID)
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if t.Kind != domain.KindTree {
+				out[i] = fmt.Errorf("task %s is not a tree task; report it through the REST API: %w", c.taskID, domain.ErrInvalidArgument)
+				continue
+			}
+			outcome, err := domain.Complete(t, c.worker, c.attempt, c.result, nil, e.now())
+			if err != nil {
+				out[i] = err
+				continue
+			}
+			if outcome == domain.Replayed {
+				continue
+			}
+			if err := q.TaskUpdate(ctx, t); err != nil {
+				return err
+			}
+			completed++
+			switch {
+			case t.DownstreamID == "":
+			case !e.local(t.DownstreamID):
+				if err := e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: c.result}); err != nil {
+					return err
+				}
+			default:
+				ok, err := e.handOver(ctx, q, t.DownstreamID, t.ID, c.result)
+				if err != nil {
+					return err
+				}
+				if ok {
+					runnable++
+				}
+			}
 		}
-		if t.Kind != domain.KindTree {
-			return fmt.Errorf("task %s is not a tree task; report it through the REST API: %w", taskID, domain.ErrInvalidArgument)
-		}
-		outcome, err := domain.Complete(t, worker, attempt, result, nil, e.now())
-		if err != nil || outcome == domain.Replayed {
-			return err
-		}
-		if err := q.TaskUpdate(ctx, t); err != nil {
-			return err
-		}
-		completed = true
-		switch {
-		case t.DownstreamID == "":
-			return nil
-		case !e.local(t.DownstreamID):
-			return e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: result})
-		}
-		runnable, err = e.handOver(ctx, q, t.DownstreamID, t.ID, result)
-		return err
+		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("complete task %s: %w", taskID, err)
+		for i, c := range items {
+			out[i] = fmt.Errorf("complete task %s: %w", c.taskID, err)
+		}
+		return out, err
 	}
-	if runnable {
-		e.notifyWork(domain.KindTree, "", 1)
+	for i, c := range items {
+		if out[i] != nil {
+			out[i] = fmt.Errorf("complete task %s: %w", c.taskID, out[i])
+		}
 	}
-	if completed {
-		e.cfg.Observer.Completed(domain.KindTree, 1)
+	if runnable > 0 {
+		e.notifyWork(domain.KindTree, "", runnable)
 	}
-	return nil
+	if completed > 0 {
+		e.cfg.Observer.Completed(domain.KindTree, completed)
+	}
+	return out, nil
 }
 
 // ListTreeArgs returns the upstream IDs of a tree task, in argument order.

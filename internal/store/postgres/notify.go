@@ -11,18 +11,18 @@ import (
 const workChannel = "scimesh_work"
 
 // NotifyWork tells every process listening on the database that work became
-// claimable.
-func (s *Store) NotifyWork(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, '')`, workChannel); err != nil {
+// claimable, with payload (at most 8000 bytes) saying what.
+func (s *Store) NotifyWork(ctx context.Context, payload string) error {
+	if _, err := s.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, workChannel, payload); err != nil {
 		return translate(err, "notify work")
 	}
 	return nil
 }
 
-// ListenWork calls fn for every notification of work, on a connection of
-// its own outside the pool, until ctx is done (then it returns nil) or the
-// connection fails.
-func (s *Store) ListenWork(ctx context.Context, fn func()) error {
+// ListenWork calls fn with the payload of every notification of work, this
+// process's own included, on a connection of its own outside the pool,
+// until ctx is done (then it returns nil) or the connection fails.
+func (s *Store) ListenWork(ctx context.Context, fn func(payload string)) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig)
 	if err != nil {
 		return translate(err, "listen for work: connect")
@@ -32,12 +32,13 @@ func (s *Store) ListenWork(ctx context.Context, fn func()) error {
 		return translate(err, "listen for work")
 	}
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return translate(err, "listen for work")
 		}
-		fn()
+		fn(n.Payload)
 	}
 }
