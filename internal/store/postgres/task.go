@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -47,6 +48,18 @@ SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after
 	result = COALESCE($7, result), metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
 	finished_at = $12, max_attempts = $14, version = version + 1
 WHERE id = $1 AND version = $13`
+
+	sqlTaskUpdateMany = `UPDATE tasks AS t
+SET state = u.state, attempt = u.attempt, lease_owner = u.lease_owner, lease_expires_at = u.lease_expires_at,
+	run_after = u.run_after, result = COALESCE(u.result, t.result), metrics = u.metrics, error = u.error,
+	pending_upstreams = u.pending_upstreams, updated_at = u.updated_at, finished_at = u.finished_at,
+	max_attempts = u.max_attempts, version = t.version + 1
+FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::timestamptz[], $6::timestamptz[],
+	$7::bytea[], $8::bytea[], $9::text[], $10::integer[], $11::timestamptz[], $12::timestamptz[], $13::bigint[], $14::integer[])
+	AS u(id, state, attempt, lease_owner, lease_expires_at, run_after, result, metrics, error, pending_upstreams,
+		updated_at, finished_at, version, max_attempts)
+WHERE t.id = u.id AND t.version = u.version
+RETURNING t.id`
 
 	sqlTaskGetMany = `SELECT ` + taskColumns + ` FROM tasks WHERE id = ANY($1)`
 
@@ -239,33 +252,48 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	return nil
 }
 
-// TaskUpdateMany is TaskUpdate of each task, sent as one batch: one round
-// trip for all of them.
+// TaskUpdateMany is TaskUpdate of each task in one statement: the rows'
+// new values come as arrays, one element per task, and each row is written
+// only where its version is the one read. A task may appear once.
 func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
-	if len(tasks) == 1 {
+	switch len(tasks) {
+	case 0:
+		return nil
+	case 1:
 		return q.TaskUpdate(ctx, tasks[0])
 	}
-	b := &pgx.Batch{}
-	for _, t := range tasks {
-		b.Queue(sqlTaskUpdate, taskUpdateArgs(t)...)
+	n := len(tasks)
+	var (
+		ids, states, owners, errs       = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		attempts, pending, maxAttempts  = make([]int32, n), make([]int32, n), make([]int32, n)
+		versions                        = make([]int64, n)
+		expires, runAfter, updated, fin = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		results, metrics                = make([][]byte, n), make([][]byte, n)
+	)
+	ts := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
+	for i, t := range tasks {
+		taskUpdateArgs(t) // normalizes t's times
+		ids[i], states[i], owners[i], errs[i] = t.ID, string(t.State), t.LeaseOwner, t.Error
+		attempts[i], pending[i], maxAttempts[i] = int32(t.Attempt), int32(t.PendingUpstreams), int32(t.MaxAttempts)
+		versions[i] = t.Version
+		expires[i], runAfter[i], updated[i], fin[i] = ts(t.LeaseExpiresAt), ts(t.RunAfter), ts(t.UpdatedAt), ts(t.FinishedAt)
+		results[i], metrics[i] = t.Result, t.Metrics
 	}
-	br := q.db.SendBatch(ctx, b)
-	var stale *domain.Task
-	for _, t := range tasks {
-		tag, err := br.Exec()
-		if err != nil {
-			br.Close()
-			return translate(err, "update task %s", t.ID)
+	rows, err := q.db.Query(ctx, sqlTaskUpdateMany, ids, states, attempts, owners, expires, runAfter,
+		results, metrics, errs, pending, updated, fin, versions, maxAttempts)
+	if err != nil {
+		return translate(err, "update %d tasks", n)
+	}
+	written, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return translate(err, "update %d tasks", n)
+	}
+	if len(written) < n {
+		for _, t := range tasks {
+			if !slices.Contains(written, t.ID) {
+				return q.missing(ctx, sqlTaskExists, "task", t.ID, t.Version)
+			}
 		}
-		if tag.RowsAffected() == 0 && stale == nil {
-			stale = t
-		}
-	}
-	if err := br.Close(); err != nil {
-		return translate(err, "update %d tasks", len(tasks))
-	}
-	if stale != nil {
-		return q.missing(ctx, sqlTaskExists, "task", stale.ID, stale.Version)
 	}
 	for _, t := range tasks {
 		t.Version++
