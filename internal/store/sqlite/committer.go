@@ -13,7 +13,8 @@ import (
 
 // Group limits: a group takes at most maxGroup transactions, and takes no
 // more once its own has been open for groupBudget, so that the first of
-// them waits for its commit that long at most (plus the one running then).
+// them waits for its commit about that long at most (plus the fn running
+// then).
 const (
 	maxGroup    = 256
 	groupBudget = 5 * time.Millisecond
@@ -24,26 +25,31 @@ const (
 // (group commit).
 //
 // Callers queue in the order they ask (run, takeTurn). While one group
-// runs, others queue; the committer then takes every transaction queued
-// (at most maxGroup), begins one SQLite transaction (IMMEDIATE), runs each
-// caller's fn inside a savepoint of its own, and commits once: one WAL
-// append for all of them, where each used to pay its own. A fn that fails
-// is rolled back to its savepoint, so that its writes alone are undone;
-// the others commit. A caller learns that its fn's writes are in the
-// database only once the COMMIT holding them succeeded, and a COMMIT that
-// fails fails every fn of the group.
+// runs, others queue; the committer takes the transactions at the head of
+// the line, and those that join it while the group runs (see the limits
+// above), in one SQLite transaction (BEGIN IMMEDIATE): it runs each
+// caller's fn in turn, every one after the first inside a savepoint of
+// its own, and commits once, one WAL append for all of them where each
+// used to pay its own. A fn that fails is rolled back to its savepoint (or,
+// first, with the transaction), so that its writes alone are undone; the
+// others commit. A caller learns that its fn's writes are in the database
+// only once the COMMIT holding them succeeded, and a COMMIT that fails
+// fails every fn of the group. Durability is SQLite's: WAL mode,
+// synchronous=NORMAL, as before.
 //
 // fn runs in its caller's goroutine, on the committer's transaction, while
 // the committer waits for it: the ctx fn uses is its caller's, a panic
-// unwinds the caller's goroutine with its own stack (as does
+// unwinds the caller's goroutine with its own stack and value (as does
 // runtime.Goexit, which t.FailNow calls), and the committer, told that fn
 // did not return, rolls back to fn's savepoint and carries on with the
-// others.
+// others. Nothing is recovered.
 //
-// A caller whose ctx ends while it is queued leaves the queue without its
-// fn being run. Once fn has been handed the transaction it runs to the end;
-// its statements run without ctx's cancellation (see querier.txContext), so
-// that a statement interrupted halfway cannot roll back the whole group.
+// A caller whose ctx ends while it is queued leaves the line without its
+// fn being run. Once fn has been handed the transaction it runs to the
+// end; each of its statements fails with ctx's error when ctx has ended
+// before it starts, but is not interrupted once started (see
+// querier.txContext), since SQLite answers a write interrupted halfway by
+// rolling back the whole transaction, the others' writes with it.
 type committer struct {
 	db    *sql.DB // the writer pool: one connection
 	stmts *stmtCache
@@ -357,11 +363,8 @@ func (c *committer) group(budget time.Duration) {
 		return
 	}
 	if err := tx.Commit(); err != nil {
-		// A COMMIT that fails may leave the transaction open (a deferred
-		// foreign key still violated does), and database/sql has given the
-		// connection back to the pool all the same: end it there, or the
-		// next BEGIN fails.
-		_, _ = c.db.ExecContext(background, "ROLLBACK")
+		// A COMMIT that fails can leave the transaction open (a deferred
+		// foreign key still violated does); the driver rolls it back then.
 		err = fmt.Errorf("commit: %w", err)
 		for _, m := range done {
 			m.answer <- err

@@ -434,7 +434,7 @@ func TestGroupInOrder(t *testing.T) {
 // every fn of its group, though each returned nil, and undoes their writes;
 // and that the writer carries on. A foreign key checked at COMMIT
 // (DEFERRABLE INITIALLY DEFERRED) makes it fail, and leaves the
-// transaction open.
+// transaction open for the driver to roll back.
 func TestGroupCommitFailureFailsAll(t *testing.T) {
 	t.Parallel()
 	s := groupStore(t)
@@ -516,5 +516,64 @@ func TestCloseFailsQueued(t *testing.T) {
 	s = openStore(t, path)
 	if got := jobsPresent(t, s, "holder"); len(got) != 1 {
 		t.Error("the transaction running as Close was called did not commit")
+	}
+}
+
+// TestGroupCancelledWhileRunning checks that a caller whose ctx ends while
+// one of its statements runs does not take the group down with it: the
+// statement finishes (SQLite would roll back the whole transaction for a
+// write interrupted halfway), its fn then fails with ctx's error and is
+// undone alone, and the others commit.
+func TestGroupCancelledWhileRunning(t *testing.T) {
+	t.Parallel()
+	s := groupStore(t)
+	ctx := t.Context()
+	n := 100_000
+	if raceEnabled {
+		n = 5_000
+	}
+	_, err := s.writer.ExecContext(ctx, `INSERT INTO workers (id, first_seen, last_seen)
+WITH RECURSIVE n (i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+SELECT 'w' || i, 0, 0 FROM n`, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var deleted int64
+	var during bool
+	slow := func() error {
+		cctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		return s.InTx(cctx, func(q store.Querier) error {
+			timer := time.AfterFunc(time.Millisecond, cancel)
+			defer timer.Stop()
+			res, err := q.(*querier).exec(cctx, sqlWorkerDelete, 1) // every worker: a long statement
+			during = cctx.Err() != nil                              // cancelled before it returned
+			if err != nil {
+				return err
+			}
+			deleted, _ = res.RowsAffected()
+			_, err = q.JobGet(cctx, "a") // the next statement sees it
+			return err
+		})
+	}
+	errs := group(t, s, insert(s, ctx, "a"), slow, insert(s, ctx, "b"))
+	if !during {
+		t.Fatal("the statement ended before its ctx did; make it longer")
+	}
+	if errs[0] != nil || errs[2] != nil {
+		t.Errorf("the others of the group: %v, %v; want nil", errs[0], errs[2])
+	}
+	if !errors.Is(errs[1], context.Canceled) {
+		t.Errorf("the cancelled caller: %v, want context.Canceled", errs[1])
+	}
+	if deleted != int64(n) {
+		t.Errorf("the statement running when ctx ended deleted %d workers, want all %d", deleted, n)
+	}
+	if got := jobsPresent(t, s, "a", "b"); len(got) != 2 {
+		t.Errorf("jobs present = %v, want a and b", got)
+	}
+	var left int
+	if err := s.reader.QueryRowContext(ctx, `SELECT count(*) FROM workers`).Scan(&left); err != nil || left != n {
+		t.Errorf("%d workers, %v; want the %d the cancelled caller's delete left", left, err, n)
 	}
 }
