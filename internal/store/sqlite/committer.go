@@ -28,14 +28,13 @@ const (
 // runs, others queue; the committer takes the transactions at the head of
 // the line, and those that join it while the group runs (see the limits
 // above), in one SQLite transaction (BEGIN IMMEDIATE): it runs each
-// caller's fn in turn, every one after the first inside a savepoint of
-// its own, and commits once, one WAL append for all of them where each
-// used to pay its own. A fn that fails is rolled back to its savepoint (or,
-// first, with the transaction), so that its writes alone are undone; the
-// others commit. A caller learns that its fn's writes are in the database
-// only once the COMMIT holding them succeeded, and a COMMIT that fails
-// fails every fn of the group. Durability is SQLite's: WAL mode,
-// synchronous=NORMAL, as before.
+// caller's fn in turn, inside a savepoint of its own, and commits once,
+// one WAL append for all of them where each used to pay its own. A fn that
+// fails is rolled back to its savepoint, so that its writes alone are
+// undone; the others commit. A caller learns that its fn's writes are in
+// the database only once the COMMIT holding them succeeded, and a COMMIT
+// that fails fails every fn of the group. Durability is SQLite's: WAL
+// mode, synchronous=NORMAL, as before.
 //
 // fn runs in its caller's goroutine, on the committer's transaction, while
 // the committer waits for it: the ctx fn uses is its caller's, a panic
@@ -272,6 +271,14 @@ func (c *committer) exclusive() {
 	<-m.ret
 }
 
+// The committer's statements around each fn. They are in the statement
+// table, prepared once, like the others.
+var (
+	sqlSavepoint  = newStatement(`SAVEPOINT member`)
+	sqlRelease    = newStatement(`RELEASE member`)
+	sqlRollbackTo = newStatement(`ROLLBACK TO member`)
+)
+
 // background is the context of the committer's own statements: BEGIN,
 // the savepoints and COMMIT belong to the group, not to any one caller.
 var background = context.Background()
@@ -291,6 +298,7 @@ func (c *committer) group(budget time.Duration) {
 		return
 	}
 	start := time.Now()
+	own := &querier{stmts: c.stmts, tx: tx} // for the savepoints
 	var (
 		done   []*member // ran and released: answered once COMMIT has gone one way or the other
 		broken error     // the transaction is no longer the group's
@@ -308,24 +316,9 @@ func (c *committer) group(budget time.Duration) {
 			continue
 		}
 		n++
-		if len(done) == 0 {
-			// The first to run needs no savepoint: the transaction holds
-			// nothing else yet, and rolling it back undoes fn alone.
-			m.turn <- tx
-			out := <-m.ret
-			if out.failed {
-				err := tx.Rollback()
-				if err != nil && !errors.Is(err, sql.ErrTxDone) {
-					m.answer <- fmt.Errorf("roll back: %w", err)
-				} else {
-					m.answer <- nil // fn's own error is its caller's answer
-				}
-				return
-			}
-			done, big = append(done, m), out.bigWrite
-			continue
-		}
-		if _, err := tx.ExecContext(background, "SAVEPOINT member"); err != nil {
+		// Even the first to run has a savepoint, though rolling back the
+		// transaction would do as well, for the check that RELEASE makes.
+		if _, err := own.exec(background, sqlSavepoint); err != nil {
 			broken = fmt.Errorf("savepoint: %w", err)
 			m.answer <- broken
 			break
@@ -335,8 +328,10 @@ func (c *committer) group(budget time.Duration) {
 		if !out.failed {
 			// RELEASE fails only when the savepoint is gone: something in
 			// fn ended the whole transaction (an I/O error, a full disk,
-			// an interrupted write), and the others' writes with it.
-			if _, err := tx.ExecContext(background, "RELEASE member"); err != nil {
+			// an interrupted write), and the others' writes with it. The
+			// statements fn ran after that, outside the transaction, are
+			// its own affair; the others' must not follow them.
+			if _, err := own.exec(background, sqlRelease); err != nil {
 				broken = fmt.Errorf("release savepoint: %w", err)
 				m.answer <- broken
 				break
@@ -344,7 +339,11 @@ func (c *committer) group(budget time.Duration) {
 			done, big = append(done, m), out.bigWrite
 			continue
 		}
-		if _, err := tx.ExecContext(background, "ROLLBACK TO member; RELEASE member"); err != nil {
+		_, err := own.exec(background, sqlRollbackTo)
+		if err == nil {
+			_, err = own.exec(background, sqlRelease)
+		}
+		if err != nil {
 			broken = fmt.Errorf("roll back to savepoint: %w", err)
 			m.answer <- broken
 			break

@@ -210,8 +210,7 @@ func TestGroupFailureUndoesOnlyItsOwn(t *testing.T) {
 	goexited := true
 	before := walCommits(t, s.path)
 	errs := group(t, s,
-		// The first to run has no savepoint: its failure rolls back
-		// the transaction, and the others begin another.
+		// The first to run, with nothing before it in the transaction.
 		insertThen("failed-first", func(store.Querier) error { return errOwn }),
 		insert(s, ctx, "a"),
 		insertThen("failed", func(store.Querier) error { return errOwn }),
