@@ -25,6 +25,7 @@ func BenchmarkInTxConcurrent(b *testing.B) {
 	}{
 		{"goroutines=1", 1, true},
 		{"goroutines=64", 64, true},
+		{"method/goroutines=1", 1, false},
 		{"method/goroutines=64", 64, false},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
