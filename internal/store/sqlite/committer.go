@@ -13,8 +13,10 @@ import (
 
 // Group limits: a group takes at most maxGroup transactions, and takes no
 // more once its own has been open for groupBudget, so that the first of
-// them waits for its commit about that long at most (plus the fn running
-// then).
+// them waits for its commit about that long at most, plus the fn running
+// then: a fn that runs long (a job's tasks inserted in one transaction)
+// holds the commit of those before it in its group, where alone it held
+// back only those behind it.
 const (
 	maxGroup    = 256
 	groupBudget = 5 * time.Millisecond

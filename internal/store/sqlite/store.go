@@ -107,8 +107,9 @@ func (s *Store) Path() string { return s.path }
 // them all (see committer). A fn's failure undoes its own writes only; a
 // COMMIT that fails fails every fn it held. Inside fn, use only the
 // Querier it is given: a write through the Store itself would wait behind
-// the transaction fn is part of. A panic in fn unwinds the caller as it
-// would without the store, after its writes are undone.
+// the transaction fn is part of. A panic in fn (or runtime.Goexit) goes on
+// up the caller's goroutine as it is; fn's writes are undone, and the
+// others' are not.
 func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error {
 	fnErr, txErr := s.stmts.line.run(ctx, func(q *querier) error { return fn(q) })
 	switch {
@@ -177,8 +178,8 @@ func (q *querier) atomically(ctx context.Context, name string, fn func(q *querie
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	if err := fn(q); err != nil {
-		// Undone whatever ctx: a savepoint left open would stay open in
-		// the transaction the caller shares with others.
+		// With sctx, so that fn's writes are undone even when ctx has
+		// ended since.
 		_, rerr := q.tx.ExecContext(sctx, "ROLLBACK TO "+name+"; RELEASE "+name)
 		if rerr != nil {
 			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", rerr))
