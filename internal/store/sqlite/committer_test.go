@@ -215,7 +215,7 @@ func TestGroupFailureUndoesOnlyItsOwn(t *testing.T) {
 		insert(s, ctx, "a"),
 		insertThen("failed", func(store.Querier) error { return errOwn }),
 		insert(s, ctx, "b"),
-		insertThen("dup-first", func(q store.Querier) error {
+		insertThen("before-dup", func(q store.Querier) error {
 			return q.JobInsert(ctx, storetest.NewJob("dup", storetest.Epoch()))
 		}),
 		insert(s, ctx, "c"),
@@ -260,7 +260,7 @@ func TestGroupFailureUndoesOnlyItsOwn(t *testing.T) {
 		t.Errorf("%d commits for the group, want 1", got)
 	}
 	want := []string{"a", "b", "c", "d", "e"}
-	if got := jobsPresent(t, s, "failed-first", "a", "failed", "b", "dup-first", "c", "panicked", "d", "goexited", "e"); !slices.Equal(got, want) {
+	if got := jobsPresent(t, s, "failed-first", "a", "failed", "b", "before-dup", "c", "panicked", "d", "goexited", "e"); !slices.Equal(got, want) {
 		t.Errorf("jobs present = %v, want %v", got, want)
 	}
 	// The writer carries on.
