@@ -8,6 +8,13 @@
 // on a separate pool of read-only connections and, in WAL mode, neither wait
 // for the writer nor hold it up. Statements are prepared once and reused.
 //
+// Writes take turns at that connection in the order they ask, and those
+// queued together are committed together (group commit): one goroutine
+// runs each caller's transaction in a savepoint of its own within one
+// SQLite transaction and commits once, so that a failing caller undoes
+// only its own writes, and a caller hears of success only once the COMMIT
+// holding its writes has succeeded.
+//
 // Durability: the database runs in WAL mode with synchronous=NORMAL. A commit
 // survives the process being killed (kill -9) at any point; after a power
 // loss or an operating-system crash the last transactions before the failure

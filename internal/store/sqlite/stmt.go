@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-
-	"golang.org/x/sync/semaphore"
 )
 
 // statement is one of the store's SQL statements. Each is declared once,
@@ -37,33 +35,36 @@ func newStatement(query string) *statement {
 // and pool. A statement on the writer pool is bound to a transaction with
 // Tx.StmtContext, which reuses the connection's prepared statement.
 //
-// It also keeps the writer's line: every use of the writer connection
-// takes its turn first (takeTurn), and turns are given in the order they
-// were asked for. database/sql hands a pool's free connection to a waiter
-// picked at random, so behind a long run of transactions (a job of a
-// million chunks created in batches) a heartbeat could wait out many of
-// them; in line, it waits for those ahead of it only.
+// It also keeps the writer's line (line, a committer): every use of the
+// writer connection waits its turn there, and turns are given in the
+// order they were asked for. database/sql hands a pool's free connection
+// to a waiter picked at random, so behind a long run of transactions (a
+// job of a million chunks created in batches) a heartbeat could wait out
+// many of them; in line, it waits for those ahead of it only, and shares
+// their commit.
 type stmtCache struct {
 	writer, reader *sql.DB
-	turn           *semaphore.Weighted // of weight 1; FIFO
+	line           *committer
 
 	mu sync.RWMutex
 	w  []*sql.Stmt // by statement.id
 	r  []*sql.Stmt
 }
 
+// newStmtCache returns an empty cache and starts the writer's line, which
+// close stops.
 func newStmtCache(writer, reader *sql.DB) *stmtCache {
-	return &stmtCache{writer: writer, reader: reader, turn: semaphore.NewWeighted(1),
+	c := &stmtCache{writer: writer, reader: reader,
 		w: make([]*sql.Stmt, len(statements)), r: make([]*sql.Stmt, len(statements))}
+	c.line = newCommitter(writer, c)
+	return c
 }
 
 // takeTurn waits for the writer connection's turn, in line with every
 // other use of it, and returns the function that gives the turn back.
+// While it is held no transaction is open on the connection.
 func (c *stmtCache) takeTurn(ctx context.Context) (release func(), err error) {
-	if err := c.turn.Acquire(ctx, 1); err != nil {
-		return nil, fmt.Errorf("wait for the writer: %w", err)
-	}
-	return func() { c.turn.Release(1) }, nil
+	return c.line.takeTurn(ctx)
 }
 
 // get returns st prepared on the writer (write) or the read pool,
@@ -92,8 +93,12 @@ func (c *stmtCache) get(ctx context.Context, st *statement, write bool) (*sql.St
 	return ps, nil
 }
 
-// checkpoint runs Store.checkpoint's statement on the writer; the caller
-// holds the writer's turn.
+// checkpoint moves the write-ahead log into the database file and empties
+// it. After a large insert (bigInsert tasks) the log holds hundreds of
+// megabytes; left to the automatic checkpoint, copying them back would
+// stall the first ordinary commit after it. Best effort: a checkpoint that
+// fails is retried by the automatic ones. The caller holds the writer's
+// turn (takeTurn), or is the committer between two groups.
 func (c *stmtCache) checkpoint(ctx context.Context) {
 	_, _ = c.writer.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
 }
@@ -106,7 +111,10 @@ func (c *stmtCache) cached(st *statement) *sql.Stmt {
 	return c.w[st.id]
 }
 
+// close stops the writer's line (see committer.close) and closes the
+// prepared statements.
 func (c *stmtCache) close() error {
+	c.line.close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var errs []error
@@ -122,8 +130,11 @@ func (c *stmtCache) close() error {
 }
 
 // stmt returns st prepared: on the writer when write is set or a
-// transaction is open (bound to that transaction), else on the read pool. Call done when finished with it: outside a transaction, a
-// write statement holds the writer's turn until then.
+// transaction is open (bound to that transaction), else on the read pool.
+// Call done when finished with it: outside a transaction, a write
+// statement holds the writer's turn until then. (The helpers below run a
+// write outside a transaction in a transaction of its own instead, so
+// that it shares the commit of those queued with it.)
 //
 // Inside a transaction a statement not prepared yet is prepared on the
 // transaction alone: preparing it on the writer pool would wait for the one
@@ -153,11 +164,39 @@ func (q *querier) stmt(ctx context.Context, query *statement, write bool) (st *s
 	return st, func() { _ = st.Close() }, nil
 }
 
+// txContext returns the context for a statement of q's: ctx itself
+// outside a transaction; inside one, ctx's error when it has ended, else
+// ctx without its cancellation. SQLite answers a statement interrupted
+// halfway (which is what the driver does when its ctx ends) by rolling
+// back the whole transaction when the statement writes, and the
+// transaction is shared with other callers' (see committer): a caller's
+// cancellation stops its fn at its next statement, never in the middle of
+// one.
+func (q *querier) txContext(ctx context.Context) (context.Context, error) {
+	if q.tx == nil {
+		return ctx, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return context.WithoutCancel(ctx), nil
+}
+
 // The statement helpers return the database's errors as they are: the
 // methods translate them once, naming what failed.
 
 // exec runs a write statement.
-func (q *querier) exec(ctx context.Context, query *statement, args ...any) (sql.Result, error) {
+func (q *querier) exec(ctx context.Context, query *statement, args ...any) (res sql.Result, err error) {
+	if q.tx == nil {
+		err = q.atomically(ctx, "", func(q *querier) error {
+			res, err = q.exec(ctx, query, args...)
+			return err
+		})
+		return res, err
+	}
+	if ctx, err = q.txContext(ctx); err != nil {
+		return nil, err
+	}
 	st, done, err := q.stmt(ctx, query, true)
 	if err != nil {
 		return nil, err
@@ -168,7 +207,13 @@ func (q *querier) exec(ctx context.Context, query *statement, args ...any) (sql.
 
 // queryRow runs a statement that returns at most one row and scans it with
 // scan; no row is sql.ErrNoRows. write says whether the statement writes.
-func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) error {
+func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) (err error) {
+	if q.tx == nil && write {
+		return q.atomically(ctx, "", func(q *querier) error { return q.queryRow(ctx, true, scan, query, args...) })
+	}
+	if ctx, err = q.txContext(ctx); err != nil {
+		return err
+	}
 	st, done, err := q.stmt(ctx, query, write)
 	if err != nil {
 		return err
@@ -178,7 +223,13 @@ func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) e
 }
 
 // query runs a statement and calls scan for each row it returns.
-func (q *querier) query(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) error {
+func (q *querier) query(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) (err error) {
+	if q.tx == nil && write {
+		return q.atomically(ctx, "", func(q *querier) error { return q.query(ctx, true, scan, query, args...) })
+	}
+	if ctx, err = q.txContext(ctx); err != nil {
+		return err
+	}
 	st, done, err := q.stmt(ctx, query, write)
 	if err != nil {
 		return err

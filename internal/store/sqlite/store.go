@@ -97,53 +97,34 @@ func OpenNoMigrate(ctx context.Context, path string) (*Store, error) {
 // Path is the file the store was opened on.
 func (s *Store) Path() string { return s.path }
 
-// InTx runs fn in one transaction on the writer connection and commits it
-// when fn returns nil; otherwise it rolls back and returns fn's error as it
-// is. The transaction holds SQLite's write lock from its first statement, so
-// transactions run one at a time and fn should be short. Inside fn, use only
-// the Querier it is given: a write through the Store itself would wait for
-// the connection fn is holding.
-func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) (err error) {
-	release, err := s.stmts.takeTurn(ctx)
-	if err != nil {
-		return translate(err, "begin")
-	}
-	defer release()
-	tx, err := s.writer.BeginTx(ctx, nil)
-	if err != nil {
-		return translate(err, "begin")
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			_ = tx.Rollback()
-			panic(p)
-		}
-	}()
-	q := &querier{stmts: s.stmts, tx: tx}
-	if err := fn(q); err != nil {
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			return errors.Join(err, translate(rerr, "rollback"))
-		}
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return translate(err, "commit")
-	}
-	if q.bigWrite {
-		s.checkpoint(ctx)
+// InTx runs fn in a transaction on the writer connection and returns once
+// the transaction is committed when fn returns nil; otherwise fn's writes
+// are undone and InTx returns fn's error as it is. The transaction holds
+// SQLite's write lock from its first statement, so fn should be short.
+//
+// Transactions queued together share one: each fn runs in a savepoint of
+// its own within it, in the order InTx was called, and one COMMIT ends
+// them all (see committer). A fn's failure undoes its own writes only; a
+// COMMIT that fails fails every fn it held. Inside fn, use only the
+// Querier it is given: a write through the Store itself would wait behind
+// the transaction fn is part of. A panic in fn (or runtime.Goexit) goes on
+// up the caller's goroutine as it is; fn's writes are undone, and the
+// others' are not.
+func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error {
+	fnErr, txErr := s.stmts.line.run(ctx, func(q *querier) error { return fn(q) })
+	switch {
+	case fnErr != nil && txErr != nil:
+		return errors.Join(fnErr, translate(txErr, "transaction"))
+	case fnErr != nil:
+		return fnErr
+	case txErr != nil:
+		return translate(txErr, "transaction")
 	}
 	return nil
 }
 
 // bigInsert is the number of tasks whose insertion calls for a checkpoint.
 const bigInsert = 10_000
-
-// checkpoint moves the write-ahead log into the database file and empties
-// it. After a large insert the log holds hundreds of megabytes; left to the
-// automatic checkpoint, copying them back would stall the first ordinary
-// commit after it. Best effort: a checkpoint that fails is retried by the
-// automatic ones.
-func (s *Store) checkpoint(ctx context.Context) { s.stmts.checkpoint(ctx) }
 
 // Ping reports whether both the writer and a reader connection answer.
 func (s *Store) Ping(ctx context.Context) error {
@@ -156,7 +137,9 @@ func (s *Store) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close closes the prepared statements and every connection.
+// Close stops the writer, closes the prepared statements and every
+// connection. A transaction running finishes and commits; those still
+// queued fail, as do the ones asked for afterwards.
 func (s *Store) Close() error {
 	return errors.Join(s.stmts.close(), s.reader.Close(), s.writer.Close())
 }
@@ -167,52 +150,43 @@ type querier struct {
 	stmts *stmtCache
 	tx    *sql.Tx // nil outside a transaction
 	// bigWrite is set by writes large enough that the write-ahead log
-	// should be checkpointed once they commit (see Store.checkpoint).
+	// should be checkpointed once they commit (see stmtCache.checkpoint).
 	bigWrite bool
 }
 
-// atomically runs fn in a transaction of its own outside one, and in a
-// savepoint named name inside one, so that its statements apply all or
-// none. It is the one way a contract method that writes several
-// statements keeps them together. Its errors, and fn's, come back
-// untranslated, for the method to translate.
+// atomically runs fn in a transaction outside one (queued with the
+// others on the writer, see committer), and in a savepoint named name
+// inside one, so that its statements apply all or none. It is the one way
+// a contract method that writes several statements keeps them together.
+// Its errors, and fn's, come back untranslated, for the method to
+// translate.
 func (q *querier) atomically(ctx context.Context, name string, fn func(q *querier) error) error {
 	if q.tx == nil {
-		release, err := q.stmts.takeTurn(ctx)
-		if err != nil {
-			return err
+		fnErr, txErr := q.stmts.line.run(ctx, fn)
+		if fnErr != nil && txErr != nil {
+			return errors.Join(fnErr, txErr)
+		} else if fnErr != nil {
+			return fnErr
 		}
-		defer release()
-		tx, err := q.stmts.writer.BeginTx(ctx, nil)
-		if err != nil {
-			return fmt.Errorf("begin: %w", err)
-		}
-		defer func() {
-			if p := recover(); p != nil {
-				_ = tx.Rollback() // else it keeps the one writer connection
-				panic(p)
-			}
-		}()
-		if err := fn(&querier{stmts: q.stmts, tx: tx}); err != nil {
-			_ = tx.Rollback()
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return fmt.Errorf("commit: %w", err)
-		}
-		return nil
+		return txErr
 	}
-	if _, err := q.tx.ExecContext(ctx, "SAVEPOINT "+name); err != nil {
+	sctx, err := q.txContext(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := q.tx.ExecContext(sctx, "SAVEPOINT "+name); err != nil {
 		return fmt.Errorf("savepoint: %w", err)
 	}
 	if err := fn(q); err != nil {
-		_, rerr := q.tx.ExecContext(ctx, "ROLLBACK TO "+name+"; RELEASE "+name)
+		// With sctx, so that fn's writes are undone even when ctx has
+		// ended since.
+		_, rerr := q.tx.ExecContext(sctx, "ROLLBACK TO "+name+"; RELEASE "+name)
 		if rerr != nil {
 			return errors.Join(err, fmt.Errorf("roll back to savepoint: %w", rerr))
 		}
 		return err
 	}
-	if _, err := q.tx.ExecContext(ctx, "RELEASE "+name); err != nil {
+	if _, err := q.tx.ExecContext(sctx, "RELEASE "+name); err != nil {
 		return fmt.Errorf("release savepoint: %w", err)
 	}
 	return nil
