@@ -13,7 +13,7 @@
 # change), alternating with this tree's, so both are measured on the same
 # machine at the same time; the load comes from this tree's bench.
 # PROFILE=DIR profiles serve instead, once per store, under the single
-# form: a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
+# form (or the form PROFILE_FORM names): a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
 # DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
 # pg_stat_statements (DIR/statements.txt) and samples of pg_stat_activity
 # every 0.2 s (DIR/activity.txt).
@@ -134,7 +134,8 @@ if [ -n "$profile" ]; then
 		if [ "$store" = postgres ]; then
 			psql "$db" -qAtc 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements; SELECT pg_stat_statements_reset()' >/dev/null
 		fi
-		bench --batch 1 >"$work/bench.out" &
+		# shellcheck disable=SC2046 # formargs's words are flags
+		bench $(formargs "${PROFILE_FORM:-single}") >"$work/bench.out" &
 		load=$!
 		# The seeding (one POST /jobs) takes a second or two; then 20 s
 		# of the workers, who need about 30 s at 64 workers.
@@ -147,7 +148,7 @@ if [ -n "$profile" ]; then
 		curl -fs -o "$profile/$store.pprof" "http://$pprof/debug/pprof/profile?seconds=20"
 		if [ "$store" = postgres ]; then kill "$watcher"; wait "$watcher" 2>/dev/null || true; fi
 		wait "$load"
-		echo "$store, single, profiled: $(tail -1 "$work/bench.out")"
+		echo "$store, ${PROFILE_FORM:-single}, profiled: $(tail -1 "$work/bench.out")"
 		go tool pprof -top -cum "$profile/$store.pprof" >"$profile/$store.top" 2>/dev/null
 		if [ "$store" = postgres ]; then
 			psql "$db" -qA -F ' | ' -c "SELECT calls, round(total_exec_time::numeric, 0) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms, rows,

@@ -114,7 +114,7 @@ type Engine struct {
 	// Group commit of the single forms (see group).
 	claims    *groups[claimCall, claimAnswer]
 	renews    *group[renewCall, renewAnswer]
-	results   *group[CompleteTaskParams, ItemResult]
+	results   *group[[]CompleteTaskParams, []ItemResult]
 	treeDones *group[treeDone, error]
 
 	jobsMu sync.Mutex

@@ -37,12 +37,16 @@ func (e *Engine) RenewTogether(ctx context.Context, ids, workers []string, attem
 func (e *Engine) ClaimTogether(ctx context.Context, workers []string) ([]*domain.Task, []error) {
 	calls := make([]claimCall, len(workers))
 	for i, w := range workers {
-		calls[i] = claimCall{worker: w, kind: domain.KindChunk}
+		calls[i] = claimCall{worker: w, n: 1, kind: domain.KindChunk}
 	}
 	var tasks []*domain.Task
 	var errs []error
 	for _, a := range e.claimRun(ctx, calls) {
-		tasks, errs = append(tasks, a.task), append(errs, a.err)
+		var t *domain.Task
+		if len(a.tasks) > 0 {
+			t = a.tasks[0]
+		}
+		tasks, errs = append(tasks, t), append(errs, a.err)
 	}
 	return tasks, errs
 }

@@ -11,9 +11,11 @@ import (
 // flush in one. There is no timer: a call that finds fewer than limit runs
 // in flight runs at once, alone, so an idle server adds no latency; calls
 // that arrive while limit runs are in flight queue, and the first run to
-// finish hands up to max of them, in order of arrival, to the first of
-// them, which runs them as one. The busier the server, the larger the
-// runs, and the fewer statements per call.
+// finish hands the first of them, in order of arrival, up to a weight of
+// max (a call weighs what it asks for: a batch claim of 50 tasks weighs
+// 50; one heavier than max runs alone), to the first of them, which runs
+// them as one. The busier the server, the larger the runs, and the fewer
+// statements per call.
 //
 // A run's function sees the callers' inputs in order and returns one
 // output per input, in the same order: each caller gets its own answer,
@@ -22,7 +24,7 @@ import (
 // queued leaves the queue and is not run.
 type group[In, Out any] struct {
 	run   func(ctx context.Context, in []In) []Out
-	max   int // inputs per run
+	max   int // the weight of the calls of a run
 	limit int // runs in flight at once
 
 	mu    sync.Mutex
@@ -31,21 +33,23 @@ type group[In, Out any] struct {
 }
 
 type groupCall[In, Out any] struct {
-	in    In
-	out   Out
-	panic any                        // what the run panicked with, if it did
-	done  chan struct{}              // closed once out (or panic) is set
-	lead  chan []*groupCall[In, Out] // the run this call is to lead
+	in     In
+	weight int
+	out    Out
+	panic  any                        // what the run panicked with, if it did
+	done   chan struct{}              // closed once out (or panic) is set
+	lead   chan []*groupCall[In, Out] // the run this call is to lead
 }
 
 func newGroup[In, Out any](max, limit int, run func(ctx context.Context, in []In) []Out) *group[In, Out] {
 	return &group[In, Out]{run: run, max: max, limit: limit}
 }
 
-// do runs in, alone or with the calls queued beside it, and returns its
-// output; an error only when ctx ended while the call was queued.
-func (g *group[In, Out]) do(ctx context.Context, in In) (Out, error) {
-	c := &groupCall[In, Out]{in: in, done: make(chan struct{}), lead: make(chan []*groupCall[In, Out], 1)}
+// do runs in, of the given weight, alone or with the calls queued beside
+// it, and returns its output; an error only when ctx ended while the call
+// was queued.
+func (g *group[In, Out]) do(ctx context.Context, in In, weight int) (Out, error) {
+	c := &groupCall[In, Out]{in: in, weight: weight, done: make(chan struct{}), lead: make(chan []*groupCall[In, Out], 1)}
 	g.mu.Lock()
 	if g.runs < g.limit { // then nothing is queued: queued calls are handed on at the end of a run
 		g.runs++
@@ -123,7 +127,11 @@ func (g *group[In, Out]) handOn() {
 		g.mu.Unlock()
 		return
 	}
-	n := min(len(g.queue), g.max)
+	n, w := 1, g.queue[0].weight
+	for n < len(g.queue) && w+g.queue[n].weight <= g.max {
+		w += g.queue[n].weight
+		n++
+	}
 	next := make([]*groupCall[In, Out], n)
 	copy(next, g.queue)
 	g.queue = append(g.queue[:0], g.queue[n:]...)
@@ -154,7 +162,7 @@ func newGroups[In, Out any](max, limit int, run func(ctx context.Context, in []I
 }
 
 // do is group.do in the group of key.
-func (gs *groups[In, Out]) do(ctx context.Context, key string, in In) (Out, error) {
+func (gs *groups[In, Out]) do(ctx context.Context, key string, in In, weight int) (Out, error) {
 	gs.mu.Lock()
 	g := gs.m[key]
 	if g == nil {
@@ -170,5 +178,5 @@ func (gs *groups[In, Out]) do(ctx context.Context, key string, in In) (Out, erro
 		}
 		gs.mu.Unlock()
 	}()
-	return g.do(ctx, in)
+	return g.do(ctx, in, weight)
 }

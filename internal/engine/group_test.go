@@ -61,7 +61,7 @@ func TestGroupServesQueuedCallsTogether(t *testing.T) {
 	var wg sync.WaitGroup
 	call := func(i int) {
 		wg.Go(func() {
-			out, err := g.do(t.Context(), i)
+			out, err := g.do(t.Context(), i, 1)
 			if err != nil {
 				t.Errorf("call %d: %v", i, err)
 			}
@@ -105,7 +105,7 @@ func TestGroupRunsUpToLimitAtOnce(t *testing.T) {
 	g := newGroup(10, 2, l.run)
 	var wg sync.WaitGroup
 	for i := range 3 {
-		wg.Go(func() { _, _ = g.do(t.Context(), i) })
+		wg.Go(func() { _, _ = g.do(t.Context(), i, 1) })
 		if i < 2 {
 			<-l.started // two runs in flight, each alone
 		} else {
@@ -126,16 +126,16 @@ func TestGroupCallerGivesUpWhileQueued(t *testing.T) {
 	l := newRunLog()
 	g := newGroup(10, 1, l.run)
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = g.do(t.Context(), 0) })
+	wg.Go(func() { _, _ = g.do(t.Context(), 0, 1) })
 	<-l.started
 	ctx, cancel := context.WithCancel(t.Context())
 	errc := make(chan error, 1)
 	go func() {
-		_, err := g.do(ctx, 1)
+		_, err := g.do(ctx, 1, 1)
 		errc <- err
 	}()
 	waitQueued(t, g, 1)
-	wg.Go(func() { _, _ = g.do(t.Context(), 2) })
+	wg.Go(func() { _, _ = g.do(t.Context(), 2, 1) })
 	waitQueued(t, g, 2)
 	cancel()
 	if err := <-errc; !errors.Is(err, context.Canceled) {
@@ -163,13 +163,13 @@ func TestGroupPanicReachesEveryCaller(t *testing.T) {
 		panic("boom")
 	})
 	var wg sync.WaitGroup
-	wg.Go(func() { _, _ = g.do(t.Context(), 0) })
+	wg.Go(func() { _, _ = g.do(t.Context(), 0, 1) })
 	<-started
 	panics := make([]any, 2)
 	for i := range 2 {
 		wg.Go(func() {
 			defer func() { panics[i] = recover() }()
-			_, _ = g.do(t.Context(), i+1)
+			_, _ = g.do(t.Context(), i+1, 1)
 		})
 	}
 	deadline := time.Now().Add(10 * time.Second)
@@ -205,7 +205,7 @@ func TestGroupsByKey(t *testing.T) {
 		return in
 	})
 	for _, k := range []string{"a", "b", "a"} {
-		if out, err := gs.do(t.Context(), k, k+"!"); err != nil || out != k+"!" {
+		if out, err := gs.do(t.Context(), k, k+"!", 1); err != nil || out != k+"!" {
 			t.Fatalf("do(%s) = %q, %v", k, out, err)
 		}
 	}

@@ -99,50 +99,43 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 
 // Group commit (see group): how many runs of one operation may be in
 // flight at once, and how many calls one run serves.
+// A run's weight is the tasks its calls claim, or the results they
+// record.
 const (
 	groupRuns    = 2
-	claimRunMax  = 128
+	claimRunMax  = MaxClaimTasks
 	renewRunMax  = 256
-	resultRunMax = 64
+	resultRunMax = MaxBatchResults
 )
 
-// claimCall is one single claim waiting to share a claim statement with
-// others of the same kind and workloads.
+// claimCall is one claim of up to n tasks waiting to share a claim
+// statement with others of the same kind and workloads.
 type claimCall struct {
 	worker    string
+	n         int
 	kind      domain.TaskKind
 	workloads []string
 }
 
-// claimAnswer is what one claimCall got: a task, or none.
+// claimAnswer is what one claimCall got: up to n tasks, in claim order.
 type claimAnswer struct {
-	task *domain.Task
-	err  error
+	tasks []*domain.Task
+	err   error
 }
 
 func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	e.sweepBeforeClaim(ctx)
 	kind := cmp.Or(p.kind, domain.KindChunk)
-	var tasks []*domain.Task
-	if p.Max == 1 {
-		// Single claims that arrive together share one statement.
-		key := string(kind) + "\x00" + strings.Join(p.Workloads, "\x00")
-		a, err := e.claims.do(ctx, key, claimCall{worker: p.WorkerID, kind: kind, workloads: p.Workloads})
-		if err == nil {
-			err = a.err
-		}
-		if err != nil {
-			return nil, err
-		}
-		if a.task != nil {
-			tasks = []*domain.Task{a.task}
-		}
-	} else {
-		var err error
-		if tasks, err = e.claim(ctx, kind, p.Workloads, slices.Repeat([]string{p.WorkerID}, p.Max)); err != nil {
-			return nil, err
-		}
+	// Claims that arrive together share one statement.
+	key := string(kind) + "\x00" + strings.Join(p.Workloads, "\x00")
+	a, err := e.claims.do(ctx, key, claimCall{worker: p.WorkerID, n: p.Max, kind: kind, workloads: p.Workloads}, p.Max)
+	if err == nil {
+		err = a.err
 	}
+	if err != nil {
+		return nil, err
+	}
+	tasks := a.tasks
 	views := make([]*TaskView, len(tasks))
 	for i, t := range tasks {
 		var err error
@@ -175,13 +168,15 @@ func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, own
 	return tasks, nil
 }
 
-// claimRun serves single claims together: one claim statement names each
-// caller as the owner of one task, in the order they came.
+// claimRun serves claims together: one claim statement names each caller
+// as the owner of as many tasks as it asked for, in the order they came.
 func (e *Engine) claimRun(ctx context.Context, calls []claimCall) []claimAnswer {
 	out := make([]claimAnswer, len(calls))
-	owners := make([]string, len(calls))
-	for i, c := range calls {
-		owners[i] = c.worker
+	var owners []string
+	for _, c := range calls {
+		for range c.n {
+			owners = append(owners, c.worker)
+		}
 	}
 	tasks, err := e.claim(ctx, calls[0].kind, calls[0].workloads, owners)
 	if err != nil {
@@ -190,12 +185,12 @@ func (e *Engine) claimRun(ctx context.Context, calls []claimCall) []claimAnswer 
 		}
 		return out
 	}
-	// Each task goes to a caller it was leased to; callers of one worker
-	// ID are alike.
+	// Each task goes to a caller it was leased to, in claim order;
+	// callers of one worker ID are alike.
 	for _, t := range tasks {
 		for i, c := range calls {
-			if out[i].task == nil && c.worker == t.LeaseOwner {
-				out[i].task = t
+			if len(out[i].tasks) < c.n && c.worker == t.LeaseOwner {
+				out[i].tasks = append(out[i].tasks, t)
 				break
 			}
 		}
@@ -224,7 +219,7 @@ func (e *Engine) RenewLease(ctx context.Context, taskID, worker string, attempt 
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return time.Time{}, err
 	}
-	a, err := e.renews.do(ctx, renewCall{taskID: taskID, worker: worker, attempt: attempt})
+	a, err := e.renews.do(ctx, renewCall{taskID: taskID, worker: worker, attempt: attempt}, 1)
 	if err == nil {
 		err = a.err
 	}
@@ -323,33 +318,45 @@ type ItemResult struct {
 // arrive together are written in one transaction, each judged as it
 // would be alone.
 func (e *Engine) CompleteTask(ctx context.Context, p CompleteTaskParams) (*TaskView, error) {
-	r, err := e.results.do(ctx, p)
-	if err != nil {
-		return nil, err
-	}
+	r := e.CompleteTasks(ctx, []CompleteTaskParams{p})[0]
 	return r.Task, r.Err
 }
 
-// resultRun records results that arrived together. When their shared
-// transaction fails as a whole for a reason other than the database being
-// unavailable, each is recorded again alone, so that one that cannot be
-// written fails alone.
-func (e *Engine) resultRun(ctx context.Context, items []CompleteTaskParams) []ItemResult {
-	out, err := e.completeTasks(ctx, items)
-	if err == nil || len(items) == 1 || errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
-		return out
-	}
-	for i := range items {
-		out[i] = e.CompleteTasks(ctx, items[i:i+1])[0]
+// CompleteTasks records several results in one transaction, shared with
+// the results of other calls that arrive together. Each item is judged on
+// its own, exactly as CompleteTask would judge it alone, in order: of two
+// results for one task, the second sees the first.
+func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) []ItemResult {
+	out, err := e.results.do(ctx, items, len(items))
+	if err != nil {
+		out = make([]ItemResult, len(items))
+		for i := range out {
+			out[i].Err = err
+		}
 	}
 	return out
 }
 
-// CompleteTasks records several results in one transaction. Each item is
-// judged on its own, exactly as CompleteTask would judge it alone, in
-// order: of two results for one task, the second sees the first.
-func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) []ItemResult {
-	out, _ := e.completeTasks(ctx, items)
+// resultRun records the results of calls that arrived together in one
+// transaction. When it fails as a whole for a reason other than the
+// database being unavailable, each result is recorded again alone, so
+// that one that cannot be written fails alone.
+func (e *Engine) resultRun(ctx context.Context, calls [][]CompleteTaskParams) [][]ItemResult {
+	var items []CompleteTaskParams
+	for _, c := range calls {
+		items = append(items, c...)
+	}
+	all, err := e.completeTasks(ctx, items)
+	if err != nil && len(items) > 1 && !errors.Is(err, domain.ErrUnavailable) && ctx.Err() == nil {
+		for i := range items {
+			one, _ := e.completeTasks(ctx, items[i:i+1])
+			all[i] = one[0]
+		}
+	}
+	out := make([][]ItemResult, len(calls))
+	for i, c := range calls {
+		out[i], all = all[:len(c):len(c)], all[len(c):]
+	}
 	return out
 }
 

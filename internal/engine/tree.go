@@ -205,7 +205,7 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)
 	}
 	// Compacted, so that a replay compares equal whatever its spacing.
-	err, gerr := e.treeDones.do(ctx, treeDone{taskID: taskID, worker: worker, attempt: attempt, result: compact.Bytes()})
+	err, gerr := e.treeDones.do(ctx, treeDone{taskID: taskID, worker: worker, attempt: attempt, result: compact.Bytes()}, 1)
 	if gerr != nil {
 		return gerr
 	}
