@@ -35,7 +35,10 @@ const (
 // fails is rolled back to its savepoint, so that its writes alone are
 // undone; the others commit. A caller learns that its fn's writes are in
 // the database only once the COMMIT holding them succeeded, and a COMMIT
-// that fails fails every fn of the group. Durability is SQLite's: WAL
+// that fails fails every fn of the group. A caller whose fn failed learns
+// of it at the same moment, not before: it may have failed on what an
+// earlier fn of the group wrote (a duplicate key), and reads that on the
+// read pool next. Durability is SQLite's: WAL
 // mode, synchronous=NORMAL, as before.
 //
 // fn runs in its caller's goroutine, on the committer's transaction, while
@@ -303,9 +306,18 @@ func (c *committer) group(budget time.Duration) {
 	own := &querier{stmts: c.stmts, tx: tx} // for the savepoints
 	var (
 		done   []*member // ran and released: answered once COMMIT has gone one way or the other
+		failed []*member // ran and rolled back: fn's error is the answer, given with the others'
 		broken error     // the transaction is no longer the group's
 		big    bool
 	)
+	// A failed fn may have failed because of what one before it in the
+	// group wrote (a duplicate key): its caller hears of it only once
+	// those writes are committed, so that it can read them on the pool.
+	answerFailed := func() {
+		for _, m := range failed {
+			m.answer <- nil
+		}
+	}
 	for n := 0; n < maxGroup && broken == nil && !big; {
 		if n > 0 && time.Since(start) > budget {
 			break
@@ -350,17 +362,19 @@ func (c *committer) group(budget time.Duration) {
 			m.answer <- broken
 			break
 		}
-		m.answer <- nil // fn's own error is its caller's answer
+		failed = append(failed, m)
 	}
 	if broken != nil {
 		_ = tx.Rollback()
 		for _, m := range done {
 			m.answer <- fmt.Errorf("transaction rolled back: %w", broken)
 		}
+		answerFailed()
 		return
 	}
 	if len(done) == 0 {
 		_ = tx.Rollback()
+		answerFailed()
 		return
 	}
 	if err := tx.Commit(); err != nil {
@@ -370,11 +384,13 @@ func (c *committer) group(budget time.Duration) {
 		for _, m := range done {
 			m.answer <- err
 		}
+		answerFailed()
 		return
 	}
 	for _, m := range done {
 		m.answer <- nil
 	}
+	answerFailed()
 	// The callers just answered are runnable, but would wait behind this
 	// goroutine's next group and miss it, as each handoff to a member puts
 	// the two of them next in the run queue: let them queue first. (Without

@@ -3,8 +3,12 @@ package storetest
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"reflect"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,6 +153,56 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			checkErr(t, "JobInsert of a taken idempotency key", s.JobInsert(t.Context(), b), store.ErrDuplicate)
 			_, err := s.JobGet(t.Context(), "b")
 			checkErr(t, "JobGet of the refused job", err, store.ErrNotFound)
+		})
+
+		// Concurrent inserts of one key: one wins, and a refused one can
+		// read the winner at once, outside any transaction (the refusal
+		// comes only once the write it collided with is committed).
+		t.Run("ConcurrentIdempotencyKey", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			ctx := t.Context()
+			var wg sync.WaitGroup
+			var won atomic.Int32
+			// A transaction held open first, so that on a store with one
+			// writer the inserts queue behind it and run together.
+			release := make(chan struct{})
+			held := make(chan struct{})
+			wg.Go(func() {
+				err := s.InTx(ctx, func(q store.Querier) error {
+					close(held)
+					<-release
+					return nil
+				})
+				if err != nil {
+					t.Errorf("the transaction held open: %v", err)
+				}
+			})
+			<-held
+			for i := range 16 {
+				wg.Go(func() {
+					j := NewJob(fmt.Sprintf("j%d", i), Epoch())
+					j.IdempotencyKey = "key-1"
+					err := s.InTx(ctx, func(q store.Querier) error { return q.JobInsert(ctx, j) })
+					if err == nil {
+						won.Add(1)
+						return
+					}
+					if !errors.Is(err, store.ErrDuplicate) {
+						t.Errorf("JobInsert %d: %v, want nil or ErrDuplicate", i, err)
+						return
+					}
+					if got, err := s.JobGetByIdempotencyKey(ctx, "key-1"); err != nil || got.ID == j.ID {
+						t.Errorf("JobGetByIdempotencyKey after a refused insert = %v, %v; want the winner", got, err)
+					}
+				})
+			}
+			time.Sleep(50 * time.Millisecond)
+			close(release)
+			wg.Wait()
+			if won.Load() != 1 {
+				t.Errorf("%d inserts of one key won, want 1", won.Load())
+			}
 		})
 
 		// Pinned: an empty IdempotencyKey means "none", so any number of
