@@ -12,12 +12,16 @@
 #   worker_cpu   the worker process's own CPU per chunk (user+system of
 #                all its threads, from /proc/PID/task/*/schedstat, from
 #                before the submit to after the job's end: claim, download,
-#                run, report)
+#                run, report). Each worker has run a small job before, so
+#                that this is not its first task.
 #   super_cpu    its children's CPU beside the command: the supervisor and
 #                /bin/sh (the worker's cutime+cstime less the command's)
 #   command_cpu  the command's CPU per chunk (the shell's `times`)
 #   wall         the whole `submit --wait` (upload, both chunks, the
 #                stitch, the download; includes up to ~1 s of poll delay)
+#   switches     the worker's context switches per chunk (all threads,
+#                voluntary and not, from /proc/PID/task/*/status)
+#   faults       the worker's minor page faults per chunk
 # and the same two commands by hand: their CPU per chunk and the wall time
 # of running both. Needs Debian's /usr/bin/python3 with python3-rdkit and
 # rdkit-data. KEEP=1 keeps the runs' directories (logs, databases).
@@ -58,6 +62,7 @@ trap cleanup EXIT
 	for r in 1 2 3 4 5 6 7 8; do tail -n +2 "$work/one.csv" | sed "s/^nci-\([^,]*\)/nci-\1-$r/"; done
 } >"$work/nci.csv"
 rows=$(($(wc -l <"$work/nci.csv") - 1))
+head -201 "$work/nci.csv" >"$work/warm.csv"
 # The chunks the coordinator makes of it (chunk_rows 20000, each with the header).
 head -20001 "$work/nci.csv" >"$work/chunk0.csv"
 {
@@ -69,6 +74,10 @@ freeport() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.
 now() { date +%s.%N; }
 # cpu_self PID: the seconds of CPU all of PID's threads used so far.
 cpu_self() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.4f", s / 1e9}'; }
+# switches PID: the context switches of all of PID's threads so far.
+switches() { cat /proc/"$1"/task/*/status | awk '/ctxt_switches/ {s += $2} END {print s}'; }
+# faults PID: its minor page faults so far.
+faults() { awk '{sub(/.*\) /, ""); print $8}' /proc/"$1"/stat; }
 # cpu_children PID: the CPU seconds of PID's children it waited for.
 tck=$(getconf CLK_TCK)
 cpu_children() { awk -v t="$tck" '{sub(/.*\) /, ""); printf "%.2f", ($14 + $15) / t}' /proc/"$1"/stat; }
@@ -78,7 +87,7 @@ times_cpu() {
 	awk 'NR % 2 == 0 {for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); s += a[1] * 60 + a[2]}} END {printf "%.3f", s}' "$1"
 }
 
-run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall" per chunk
+run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall switches faults" per chunk
 	local bin=$1 dir=$work/$2 url w
 	mkdir -p "$dir"
 	url=http://127.0.0.1:$(freeport)
@@ -100,11 +109,19 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall" per
 		pids+=($!)
 		workers+=($!)
 	done
-	sleep 1 # both in their first long poll
-	local before=() cbefore=()
+	# A job of 2 chunks of 100 rows first, so that what is measured is a
+	# worker at work rather than one's first task (its first connections,
+	# its heap growing, its buffers).
+	SCIMESH_TOKEN=$CLIENT_AUTH_TOKEN "$bin" submit "$work/warm.csv" --coordinator "$url" --workload morgan \
+		--param "query=$query" --top-k 20 --chunk-rows 100 --wait --output /dev/null 2>"$dir/warm.log"
+	rm -f "$dir"/times-*
+	sleep 1 # both in their next long poll
+	local before=() cbefore=() sbefore=() fbefore=()
 	for w in 0 1; do
 		before[w]=$(cpu_self "${workers[w]}")
 		cbefore[w]=$(cpu_children "${workers[w]}")
+		sbefore[w]=$(switches "${workers[w]}")
+		fbefore[w]=$(faults "${workers[w]}")
 	done
 	local t0 t1
 	t0=$(now)
@@ -116,7 +133,8 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall" per
 		self=$(awk -v a="${before[w]}" -v b="$(cpu_self "${workers[w]}")" 'BEGIN {printf "%.4f", b - a}')
 		cmd=$(times_cpu "$dir/times-$((w + 1))")
 		children=$(awk -v a="${cbefore[w]}" -v b="$(cpu_children "${workers[w]}")" -v c="$cmd" 'BEGIN {printf "%.3f", b - a - c}')
-		echo "$self $children $cmd $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')"
+		echo "$self $children $cmd $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')" \
+			$(($(switches "${workers[w]}") - sbefore[w])) $(($(faults "${workers[w]}") - fbefore[w]))
 		[ "$(wc -l <"$dir/times-$((w + 1))")" -eq 2 ] || { echo "worker bench-$((w + 1)) did not run exactly one chunk" >&2; exit 1; }
 	done
 	cmp -s "$dir/top20.csv" "$work/expected.csv" || { echo "$bin: the result differs from reference.py's" >&2; exit 1; }
@@ -148,8 +166,10 @@ declare -A samples
 for round in $(seq "$rounds"); do
 	for i in "${!bins[@]}"; do
 		run_scimesh "${bins[i]}" "r$round-$i" >"$work/runs"
-		while read -r self sup cmd wall; do
-			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, wall $wall s"
+		while read -r self sup cmd wall sw pf; do
+			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, wall $wall s, switches $sw, faults $pf"
+			samples[$i.sw]+="$sw "
+			samples[$i.pf]+="$pf "
 			samples[$i.self]+="$self "
 			samples[$i.sup]+="$sup "
 			samples[$i.cmd]+="$cmd "
@@ -171,6 +191,7 @@ for i in "${!bins[@]}"; do
 	echo "  ${bins[i]}: per chunk worker_cpu $(median <<<"${samples[$i.self]}") s," \
 		"super_cpu $(median <<<"${samples[$i.sup]}") s, command_cpu $(median <<<"${samples[$i.cmd]}") s," \
 		"worker/command $(awk -v r="$(median <<<"${samples[$i.ratio]}")" 'BEGIN {printf "%.1f%%", r * 100}');" \
-		"submit --wait $(median <<<"${samples[$i.wall]}") s"
+		"submit --wait $(median <<<"${samples[$i.wall]}") s;" \
+		"worker context switches $(median <<<"${samples[$i.sw]}"), minor faults $(median <<<"${samples[$i.pf]}")"
 done
 echo "  by hand: per chunk command_cpu $(median <<<"${samples[hand.cmd]}") s; both in parallel $(median <<<"${samples[hand.wall]}") s"

@@ -25,12 +25,13 @@ import (
 // read catches up with many of its writes, and hands it its input as a
 // file it reads without waking the worker at all.
 const (
-	// inputBufSize is the buffer the input is downloaded to its file with.
-	inputBufSize = 1 << 20
-	// stdoutBufSize is both the read buffer of a command's stdout and,
-	// on Linux, the size asked for its pipe (F_SETPIPE_SZ; 1 MiB is the
-	// default pipe-max-size, so an unprivileged worker gets it).
-	stdoutBufSize = 1 << 20
+	// bufSize is the buffer the input is downloaded to its file with,
+	// and then the read buffer of the command's stdout.
+	bufSize = 1 << 20
+	// pipeSize is the size asked for a command's stdout pipe on Linux
+	// (F_SETPIPE_SZ; 1 MiB is the default pipe-max-size, so an
+	// unprivileged worker gets it).
+	pipeSize = 1 << 20
 )
 
 // inputName is the file in an attempt's directory that its chunk is
@@ -53,7 +54,13 @@ func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in
 		return nil, err
 	}
 	defer w.removeAttemptDir(dir, log)
-	stdin, err := w.saveInput(dir, in)
+	// One buffer serves the download, then the output.
+	buf := w.readers.Get().(*bufio.Reader)
+	defer func() {
+		buf.Reset(nil)
+		w.readers.Put(buf)
+	}()
+	stdin, err := w.saveInput(dir, in, buf)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +86,7 @@ func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in
 		return nil, fmt.Errorf("make the command's stdout: %w", err)
 	}
 	defer stdout.Close()
-	growPipe(out, stdoutBufSize)
+	growPipe(out, pipeSize)
 	sh, err := startShell(runCtx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: stdin, stdout: out, stderr: stderr})
 	out.Close()
 	stdin.Close()
@@ -99,7 +106,8 @@ func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in
 	parsed := make(chan parse, 1)
 	go func() {
 		r := &endReader{r: stdout}
-		best, err := keep.Select(bufio.NewReaderSize(r, stdoutBufSize))
+		buf.Reset(r)
+		best, err := keep.Select(buf)
 		if err != nil && !r.ended {
 			stopRun(&outputError{err})
 		}
@@ -128,6 +136,13 @@ func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in
 	return p.best, nil
 }
 
+// newReaderPool returns a pool of readers with buffers of bufSize for
+// runCommand, so that a worker does not take and clear fresh memory (a
+// page fault every 4 KiB) for each chunk.
+func newReaderPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+}
+
 // endReader notes when r has come to its end, or failed.
 type endReader struct {
 	r     io.Reader
@@ -142,19 +157,21 @@ func (e *endReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// saveInput downloads the task's input from in to the file inputName in
-// dir, checks its size and sha256, and returns the file opened read-only
-// at its start. Its errors are the verifier's, or say that the file
-// could not be written.
-func (w *Worker) saveInput(dir string, in *verifier) (*os.File, error) {
+// saveInput downloads the task's input from in, through buf, to the file
+// inputName in dir, checks its size and sha256, and returns the file
+// opened read-only at its start. Its errors are the verifier's, or say
+// that the file could not be written.
+func (w *Worker) saveInput(dir string, in *verifier, buf *bufio.Reader) (*os.File, error) {
 	path := filepath.Join(dir, inputName)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("create the input's file (check --work-dir): %w", err)
 	}
-	// Hiding f's ReadFrom makes the copy use the large buffer (os.File's
-	// own falls back to 32 KiB for a reader that is not a file or socket).
-	_, err = io.CopyBuffer(struct{ io.Writer }{f}, in, make([]byte, inputBufSize))
+	// Hiding f's ReadFrom makes the copy read into buf's whole buffer
+	// (os.File's own falls back to 32 KiB for a reader that is not a file
+	// or socket).
+	buf.Reset(in)
+	_, err = buf.WriteTo(struct{ io.Writer }{f})
 	if closeErr := f.Close(); err == nil && closeErr != nil {
 		err = closeErr
 	}
