@@ -17,13 +17,15 @@
 #   super_cpu    its children's CPU beside the command: the supervisor and
 #                /bin/sh (the worker's cutime+cstime less the command's)
 #   command_cpu  the command's CPU per chunk (the shell's `times`)
+#   task         the chunk's time in the worker, claim to result (its log's
+#                "task completed" duration)
 #   wall         the whole `submit --wait` (upload, both chunks, the
 #                stitch, the download; includes up to ~1 s of poll delay)
 #   switches     the worker's context switches per chunk (all threads,
 #                voluntary and not, from /proc/PID/task/*/status)
 #   faults       the worker's minor page faults per chunk
-# and the same two commands by hand: their CPU per chunk and the wall time
-# of running both. Needs Debian's /usr/bin/python3 with python3-rdkit and
+# and the same two commands by hand: their CPU and wall time per chunk and
+# the wall time of running both. Needs Debian's /usr/bin/python3 with python3-rdkit and
 # rdkit-data. KEEP=1 keeps the runs' directories (logs, databases).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -134,7 +136,8 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall swit
 		cmd=$(times_cpu "$dir/times-$((w + 1))")
 		children=$(awk -v a="${cbefore[w]}" -v b="$(cpu_children "${workers[w]}")" -v c="$cmd" 'BEGIN {printf "%.3f", b - a - c}')
 		echo "$self $children $cmd $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')" \
-			$(($(switches "${workers[w]}") - sbefore[w])) $(($(faults "${workers[w]}") - fbefore[w]))
+			$(($(switches "${workers[w]}") - sbefore[w])) $(($(faults "${workers[w]}") - fbefore[w])) \
+			"$(grep 'msg="task completed"' "$dir/worker-$((w + 1)).log" | tail -1 | sed -E 's/.* duration=([0-9.]+)(m?s).*/\1 \2/' | awk '{printf "%.3f", $2 == "ms" ? $1 / 1000 : $1}')"
 		[ "$(wc -l <"$dir/times-$((w + 1))")" -eq 2 ] || { echo "worker bench-$((w + 1)) did not run exactly one chunk" >&2; exit 1; }
 	done
 	cmp -s "$dir/top20.csv" "$work/expected.csv" || { echo "$bin: the result differs from reference.py's" >&2; exit 1; }
@@ -150,13 +153,15 @@ run_by_hand() { # RUN: prints "command_cpu wall" per chunk
 	t0=$(now)
 	for c in 0 1; do
 		(
+			a=$(now)
 			SCIMESH_PARAMETERS="{\"query\":\"$query\"}" "$python" examples/rdkit/score.py <"$work/chunk$c.csv" >"$dir/out$c.csv" 2>"$dir/err$c"
 			times >"$dir/times$c"
+			awk -v a="$a" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}' >"$dir/wall$c"
 		) &
 	done
 	wait
 	t1=$(now)
-	for c in 0 1; do echo "$(tail -1 "$dir/times$c" | awk '{for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); s += a[1] * 60 + a[2]}} END {printf "%.3f", s}') $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')"; done
+	for c in 0 1; do echo "$(tail -1 "$dir/times$c" | awk '{for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); s += a[1] * 60 + a[2]}} END {printf "%.3f", s}') $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}') $(cat "$dir/wall$c")"; done
 	rm -rf "$dir"
 }
 
@@ -166,8 +171,9 @@ declare -A samples
 for round in $(seq "$rounds"); do
 	for i in "${!bins[@]}"; do
 		run_scimesh "${bins[i]}" "r$round-$i" >"$work/runs"
-		while read -r self sup cmd wall sw pf; do
-			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, wall $wall s, switches $sw, faults $pf"
+		while read -r self sup cmd wall sw pf task; do
+			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, task $task s, wall $wall s, switches $sw, faults $pf"
+			samples[$i.task]+="$task "
 			samples[$i.sw]+="$sw "
 			samples[$i.pf]+="$pf "
 			samples[$i.self]+="$self "
@@ -178,8 +184,9 @@ for round in $(seq "$rounds"); do
 		done <"$work/runs"
 	done
 	run_by_hand "r$round-hand" >"$work/runs"
-	while read -r cmd wall; do
-		echo "round $round, by hand: command_cpu $cmd s, wall $wall s"
+	while read -r cmd wall one; do
+		echo "round $round, by hand: command_cpu $cmd s, command wall $one s, both wall $wall s"
+		samples[hand.one]+="$one "
 		samples[hand.cmd]+="$cmd "
 		samples[hand.wall]+="$wall "
 	done <"$work/runs"
@@ -191,7 +198,7 @@ for i in "${!bins[@]}"; do
 	echo "  ${bins[i]}: per chunk worker_cpu $(median <<<"${samples[$i.self]}") s," \
 		"super_cpu $(median <<<"${samples[$i.sup]}") s, command_cpu $(median <<<"${samples[$i.cmd]}") s," \
 		"worker/command $(awk -v r="$(median <<<"${samples[$i.ratio]}")" 'BEGIN {printf "%.1f%%", r * 100}');" \
-		"submit --wait $(median <<<"${samples[$i.wall]}") s;" \
+		"task $(median <<<"${samples[$i.task]}") s; submit --wait $(median <<<"${samples[$i.wall]}") s;" \
 		"worker context switches $(median <<<"${samples[$i.sw]}"), minor faults $(median <<<"${samples[$i.pf]}")"
 done
-echo "  by hand: per chunk command_cpu $(median <<<"${samples[hand.cmd]}") s; both in parallel $(median <<<"${samples[hand.wall]}") s"
+echo "  by hand: per chunk command_cpu $(median <<<"${samples[hand.cmd]}") s, command wall $(median <<<"${samples[hand.one]}") s; both in parallel $(median <<<"${samples[hand.wall]}") s"
