@@ -18,7 +18,9 @@
 #                /bin/sh (the worker's cutime+cstime less the command's)
 #   command_cpu  the command's CPU per chunk (the shell's `times`)
 #   task         the chunk's time in the worker, claim to result (its log's
-#                "task completed" duration)
+#                "task completed" duration), and of it the time outside the
+#                command (download, start, the output's tail, the report):
+#                task less the command's wall time, taken by the shell
 #   wall         the whole `submit --wait` (upload, both chunks, the
 #                stitch, the download; includes up to ~1 s of poll delay)
 #   switches     the worker's context switches per chunk (all threads,
@@ -106,7 +108,7 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall swit
 		# status is kept.
 		"$bin" worker --coordinator "$url" --token "$WORKER_AUTH_TOKEN" --id "bench-$w" --concurrency 1 \
 			--work-dir "$dir/work-$w" \
-			--workload "morgan=$python $PWD/examples/rdkit/score.py; s=\$?; times >>$dir/times-$w; exit \$s" \
+			--workload "morgan=a=\$(date +%s.%N); $python $PWD/examples/rdkit/score.py; s=\$?; times >>$dir/times-$w; echo \$a \$(date +%s.%N) >>$dir/walls-$w; exit \$s" \
 			2>"$dir/worker-$w.log" &
 		pids+=($!)
 		workers+=($!)
@@ -116,7 +118,7 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall swit
 	# its heap growing, its buffers).
 	SCIMESH_TOKEN=$CLIENT_AUTH_TOKEN "$bin" submit "$work/warm.csv" --coordinator "$url" --workload morgan \
 		--param "query=$query" --top-k 20 --chunk-rows 100 --wait --output /dev/null 2>"$dir/warm.log"
-	rm -f "$dir"/times-*
+	rm -f "$dir"/times-* "$dir"/walls-*
 	sleep 1 # both in their next long poll
 	local before=() cbefore=() sbefore=() fbefore=()
 	for w in 0 1; do
@@ -137,7 +139,8 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall swit
 		children=$(awk -v a="${cbefore[w]}" -v b="$(cpu_children "${workers[w]}")" -v c="$cmd" 'BEGIN {printf "%.3f", b - a - c}')
 		echo "$self $children $cmd $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.3f", b - a}')" \
 			$(($(switches "${workers[w]}") - sbefore[w])) $(($(faults "${workers[w]}") - fbefore[w])) \
-			"$(grep 'msg="task completed"' "$dir/worker-$((w + 1)).log" | tail -1 | sed -E 's/.* duration=([0-9.]+)(m?s).*/\1 \2/' | awk '{printf "%.3f", $2 == "ms" ? $1 / 1000 : $1}')"
+			"$(grep 'msg="task completed"' "$dir/worker-$((w + 1)).log" | tail -1 | sed -E 's/.* duration=([0-9.]+)(m?s).*/\1 \2/' | awk '{printf "%.3f", $2 == "ms" ? $1 / 1000 : $1}')" \
+			"$(awk '{printf "%.3f", $2 - $1}' "$dir/walls-$((w + 1))")"
 		[ "$(wc -l <"$dir/times-$((w + 1))")" -eq 2 ] || { echo "worker bench-$((w + 1)) did not run exactly one chunk" >&2; exit 1; }
 	done
 	cmp -s "$dir/top20.csv" "$work/expected.csv" || { echo "$bin: the result differs from reference.py's" >&2; exit 1; }
@@ -169,10 +172,19 @@ run_by_hand() { # RUN: prints "command_cpu wall" per chunk
 echo "$(nproc) cores, $rows molecules in 2 chunks; $(uptime | sed 's/.*load average/load average/')"
 declare -A samples
 for round in $(seq "$rounds"); do
-	for i in "${!bins[@]}"; do
+	# Odd rounds run the binaries in the order given, even rounds in the
+	# reverse order, so that a load that rises or falls during a round
+	# does not favour one.
+	order=("${!bins[@]}")
+	if ((round % 2 == 0)); then
+		order=()
+		for ((j = ${#bins[@]} - 1; j >= 0; j--)); do order+=("$j"); done
+	fi
+	for i in "${order[@]}"; do
 		run_scimesh "${bins[i]}" "r$round-$i" >"$work/runs"
-		while read -r self sup cmd wall sw pf task; do
-			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, task $task s, wall $wall s, switches $sw, faults $pf"
+		while read -r self sup cmd wall sw pf task cwall; do
+			echo "round $round, ${bins[i]}: worker_cpu $self s, super_cpu $sup s, command_cpu $cmd s, task $task s, command wall $cwall s, wall $wall s, switches $sw, faults $pf"
+			samples[$i.extra]+="$(awk -v a="$task" -v b="$cwall" 'BEGIN {printf "%.3f", a - b}') "
 			samples[$i.task]+="$task "
 			samples[$i.sw]+="$sw "
 			samples[$i.pf]+="$pf "
@@ -198,7 +210,7 @@ for i in "${!bins[@]}"; do
 	echo "  ${bins[i]}: per chunk worker_cpu $(median <<<"${samples[$i.self]}") s," \
 		"super_cpu $(median <<<"${samples[$i.sup]}") s, command_cpu $(median <<<"${samples[$i.cmd]}") s," \
 		"worker/command $(awk -v r="$(median <<<"${samples[$i.ratio]}")" 'BEGIN {printf "%.1f%%", r * 100}');" \
-		"task $(median <<<"${samples[$i.task]}") s; submit --wait $(median <<<"${samples[$i.wall]}") s;" \
+		"task $(median <<<"${samples[$i.task]}") s, of which outside the command $(median <<<"${samples[$i.extra]}") s; submit --wait $(median <<<"${samples[$i.wall]}") s;" \
 		"worker context switches $(median <<<"${samples[$i.sw]}"), minor faults $(median <<<"${samples[$i.pf]}")"
 done
 echo "  by hand: per chunk command_cpu $(median <<<"${samples[hand.cmd]}") s, command wall $(median <<<"${samples[hand.one]}") s; both in parallel $(median <<<"${samples[hand.wall]}") s"
