@@ -1,9 +1,11 @@
 package worker
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,26 +14,61 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/table"
 )
 
-// runCommand runs the operator's command of wl for task t: in its own
-// directory and process group, the chunk streamed from in to its stdin,
-// its stdout to out, its stderr lines to the task's log. Cancelling ctx
-// kills the command and everything it started; so does kill, which the
-// stdin feeder calls when the download breaks. Every process the command
+// Buffers of a command's streams. A compute-bound command should have its
+// core to itself: the worker reads its output in large pieces, so that a
+// read catches up with many of its writes, and hands it its input as a
+// file it reads without waking the worker at all.
+const (
+	// bufSize is the buffer the input is downloaded to its file with,
+	// and then the read buffer of the command's stdout.
+	bufSize = 1 << 20
+	// pipeSize is the size asked for a command's stdout pipe on Linux
+	// (F_SETPIPE_SZ; 1 MiB is the default pipe-max-size, so an
+	// unprivileged worker gets it).
+	pipeSize = 1 << 20
+)
+
+// inputName is the file in an attempt's directory that its chunk is
+// downloaded to. It is removed from the directory once opened as the
+// command's stdin (the command sees the directory empty, as it was),
+// unless the operator keeps work directories.
+const inputName = ".scimesh-input"
+
+// runCommand runs the operator's command of wl for task t and returns the
+// best rows of its output. The chunk is downloaded from in to a file in
+// the attempt's directory and checked (size, sha256) before the command
+// starts; that file, opened read-only, is the command's stdin. Its
+// stdout goes through a pipe straight to keep, its stderr lines to the
+// task's log. Cancelling ctx kills the command and everything it
+// started, and so does an output keep refuses; every process the command
 // started that is left when it exits is killed too.
-func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, wl Workload, t *client.Task, in *verifier, out io.Writer, log *slog.Logger) error {
-	env, err := w.taskEnv(t)
-	if err != nil {
-		return err
-	}
+func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in *verifier, keep *table.TopK, log *slog.Logger) (*table.Selection, error) {
 	dir, err := w.attemptDir(t.TaskID, t.Attempt)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer w.removeAttemptDir(dir, log)
+	// One buffer serves the download, then the output.
+	buf := w.readers.Get().(*bufio.Reader)
+	defer func() {
+		buf.Reset(nil)
+		w.readers.Put(buf)
+	}()
+	stdin, err := w.saveInput(dir, in, buf)
+	if err != nil {
+		return nil, err
+	}
+	defer stdin.Close()
+	env, err := w.taskEnv(t)
+	if err != nil {
+		return nil, err
+	}
 
 	ship := newShipper(restLogSink(w.client, t, w.cfg.ID), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
 	var shipping sync.WaitGroup
@@ -42,43 +79,119 @@ func (w *Worker) runCommand(ctx context.Context, kill context.CancelCauseFunc, w
 	}()
 	stderr := &lineWriter{emit: ship.add}
 
-	stdin, feed, err := os.Pipe()
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	stdout, out, err := os.Pipe()
 	if err != nil {
-		return fmt.Errorf("make the command's stdin: %w", err)
+		return nil, fmt.Errorf("make the command's stdout: %w", err)
 	}
-	sh, err := startShell(ctx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: stdin, stdout: out, stderr: stderr})
+	defer stdout.Close()
+	growPipe(out, pipeSize)
+	sh, err := startShell(runCtx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: stdin, stdout: out, stderr: stderr})
+	out.Close()
 	stdin.Close()
 	if err != nil {
-		feed.Close()
-		return fmt.Errorf("start the command: %w", err)
+		return nil, fmt.Errorf("start the command: %w", err)
 	}
 	log.Debug("command started", "pid", sh.pid(), "dir", dir)
 
-	var feeding sync.WaitGroup
-	feeding.Go(func() {
-		// A command may stop reading before the end (EPIPE); the caller
-		// reads the rest to check the input's sha256.
-		_, _ = io.Copy(feed, in)
-		feed.Close()
-		if err := in.failed(); err != nil {
-			kill(err)
-		}
-	})
-	waitErr := sh.wait() // which kills whatever it left running
-	if waitErr != nil || ctx.Err() != nil {
-		in.abort()
+	// The output is parsed as it comes; a bad output stops the command
+	// at once. One found only at its end (empty, say) does not: the
+	// command has closed its stdout, most likely by exiting, and how it
+	// exited says more.
+	type parse struct {
+		best *table.Selection
+		err  error
 	}
-	feed.Close() // unblocks a write to a pipe that a leftover process held
-	feeding.Wait()
+	parsed := make(chan parse, 1)
+	go func() {
+		r := &endReader{r: stdout}
+		buf.Reset(r)
+		best, err := keep.Select(buf)
+		if err != nil && !r.ended {
+			stopRun(&outputError{err})
+		}
+		parsed <- parse{best, err}
+	}()
+	waitErr := sh.wait() // which kills whatever it left running
+	// What it left and could not kill (outside Linux, a process that left
+	// its group) may hold stdout open: the output ends waitDelay later.
+	_ = stdout.SetReadDeadline(time.Now().Add(waitDelay))
+	p := <-parsed
 	stderr.flush()
 
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
+	var bad *outputError
+	switch {
+	case ctx.Err() != nil:
+		return nil, context.Cause(ctx)
+	case errors.As(context.Cause(runCtx), &bad):
+		return nil, fmt.Errorf("the workload's output is unusable: %w", bad.err)
+	case waitErr != nil:
+		return nil, fmt.Errorf("%w%s", waitErr, tailText(stderr.lastLines()))
+	case errors.Is(p.err, os.ErrDeadlineExceeded):
+		return nil, fmt.Errorf("the command exited, but processes it started kept its stdout open for %v more; they were left running%s", waitDelay, tailText(stderr.lastLines()))
+	case p.err != nil:
+		return nil, fmt.Errorf("the workload's output is unusable: %w", p.err)
 	}
-	if waitErr != nil {
-		return fmt.Errorf("%w%s", waitErr, tailText(stderr.lastLines()))
+	return p.best, nil
+}
+
+// newReaderPool returns a pool of readers with buffers of bufSize for
+// runCommand, so that a worker does not take and clear fresh memory (a
+// page fault every 4 KiB) for each chunk.
+func newReaderPool() *sync.Pool {
+	return &sync.Pool{New: func() any { return bufio.NewReaderSize(nil, bufSize) }}
+}
+
+// endReader notes when r has come to its end, or failed.
+type endReader struct {
+	r     io.Reader
+	ended bool
+}
+
+func (e *endReader) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.ended = true
 	}
-	return nil
+	return n, err
+}
+
+// saveInput downloads the task's input from in, through buf, to the file
+// inputName in dir, checks its size and sha256, and returns the file
+// opened read-only at its start. Its errors are the verifier's, or say
+// that the file could not be written.
+func (w *Worker) saveInput(dir string, in *verifier, buf *bufio.Reader) (*os.File, error) {
+	path := filepath.Join(dir, inputName)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("create the input's file (check --work-dir): %w", err)
+	}
+	// Hiding f's ReadFrom makes the copy read into buf's whole buffer
+	// (os.File's own falls back to 32 KiB for a reader that is not a file
+	// or socket).
+	buf.Reset(in)
+	_, err = buf.WriteTo(struct{ io.Writer }{f})
+	if closeErr := f.Close(); err == nil && closeErr != nil {
+		err = closeErr
+	}
+	if in.failed() != nil {
+		return nil, in.failed()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write the input to %s (check --work-dir's free space): %w", path, err)
+	}
+	if err := in.finish(); err != nil {
+		return nil, err
+	}
+	r, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open the input's file: %w", err)
+	}
+	if !w.cfg.KeepWorkDirs {
+		_ = os.Remove(path) // the open file stays readable
+	}
+	return r, nil
 }
 
 // tailText quotes a command's last stderr lines for an error message.

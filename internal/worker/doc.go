@@ -18,22 +18,28 @@
 //     cancelled (or 404), or no heartbeat getting through before the lease
 //     ends, abandons the attempt: the workload is killed and nothing is
 //     reported, since the task is someone else's or its job is over.
-//  3. Download input.url and stream it to the workload as it arrives,
-//     hashing it on the way. On the coordinator's own scheme and host it
-//     is fetched with the worker token, always allowed. Anywhere else (a
+//  3. Download input.url, hashing it on the way: for a command, into the
+//     file .scimesh-input in its directory (below), checked before the
+//     command starts; for a built-in, streamed to it as it arrives. On
+//     the coordinator's own scheme and host it is fetched with the worker
+//     token, always allowed. Anywhere else (a
 //     job's input.chunks URIs) it is a hosted input: fetched without the
 //     token, without an HTTP proxy, and only from where AllowInputHosts
 //     (--allow-input-host) allows, checked on the address each connection
 //     dials, redirects included (see hostPolicy); by default anywhere but
 //     loopback and link-local addresses. An input whose size the task does
 //     not give may be MaxInputBytes long. A download that stalls for
-//     InputIdleTimeout is abandoned. Before a result (or a permanent
-//     failure) is reported the whole input has been read and its size and
-//     sha256 checked; a mismatch is a retryable failure.
+//     InputIdleTimeout is abandoned. A command starts only on an input
+//     whose size and sha256 were checked; a built-in's result (or
+//     permanent failure) is reported only then. A mismatch is a retryable
+//     failure.
 //  4. Run the workload. A command workload is the operator's string, run
 //     as `/bin/sh -c COMMAND` under a supervisor (below), in the fresh
 //     directory WORK_DIR/TASK_ID/ATTEMPT/ (removed afterwards unless
-//     KeepWorkDirs), with the chunk on stdin and the task in its
+//     KeepWorkDirs), with the chunk's file on stdin (a regular file,
+//     opened read-only, its name removed from the directory unless
+//     KeepWorkDirs: the command reads it without waking the worker, and
+//     may seek in it or map it) and the task in its
 //     environment: SCIMESH_TASK_ID, SCIMESH_JOB_ID, SCIMESH_CHUNK_INDEX,
 //     SCIMESH_ATTEMPT, SCIMESH_PARAMETERS (the job's parameters as compact
 //     JSON), and for convenience SCIMESH_WORKLOAD, SCIMESH_WORKER_ID,
@@ -47,10 +53,11 @@
 //     left running is killed. A built-in workload (a name without a
 //     command, such as tanimoto) runs in the worker's process. A task whose
 //     timeout_seconds is set is stopped that long after its claim.
-//  5. Keep the best top_k rows of the output (CSV with a header on stdout)
-//     by the job's score column and order, ties to the earlier row, in a
-//     bounded heap as the output streams in, and report them in that
-//     order. table.TopK does it, checking the output by the rules the
+//  5. Keep the best top_k rows of the output (CSV with a header on stdout,
+//     a pipe of 1 MiB on Linux read in pieces of up to 1 MiB, so that the
+//     worker wakes seldom beside a busy command) by the job's score column
+//     and order, ties to the earlier row, in a bounded heap as the output
+//     streams in, and report them in that order. table.TopK does it, checking the output by the rules the
 //     coordinator checks the result by, so what it keeps is accepted.
 //     Otherwise report a failure whose error says what happened.
 //

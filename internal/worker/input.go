@@ -9,7 +9,6 @@ import (
 	"hash"
 	"io"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
@@ -32,11 +31,10 @@ type verifier struct {
 	max    int64 // bounds an input of unknown size (want.Bytes 0)
 	timer  *time.Timer
 
-	h       hash.Hash
-	n       int64
-	eof     bool
-	err     error       // the first read error, worded
-	aborted atomic.Bool // the download was cut on purpose: its error is none
+	h   hash.Hash
+	n   int64
+	eof bool
+	err error // the first read error, worded
 }
 
 // newVerifier reads r, the body of a download made with ctx, which cancel
@@ -81,25 +79,11 @@ func (v *verifier) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// abort cuts the download short when its end no longer matters, because
-// the workload failed: the error that the reader then gets is not the
-// input's fault.
-func (v *verifier) abort() {
-	v.aborted.Store(true)
-	v.cancel(errors.New("the workload ended"))
-}
-
 // stop releases the stall timer.
 func (v *verifier) stop() { v.timer.Stop() }
 
-// failed returns the read error seen so far, if any, unless the download
-// was aborted.
-func (v *verifier) failed() error {
-	if v.aborted.Load() {
-		return nil
-	}
-	return v.err
-}
+// failed returns the read error seen so far, if any.
+func (v *verifier) failed() error { return v.err }
 
 // finish reads the rest of the input and checks its size and sha256. An
 // error means the input is not the task's: retrying may fix it.

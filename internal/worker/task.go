@@ -187,8 +187,28 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout, w.cfg.MaxInputBytes)
 	defer in.stop()
 
-	// The workload writes into a pipe that the selector reads as it comes;
-	// a bad output stops the workload at once.
+	var best *table.Selection
+	if wl.Command != "" {
+		best, err = w.runCommand(ctx, wl, t, in, keep, log)
+	} else {
+		best, err = runBuiltin(ctx, wl.Run, t, in, keep)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out bytes.Buffer
+	if err := best.WriteCSV(&out); err != nil {
+		return nil, fmt.Errorf("write the kept rows: %w", err)
+	}
+	return &outcome{output: out.Bytes(), rows: best.RowsRead, kept: len(best.Rows), input: in.n}, nil
+}
+
+// runBuiltin runs a built-in workload in the worker's process over the
+// input as it downloads, and returns the best rows of its output, which
+// it writes into a pipe that keep reads as it comes: a bad output stops
+// the workload at once. The whole input has been read and checked before
+// it returns the rows, or fails the task for good.
+func runBuiltin(ctx context.Context, run RunFunc, t *client.Task, in *verifier, keep *table.TopK) (*table.Selection, error) {
 	runCtx, stopRun := context.WithCancelCause(ctx)
 	defer stopRun(nil)
 	pr, pw := io.Pipe()
@@ -203,12 +223,7 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 		best = sel
 		parsed <- err
 	}()
-	var runErr error
-	if wl.Command != "" {
-		runErr = w.runCommand(runCtx, stopRun, wl, t, in, pw, log)
-	} else {
-		runErr = runBuiltin(runCtx, wl.Run, t, in, pw)
-	}
+	runErr := callBuiltin(runCtx, run, t, in, pw)
 	stoppedBy := context.Cause(runCtx)
 	pw.Close()
 	parseErr := <-parsed
@@ -236,16 +251,12 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	if err := in.finish(); err != nil {
 		return nil, err
 	}
-	var out bytes.Buffer
-	if err := best.WriteCSV(&out); err != nil {
-		return nil, fmt.Errorf("write the kept rows: %w", err)
-	}
-	return &outcome{output: out.Bytes(), rows: best.RowsRead, kept: len(best.Rows), input: in.n}, nil
+	return best, nil
 }
 
-// runBuiltin runs a built-in workload, turning a panic into a retryable
+// callBuiltin calls a built-in workload, turning a panic into a retryable
 // failure rather than the end of the worker and its other tasks.
-func runBuiltin(ctx context.Context, run RunFunc, t *client.Task, in io.Reader, out io.Writer) (err error) {
+func callBuiltin(ctx context.Context, run RunFunc, t *client.Task, in io.Reader, out io.Writer) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("the built-in workload %q panicked: %v", t.Workload, p)

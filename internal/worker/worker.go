@@ -102,6 +102,7 @@ type Worker struct {
 	names     []string
 	treeNames []string     // workloads with a command, for tree tasks
 	fetch     *fetcher     // of hosted inputs
+	readers   *sync.Pool   // of *bufio.Reader, for commands' input and output
 	running   atomic.Int64 // tasks being handled
 	started   atomic.Bool
 }
@@ -123,7 +124,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Grace < 0 {
 		return nil, fmt.Errorf("grace period %v is negative", cfg.Grace)
 	}
-	w := &Worker{cfg: cfg, client: cfg.Client, log: cfg.Logger, workloads: map[string]Workload{}}
+	w := &Worker{cfg: cfg, client: cfg.Client, log: cfg.Logger, workloads: map[string]Workload{}, readers: newReaderPool()}
 	needDir := false
 	for _, wl := range cfg.Workloads {
 		if !domain.ValidWorkload(wl.Name) {
