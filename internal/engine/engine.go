@@ -100,8 +100,10 @@ type Engine struct {
 	claimers  *claimers  // long-polling claims, woken by work
 	streams   *slots     // open streams
 	followers *followers // of tasks' logs, woken by appends and ends
-	stitch    *broadcast // a stitch task became pending
-	outbox    *broadcast // outbox messages were committed
+	// jobWatchers are WaitJob's, by job ID, woken as the job's tasks change.
+	jobWatchers *followers
+	stitch      *broadcast // a stitch task became pending
+	outbox      *broadcast // outbox messages were committed
 	// outgoing holds at most one pending notification for other processes.
 	outgoing chan struct{}
 
@@ -166,18 +168,19 @@ func New(s store.Store, cfg Config) *Engine {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
 	e := &Engine{
-		store:     s,
-		cfg:       cfg,
-		log:       cfg.Logger,
-		claimers:  &claimers{max: cfg.MaxWaitingClaims},
-		streams:   &slots{max: cfg.MaxStreams},
-		followers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
-		stitch:    newBroadcast(),
-		outbox:    newBroadcast(),
-		outgoing:  make(chan struct{}, 1),
-		jobs:      map[string]*domain.Job{},
-		seenLog:   seenLog{last: map[string]seenAt{}},
-		pageBytes: stitchPageBytes,
+		store:       s,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		claimers:    &claimers{max: cfg.MaxWaitingClaims},
+		streams:     &slots{max: cfg.MaxStreams},
+		followers:   &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		jobWatchers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		stitch:      newBroadcast(),
+		outbox:      newBroadcast(),
+		outgoing:    make(chan struct{}, 1),
+		jobs:        map[string]*domain.Job{},
+		seenLog:     seenLog{last: map[string]seenAt{}},
+		pageBytes:   stitchPageBytes,
 	}
 	e.started = e.now()
 	return e
