@@ -115,6 +115,12 @@ type Querier interface {
 	// JobMarkRunning moves every job of p.IDs that is pending to running
 	// at p.Now.
 	JobMarkRunning(ctx context.Context, p *JobMarkRunningParams) error
+	// JobListMarkers returns the JobMarker of each listed job that exists
+	// and is not creating, by job ID, in one statement; the others are
+	// absent. It reads the job's row and its root task's by their keys,
+	// whatever the number of the job's tasks: a long-polling reader asks
+	// it several times a second, and counts tasks only once it changed.
+	JobListMarkers(ctx context.Context, ids []string) (map[string]JobMarker, error)
 
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
@@ -257,6 +263,17 @@ type JobUpdateCreationParams struct {
 type JobListAbandonedParams struct {
 	Before time.Time // no progress since
 	Limit  int       // jobs at most, at least 1
+}
+
+// JobMarker is what a read of a job's row and its root task's row says of
+// the job's progress without counting its tasks: every write to either
+// row bumps its version, and every chunk that completes writes the root
+// (TaskDecrementUpstreams), as every change of the job's status writes
+// the job.
+type JobMarker struct {
+	Status      domain.JobStatus
+	Version     int64 // the job's
+	RootVersion int64 // its root task's (RootTaskID); 0 when there is none
 }
 
 // JobMarkRunningParams says which jobs start running, and when.
