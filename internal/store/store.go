@@ -274,6 +274,9 @@ type JobMarker struct {
 	Status      domain.JobStatus
 	Version     int64 // the job's
 	RootVersion int64 // its root task's (RootTaskID); 0 when there is none
+	// UpdatedAt is the later of the job's UpdatedAt and its root's: when
+	// the state these versions mark began.
+	UpdatedAt time.Time
 }
 
 // JobMarkRunningParams says which jobs start running, and when.

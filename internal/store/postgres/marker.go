@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -11,7 +12,7 @@ import (
 
 // sqlJobListMarkers reads each job's row and its root task's by their
 // primary keys.
-const sqlJobListMarkers = `SELECT j.id, j.status, j.version, coalesce(t.version, 0)
+const sqlJobListMarkers = `SELECT j.id, j.status, j.version, coalesce(t.version, 0), greatest(j.updated_at, t.updated_at)
 FROM jobs j LEFT JOIN tasks t ON t.id = j.root_task_id
 WHERE j.id = ANY($1) AND NOT j.creating`
 
@@ -27,9 +28,10 @@ func (q *querier) JobListMarkers(ctx context.Context, ids []string) (map[string]
 		return nil, translate(err, "read the markers of %d jobs", len(ids))
 	}
 	var id, status string
+	var updated pgtype.Timestamptz
 	var m store.JobMarker
-	_, err = pgx.ForEachRow(rows, []any{&id, &status, &m.Version, &m.RootVersion}, func() error {
-		m.Status = domain.JobStatus(status)
+	_, err = pgx.ForEachRow(rows, []any{&id, &status, &m.Version, &m.RootVersion, &updated}, func() error {
+		m.Status, m.UpdatedAt = domain.JobStatus(status), timeOf(updated)
 		out[id] = m
 		return nil
 	})

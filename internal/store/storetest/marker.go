@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"testing"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -32,7 +33,9 @@ func exerciseJobMarkers(t *testing.T, newStore newFunc) {
 				t.Errorf("%s: got markers %v, want %v", what, got, want)
 			}
 			for id, w := range want {
-				if g, ok := got[id]; !ok || g != w {
+				g, ok := got[id]
+				if !ok || g.Status != w.Status || g.Version != w.Version || g.RootVersion != w.RootVersion ||
+					!g.UpdatedAt.Equal(w.UpdatedAt) || g.UpdatedAt.Location() != time.UTC {
 					t.Errorf("%s: marker of %s is %+v (present %t), want %+v", what, id, g, ok, w)
 				}
 			}
@@ -40,24 +43,26 @@ func exerciseJobMarkers(t *testing.T, newStore newFunc) {
 		// Pinned: a job still creating is absent, as from JobList; a job
 		// without its root row has RootVersion 0.
 		check("inserted", map[string]store.JobMarker{
-			"j1": {Status: domain.JobPending, Version: j.Version, RootVersion: tasks[0].Version},
-			"j3": {Status: domain.JobPending, Version: rootless.Version},
+			"j1": {Status: domain.JobPending, Version: j.Version, RootVersion: tasks[0].Version, UpdatedAt: at},
+			"j3": {Status: domain.JobPending, Version: rootless.Version, UpdatedAt: at},
 		})
 
-		root, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: tasks[0].ID, N: 1, Now: at})
+		// UpdatedAt is the later of the two rows' UpdatedAt.
+		later, latest := at.Add(2*time.Second), at.Add(3*time.Second)
+		root, err := s.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: tasks[0].ID, N: 1, Now: latest})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if root.Version == tasks[0].Version {
 			t.Fatalf("TaskDecrementUpstreams left the root at version %d", root.Version)
 		}
-		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"j1"}, Now: at}); err != nil {
+		if err := s.JobMarkRunning(ctx, &store.JobMarkRunningParams{IDs: []string{"j1"}, Now: later}); err != nil {
 			t.Fatal(err)
 		}
 		running := getJob(t, s, "j1")
 		check("a chunk done and the job running", map[string]store.JobMarker{
-			"j1": {Status: domain.JobRunning, Version: running.Version, RootVersion: root.Version},
-			"j3": {Status: domain.JobPending, Version: rootless.Version},
+			"j1": {Status: domain.JobRunning, Version: running.Version, RootVersion: root.Version, UpdatedAt: latest},
+			"j3": {Status: domain.JobPending, Version: rootless.Version, UpdatedAt: at},
 		})
 		if running.Version == j.Version {
 			t.Errorf("JobMarkRunning left the job at version %d", running.Version)
