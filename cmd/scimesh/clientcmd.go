@@ -213,15 +213,17 @@ func newIdempotencyKey() string {
 	return "scimesh-cli-" + hex.EncodeToString(b)
 }
 
-// waitJob polls the job until it is final, reporting progress.
 // jobWait is how long each of waitJob's calls waits on the coordinator.
 const jobWait = 30 * time.Second
 
+// waitJob follows the job until it is final, reporting progress.
 func waitJob(ctx context.Context, c *client.Client, id string, p *progress) (*client.Job, error) {
 	// Each call long-polls the coordinator for the next change since the
-	// progress token last seen; a coordinator that answers at once (one
-	// that does not know the token, or holds all its streams) is polled
-	// again after poll, short at first and up to a second.
+	// progress token last seen; the coordinator paces its answers (about
+	// one a second while the job runs, at once when it ends), so asking
+	// again at once is right. A coordinator that answers at once with
+	// nothing new (one that holds all its streams, or knows no tokens) is
+	// polled again after poll, short at first and up to a second.
 	poll := 100 * time.Millisecond
 	after := ""
 	for {

@@ -94,8 +94,9 @@ type Job struct {
 	Error      string     `json:"error"`       // why it failed; names the failed task
 	Progress   float64    `json:"progress"`    // completed chunks over all, 0..1
 	Tasks      TaskCounts `json:"tasks"`
-	// ProgressToken changes whenever the job progresses; WaitJob waits
-	// for it to differ from the one passed.
+	// ProgressToken changes whenever the job's status or its completed,
+	// failed or cancelled counts change (not on leases alone); WaitJob
+	// waits for it to differ from the one passed.
 	ProgressToken string          `json:"progress_token"`
 	Parameters    json.RawMessage `json:"parameters"`
 	ChunkRows     int             `json:"chunk_rows"`
