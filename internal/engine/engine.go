@@ -100,8 +100,10 @@ type Engine struct {
 	claimers  *claimers  // long-polling claims, woken by work
 	streams   *slots     // open streams
 	followers *followers // of tasks' logs, woken by appends and ends
-	// jobWatchers are WaitJob's, by job ID, woken as the job's tasks change.
+	// jobWatchers are WaitJob's, by job ID, woken as the job's tasks
+	// change; jobEnds the same, woken only when the job becomes final.
 	jobWatchers *followers
+	jobEnds     *followers
 	stitch      *broadcast // a stitch task became pending
 	outbox      *broadcast // outbox messages were committed
 	// outgoing holds at most one pending notification for other processes.
@@ -175,6 +177,7 @@ func New(s store.Store, cfg Config) *Engine {
 		streams:     &slots{max: cfg.MaxStreams},
 		followers:   &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
 		jobWatchers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		jobEnds:     &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
 		stitch:      newBroadcast(),
 		outbox:      newBroadcast(),
 		outgoing:    make(chan struct{}, 1),

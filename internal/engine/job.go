@@ -493,7 +493,7 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
-	e.jobWatchers.notify(id)
+	e.jobEnded(id)
 	e.log.InfoContext(ctx, "job cancel", "job_id", id, "status", job.Status)
 	return e.view(ctx, job)
 }

@@ -28,8 +28,9 @@ const JobRecheck = 250 * time.Millisecond
 const JobChangeDelay = time.Second
 
 // jobRecheckGap is the least time between two reads of a waited-on job's
-// marker: a busy job is notified on every result, and a burst of
-// notifications costs one read.
+// marker woken by its progress: a busy job is notified on every result,
+// and a burst of notifications costs one read. Once a change is seen
+// WaitJob heeds only the job's end, which it reads at once.
 const jobRecheckGap = 25 * time.Millisecond
 
 // progressToken is what a job's progress_token encodes: the versions of
@@ -113,9 +114,11 @@ func (e *Engine) WaitJob(ctx context.Context, id, after string, wait time.Durati
 		return e.GetJob(ctx, id)
 	}
 	began := time.Now()
-	b, done := e.jobWatchers.watch(id)
+	changes, done := e.jobWatchers.watch(id)
 	defer done()
-	woken := b.Wait() // before reading, so that no change is missed
+	ends, doneEnds := e.jobEnds.watch(id)
+	defer doneEnds()
+	woken, ended := changes.Wait(), ends.Wait() // before reading, so that no change is missed
 	m, err := e.jobMarker(ctx, id)
 	if err != nil {
 		return nil, err
@@ -145,6 +148,10 @@ func (e *Engine) WaitJob(ctx context.Context, id, after string, wait time.Durati
 	defer tick.Stop()
 	last := time.Now() // of the last read
 	for {
+		progress := woken
+		if held != nil {
+			progress = nil // a change is seen: only the job's end is news now
+		}
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -152,19 +159,22 @@ func (e *Engine) WaitJob(ctx context.Context, id, after string, wait time.Durati
 			return e.GetJob(ctx, id)
 		case <-held:
 			return e.GetJob(ctx, id)
-		case <-woken:
+		case <-ended:
 		case <-tick.C:
-		}
-		if d := jobRecheckGap - time.Since(last); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-				return nil, ctx.Err()
-			case <-t.C:
+		case <-progress:
+			if d := jobRecheckGap - time.Since(last); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-ctx.Done():
+					t.Stop()
+					return nil, ctx.Err()
+				case <-ended:
+					t.Stop()
+				case <-t.C:
+				}
 			}
 		}
-		woken = b.Wait()
+		woken, ended = changes.Wait(), ends.Wait()
 		last = time.Now()
 		if m, err = e.jobMarker(ctx, id); err != nil {
 			return nil, err
@@ -195,7 +205,14 @@ func (e *Engine) jobMarker(ctx context.Context, id string) (store.JobMarker, err
 	return m, nil
 }
 
-// jobChanged wakes the WaitJob calls waiting on the jobs of tasks.
+// jobEnded wakes the WaitJob calls waiting on job id, which became final.
+func (e *Engine) jobEnded(id string) {
+	e.jobWatchers.notify(id)
+	e.jobEnds.notify(id)
+}
+
+// jobChanged wakes the WaitJob calls waiting on the jobs of tasks; a task
+// that failed for good failed its job.
 func (e *Engine) jobChanged(tasks ...*domain.Task) {
 	for i, t := range tasks {
 		if t == nil || t.JobID == "" {
@@ -208,7 +225,10 @@ func (e *Engine) jobChanged(tasks ...*domain.Task) {
 				break
 			}
 		}
-		if !seen {
+		switch {
+		case t.State == domain.TaskFailed:
+			e.jobEnded(t.JobID)
+		case !seen:
 			e.jobWatchers.notify(t.JobID)
 		}
 	}
