@@ -213,11 +213,22 @@ func newIdempotencyKey() string {
 	return "scimesh-cli-" + hex.EncodeToString(b)
 }
 
-// waitJob polls the job until it is final, reporting progress.
+// jobWait is how long each of waitJob's calls waits on the coordinator.
+const jobWait = 30 * time.Second
+
+// waitJob follows the job until it is final, reporting progress.
 func waitJob(ctx context.Context, c *client.Client, id string, p *progress) (*client.Job, error) {
-	poll := 100 * time.Millisecond // short at first, for short jobs; up to a second
+	// Each call long-polls the coordinator for the next change since the
+	// progress token last seen; the coordinator paces its answers (about
+	// one a second while the job runs, at once when it ends), so asking
+	// again at once is right. A coordinator that answers at once with
+	// nothing new (one that holds all its streams, or knows no tokens) is
+	// polled again after poll, short at first and up to a second.
+	poll := 100 * time.Millisecond
+	after := ""
 	for {
-		job, err := c.GetJob(ctx, id)
+		asked := time.Now()
+		job, err := c.WaitJob(ctx, id, after, jobWait)
 		switch {
 		case err == nil:
 			p.show(job)
@@ -225,6 +236,13 @@ func waitJob(ctx context.Context, c *client.Client, id string, p *progress) (*cl
 				p.done()
 				return job, nil
 			}
+			changed := job.ProgressToken != after
+			after = job.ProgressToken
+			if after != "" && (changed || time.Since(asked) >= jobWait/2) {
+				poll = 100 * time.Millisecond
+				continue // it waited, or there is news: ask again at once
+			}
+		case ctx.Err() != nil: // stopped while the coordinator held the call
 		case client.IsRetryable(err):
 			p.note(fmt.Sprintf("coordinator unreachable, retrying: %v", err))
 		default:

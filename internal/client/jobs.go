@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Health calls GET /health and returns nil when the coordinator is alive.
@@ -49,6 +50,27 @@ func (c *Client) CreateJob(ctx context.Context, req *JobRequest, idempotencyKey 
 func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
 	var j Job
 	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID)}, &j); err != nil {
+		return nil, err
+	}
+	return &j, nil
+}
+
+// WaitJob returns a job once it is final or its progress token differs
+// from after, waiting up to wait (at most 60 s) on the coordinator for
+// that; when wait passes it returns the job as it is. With after "" or
+// wait 0 it is GetJob.
+func (c *Client) WaitJob(ctx context.Context, jobID, after string, wait time.Duration) (*Job, error) {
+	secs := int(wait / time.Second)
+	if after == "" || secs <= 0 {
+		return c.GetJob(ctx, jobID)
+	}
+	req := &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID),
+		query: url.Values{"wait_seconds": {strconv.Itoa(secs)}, "after": {after}}}
+	if c.timeout > 0 {
+		req.timeout = c.timeout + time.Duration(secs)*time.Second
+	}
+	var j Job
+	if _, _, err := c.call(ctx, req, &j); err != nil {
 		return nil, err
 	}
 	return &j, nil

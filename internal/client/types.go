@@ -83,26 +83,30 @@ type TaskCounts struct {
 
 // Job is a job as the coordinator reports it.
 type Job struct {
-	JobID        string          `json:"job_id"`
-	Name         string          `json:"name"`
-	Workload     string          `json:"workload"`
-	Status       string          `json:"status"` // JobPending, JobRunning, …
-	Priority     int             `json:"priority"`
-	CreatedAt    time.Time       `json:"created_at"`
-	UpdatedAt    time.Time       `json:"updated_at"`
-	FinishedAt   *time.Time      `json:"finished_at"` // nil until final
-	Error        string          `json:"error"`       // why it failed; names the failed task
-	Progress     float64         `json:"progress"`    // completed chunks over all, 0..1
-	Tasks        TaskCounts      `json:"tasks"`
-	Parameters   json.RawMessage `json:"parameters"`
-	ChunkRows    int             `json:"chunk_rows"`
-	HasHeader    bool            `json:"has_header"`
-	TopK         int             `json:"top_k"`
-	ScoreColumn  string          `json:"score_column"`
-	Order        string          `json:"order"`
-	MaxAttempts  int             `json:"max_attempts"`
-	LeaseSeconds int             `json:"lease_seconds"`
-	ResultSHA256 string          `json:"result_sha256"` // of the final CSV, once completed
+	JobID      string     `json:"job_id"`
+	Name       string     `json:"name"`
+	Workload   string     `json:"workload"`
+	Status     string     `json:"status"` // JobPending, JobRunning, …
+	Priority   int        `json:"priority"`
+	CreatedAt  time.Time  `json:"created_at"`
+	UpdatedAt  time.Time  `json:"updated_at"`
+	FinishedAt *time.Time `json:"finished_at"` // nil until final
+	Error      string     `json:"error"`       // why it failed; names the failed task
+	Progress   float64    `json:"progress"`    // completed chunks over all, 0..1
+	Tasks      TaskCounts `json:"tasks"`
+	// ProgressToken changes whenever the job's status or its completed,
+	// failed or cancelled counts change (not on leases alone); WaitJob
+	// waits for it to differ from the one passed.
+	ProgressToken string          `json:"progress_token"`
+	Parameters    json.RawMessage `json:"parameters"`
+	ChunkRows     int             `json:"chunk_rows"`
+	HasHeader     bool            `json:"has_header"`
+	TopK          int             `json:"top_k"`
+	ScoreColumn   string          `json:"score_column"`
+	Order         string          `json:"order"`
+	MaxAttempts   int             `json:"max_attempts"`
+	LeaseSeconds  int             `json:"lease_seconds"`
+	ResultSHA256  string          `json:"result_sha256"` // of the final CSV, once completed
 }
 
 // Final reports whether the job reached a status it never leaves.

@@ -100,8 +100,12 @@ type Engine struct {
 	claimers  *claimers  // long-polling claims, woken by work
 	streams   *slots     // open streams
 	followers *followers // of tasks' logs, woken by appends and ends
-	stitch    *broadcast // a stitch task became pending
-	outbox    *broadcast // outbox messages were committed
+	// jobWatchers are WaitJob's, by job ID, woken as the job's tasks
+	// change; jobEnds the same, woken only when the job becomes final.
+	jobWatchers *followers
+	jobEnds     *followers
+	stitch      *broadcast // a stitch task became pending
+	outbox      *broadcast // outbox messages were committed
 	// outgoing holds at most one pending notification for other
 	// processes, notes what it is to say, and self names this engine in it.
 	outgoing chan struct{}
@@ -175,20 +179,22 @@ func New(s store.Store, cfg Config) *Engine {
 		cfg.MaxStreams = DefaultMaxStreams
 	}
 	e := &Engine{
-		store:     s,
-		cfg:       cfg,
-		log:       cfg.Logger,
-		claimers:  &claimers{max: cfg.MaxWaitingClaims},
-		streams:   &slots{max: cfg.MaxStreams},
-		followers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
-		stitch:    newBroadcast(),
-		outbox:    newBroadcast(),
-		outgoing:  make(chan struct{}, 1),
-		notes:     workNotes{due: map[workNote]int{}},
-		self:      randomHex(8),
-		jobs:      map[string]*domain.Job{},
-		seenLog:   seenLog{last: map[string]seenAt{}},
-		pageBytes: stitchPageBytes,
+		store:       s,
+		cfg:         cfg,
+		log:         cfg.Logger,
+		claimers:    &claimers{max: cfg.MaxWaitingClaims},
+		streams:     &slots{max: cfg.MaxStreams},
+		followers:   &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		jobWatchers: &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		jobEnds:     &followers{tasks: map[string]*broadcast{}, count: map[string]int{}},
+		stitch:      newBroadcast(),
+		outbox:      newBroadcast(),
+		outgoing:    make(chan struct{}, 1),
+		notes:       workNotes{due: map[workNote]int{}},
+		self:        randomHex(8),
+		jobs:        map[string]*domain.Job{},
+		seenLog:     seenLog{last: map[string]seenAt{}},
+		pageBytes:   stitchPageBytes,
 	}
 	e.claims = newGroups(claimRunMax, groupRuns, e.claimRun)
 	e.renews = newGroup(renewRunMax, groupRuns, e.renewRun)

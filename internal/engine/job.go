@@ -21,6 +21,11 @@ import (
 type JobView struct {
 	*domain.Job
 	Tasks domain.TaskCounts
+
+	// For ProgressToken: the version of the job's stitch root, and when
+	// the state of the two rows began.
+	rootVersion int64
+	markedAt    time.Time
 }
 
 // CreateBatch is how many chunk tasks CreateJob writes per transaction:
@@ -345,11 +350,19 @@ func (e *Engine) view(ctx context.Context, j *domain.Job) (*JobView, error) {
 	return v[0], nil
 }
 
-// views returns jobs with their progress, counted in one go.
+// views returns jobs with their progress, counted in one go. The roots'
+// versions, for the progress tokens, are read after the jobs and before
+// the counts: a token is never newer than what its view shows, so a
+// client that waits on it misses no change (one it has seen at worst
+// answers its next wait at once).
 func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, error) {
 	ids := make([]string, len(jobs))
 	for i, j := range jobs {
 		ids[i] = j.ID
+	}
+	markers, err := e.store.JobListMarkers(ctx, ids)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("read the roots of %d jobs: %w", len(ids), err))
 	}
 	counts, err := e.store.TaskCountByJob(ctx, ids)
 	if err != nil {
@@ -357,7 +370,12 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 	}
 	out := make([]*JobView, len(jobs))
 	for i, j := range jobs {
-		out[i] = &JobView{Job: j, Tasks: counts[j.ID]}
+		m := markers[j.ID]
+		at := j.UpdatedAt
+		if m.UpdatedAt.After(at) {
+			at = m.UpdatedAt
+		}
+		out[i] = &JobView{Job: j, Tasks: counts[j.ID], rootVersion: m.RootVersion, markedAt: at}
 	}
 	return out, nil
 }
@@ -475,6 +493,7 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
 	}
+	e.jobEnded(id)
 	e.log.InfoContext(ctx, "job cancel", "job_id", id, "status", job.Status)
 	return e.view(ctx, job)
 }

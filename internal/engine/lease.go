@@ -136,6 +136,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 		return nil, err
 	}
 	tasks := a.tasks
+	e.jobChanged(tasks...)
 	views := make([]*TaskView, len(tasks))
 	for i, t := range tasks {
 		var err error
@@ -486,6 +487,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	}
 	if completed > 0 {
 		e.cfg.Observer.Completed(domain.KindChunk, completed)
+		e.jobChanged(written...)
 	}
 	for _, i := range valid {
 		if t := written[i]; t != nil {
@@ -594,6 +596,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 	if !p.Release {
 		e.cfg.Observer.Failed(task.Kind, task.State == domain.TaskFailed)
 	}
+	e.jobChanged(task)
 	e.log.InfoContext(ctx, "task attempt failed", "task_id", task.ID, "job_id", task.JobID,
 		"worker_id", p.WorkerID, "attempt", p.Attempt, "state", task.State, "error", p.Error)
 	return e.taskView(ctx, task)
@@ -764,6 +767,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	if ended == nil {
 		return false, nil
 	}
+	e.jobChanged(ended)
 	if timedOut {
 		e.cfg.Observer.Failed(ended.Kind, ended.State == domain.TaskFailed)
 		e.log.InfoContext(ctx, "task attempt timed out", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,

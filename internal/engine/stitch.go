@@ -184,6 +184,7 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 	if finished == nil {
 		return false, nil
 	}
+	e.jobEnded(t.JobID)
 	if mergeErr != nil {
 		e.cfg.Observer.Failed(domain.KindStitch, true)
 		e.log.Error("stitch failed", "job_id", t.JobID, "task_id", t.ID, "error", mergeErr)

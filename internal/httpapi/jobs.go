@@ -146,7 +146,17 @@ func intParam(s, name string) (int, error) {
 }
 
 func (s *Server) getJob(w http.ResponseWriter, r *http.Request) {
-	v, err := s.engine.GetJob(r.Context(), r.PathValue("job_id"))
+	q := r.URL.Query()
+	wait := 0
+	if ws := q.Get("wait_seconds"); ws != "" {
+		n, err := strconv.Atoi(ws)
+		if err != nil || n < 0 || n > int(engine.MaxJobWait/time.Second) {
+			s.writeError(w, r, domain.Invalidf("wait_seconds %q must be an integer between 0 and %d", ws, int(engine.MaxJobWait/time.Second)))
+			return
+		}
+		wait = n
+	}
+	v, err := s.engine.WaitJob(r.Context(), r.PathValue("job_id"), q.Get("after"), time.Duration(wait)*time.Second)
 	if err != nil {
 		s.writeError(w, r, err)
 		return

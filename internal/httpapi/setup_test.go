@@ -227,10 +227,11 @@ type job struct {
 	Tasks      struct {
 		Total, Pending, Leased, Completed, Failed, Cancelled int
 	} `json:"tasks"`
-	TopK        int             `json:"top_k"`
-	ScoreColumn string          `json:"score_column"`
-	Order       string          `json:"order"`
-	Parameters  json.RawMessage `json:"parameters"`
+	ProgressToken string          `json:"progress_token"`
+	TopK          int             `json:"top_k"`
+	ScoreColumn   string          `json:"score_column"`
+	Order         string          `json:"order"`
+	Parameters    json.RawMessage `json:"parameters"`
 }
 
 type task struct {

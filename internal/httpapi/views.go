@@ -21,6 +21,7 @@ type jobJSON struct {
 	Error          *string           `json:"error"`
 	Progress       float64           `json:"progress"`
 	Tasks          domain.TaskCounts `json:"tasks"`
+	ProgressToken  string            `json:"progress_token"` // changes as the job progresses; GET /jobs/{id}?after= waits for that
 	Parameters     json.RawMessage   `json:"parameters"`
 	ChunkRows      int               `json:"chunk_rows"`
 	HasHeader      bool              `json:"has_header"`
@@ -38,7 +39,7 @@ func jobView(v *engine.JobView) *jobJSON {
 	return &jobJSON{
 		JobID: j.ID, Name: j.Name, Workload: j.Workload, Status: j.Status, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: timePtr(j.FinishedAt),
-		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks,
+		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks, ProgressToken: v.ProgressToken(),
 		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
 		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),

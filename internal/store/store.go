@@ -112,6 +112,13 @@ type Querier interface {
 	// the job. It reports whether the job is gone. Any other job is
 	// ErrNotFound and is kept.
 	JobDeleteAbandoned(ctx context.Context, p *JobDeleteAbandonedParams) (gone bool, err error)
+	// JobListMarkers returns the JobMarker of each listed job that exists
+	// and is not creating, by job ID, in one statement; the others are
+	// absent. It reads the job's row and its root task's by their keys,
+	// whatever the number of the job's tasks: a long-polling reader asks
+	// it several times a second, and counts tasks only once it changed.
+	JobListMarkers(ctx context.Context, ids []string) (map[string]JobMarker, error)
+
 	// TaskInsert inserts tasks, all or none. A taken ID is ErrDuplicate.
 	TaskInsert(ctx context.Context, tasks []*domain.Task) error
 	// TaskGet returns the task with id, or ErrNotFound.
@@ -272,6 +279,20 @@ type JobUpdateCreationParams struct {
 type JobListAbandonedParams struct {
 	Before time.Time // no progress since
 	Limit  int       // jobs at most, at least 1
+}
+
+// JobMarker is what a read of a job's row and its root task's row says of
+// the job's progress without counting its tasks: every write to either
+// row bumps its version, and every chunk that completes writes the root
+// (TaskDecrementUpstreams), as every change of the job's status writes
+// the job.
+type JobMarker struct {
+	Status      domain.JobStatus
+	Version     int64 // the job's
+	RootVersion int64 // its root task's (RootTaskID); 0 when there is none
+	// UpdatedAt is the later of the job's UpdatedAt and its root's: when
+	// the state these versions mark began.
+	UpdatedAt time.Time
 }
 
 // JobResultReadParams says which bytes of a job's final CSV to read.

@@ -34,6 +34,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Job", func(t *testing.T) { t.Parallel(); exerciseJobs(t, newStore) })
 	t.Run("JobList", func(t *testing.T) { t.Parallel(); exerciseJobList(t, newStore) })
 	t.Run("JobResult", func(t *testing.T) { t.Parallel(); exerciseJobResult(t, newStore) })
+	t.Run("JobMarker", func(t *testing.T) { t.Parallel(); exerciseJobMarkers(t, newStore) })
 	t.Run("Task", func(t *testing.T) { t.Parallel(); exerciseTasks(t, newStore) })
 	t.Run("TaskClaim", func(t *testing.T) { t.Parallel(); exerciseClaim(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { t.Parallel(); exerciseLifecycle(t, newStore) })

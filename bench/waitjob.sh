@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# How soon `scimesh submit --wait` learns that its job is done: each run
+# submits a job of 4 chunks to one `scimesh serve` on a fresh SQLite file
+# with one `scimesh worker`, and measures the time from the stitch's commit
+# (the job's finished_at, set in the stitch's transaction) to the submit
+# process exiting, result downloaded and written.
+# Usage: bench/waitjob.sh [RUNS]   (default 9; prints every run in ms, then
+# the median). WORKLOAD=tanimoto (default: 4 chunks of 1,000 fingerprints,
+# a job of about 0.1 s) or slow (a command that takes 0.7 s a chunk).
+# BIN=PATH measures another build of scimesh; PORT (18930) the listener.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+runs=${1:-9}
+workload=${WORKLOAD:-tanimoto}
+port=${PORT:-18930}
+url=http://127.0.0.1:$port
+dir=$(mktemp -d)
+bin=${BIN:-$dir/scimesh}
+[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
+
+python3 - "$dir/fp.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("id,fingerprint\n")
+    for i in range(4000):
+        f.write("m%d,%0512x\n" % (i, random.getrandbits(2048)))
+PY
+query=$(python3 -c 'import random; random.seed(2); print("%0512x" % random.getrandbits(2048))')
+cat >"$dir/slow.sh" <<'SH'
+#!/bin/sh
+cat >/dev/null
+sleep 0.7
+echo id,score
+echo a,1
+SH
+chmod +x "$dir/slow.sh"
+
+"$bin" serve --addr 127.0.0.1:$port --data-dir "$dir/data" --db "sqlite:$dir/data/scimesh.db" >"$dir/serve.log" 2>&1 &
+trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
+for _ in $(seq 50); do curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
+"$bin" worker --coordinator "$url" --work-dir "$dir/work" --workload tanimoto --workload "slow=$dir/slow.sh" >"$dir/worker.log" 2>&1 &
+
+for _ in $(seq "$runs"); do
+  "$bin" submit "$dir/fp.csv" --coordinator "$url" --workload "$workload" --param "query=$query" \
+      --top-k 10 --chunk-rows 1000 --wait --output "$dir/top.csv" 2>"$dir/submit.err"
+  end=$(date +%s.%N)
+  job=$(sed -n 's/^job \([^ ]*\): [0-9]* chunks$/\1/p' "$dir/submit.err")
+  curl -sf "$url/jobs/$job" | python3 -c '
+import datetime, json, sys
+fin = datetime.datetime.fromisoformat(json.load(sys.stdin)["finished_at"].replace("Z", "+00:00"))
+print("%.1f" % ((float(sys.argv[1]) - fin.timestamp()) * 1000))' "$end"
+done | tee "$dir/ms"
+sort -n "$dir/ms" | awk '{v[NR] = $1} END {printf "median %.1f ms over %d runs\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), NR}'
