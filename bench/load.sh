@@ -8,7 +8,9 @@
 # then Done, on single-task trees).
 # Usage: bench/load.sh [ROUNDS]   (default 3; prints every run, then medians)
 # TASKS (50000), BACKLOG (10000), WORKERS (64), STORES ("sqlite postgres")
-# and FORMS ("single batch50 grpc") change what is run. BEFORE=BINARY also
+# and FORMS ("single batch50 grpc") change what is run; the form "river"
+# (PostgreSQL only) runs River's own harness, bench/river, with TASKS
+# no-op jobs on the same cluster, in the same rounds. BEFORE=BINARY also
 # runs each case on a serve built earlier (e.g. from the commit before a
 # change), alternating with this tree's, so both are measured on the same
 # machine at the same time; the load comes from this tree's bench.
@@ -166,6 +168,15 @@ declare -A rates
 for round in $(seq "$rounds"); do
 	for store in $stores; do
 		for form in $forms; do
+			if [ "$form" = river ]; then
+				[ "$store" = postgres ] || continue
+				db=$(newdb postgres "river_$round")
+				line=$(bin/river-bench -db "$db" -jobs "$tasks" | tail -1)
+				dropdb postgres "river_$round"
+				echo "postgres, river: $line"
+				rates[$store.$form.now]+="$(sed -E 's/.* = ([0-9,]+) jobs\/s.*/\1/; s/,//g' <<<"$line") "
+				continue
+			fi
 			for build in $builds; do
 				serve_bin=bin/scimesh
 				[ "$build" = now ] || serve_bin=$before
@@ -187,6 +198,11 @@ median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m = NR%2 ? a[(N
 echo "medians over $rounds rounds, $workers workers, $tasks tasks, backlog $backlog ($(uptime | sed 's/.*load average/load average/')):"
 for store in $stores; do
 	for form in $forms; do
+		if [ "$form" = river ]; then
+			[ "$store" = postgres ] || continue
+			echo "  postgres, river $(cd bench/river && go list -m -f '{{.Version}}' github.com/riverqueue/river) (in-process, 2,000 workers): $(median <<<"${rates[$store.$form.now]}") jobs/s"
+			continue
+		fi
 		for build in $builds; do
 			echo "  $store, $form, $build: $(median <<<"${rates[$store.$form.$build]}") lifecycles/s"
 		done
