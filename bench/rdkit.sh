@@ -22,7 +22,7 @@
 #                command (download, start, the output's tail, the report):
 #                task less the command's wall time, taken by the shell
 #   wall         the whole `submit --wait` (upload, both chunks, the
-#                stitch, the download; includes up to ~1 s of poll delay)
+#                stitch, the download; submit --wait long-polls the job)
 #   switches     the worker's context switches per chunk (all threads,
 #                voluntary and not, from /proc/PID/task/*/status)
 #   faults       the worker's minor page faults per chunk

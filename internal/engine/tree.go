@@ -243,15 +243,21 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 	runnable, completed := 0, 0
 	err := e.tx(ctx, func(q store.Querier) error {
 		runnable, completed = 0, 0
+		ids := make([]string, len(items))
+		for i, c := range items {
+			ids[i] = c.taskID
+		}
+		tasks, err := getTasks(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		var changed []*domain.Task
 		for i, c := range items {
 			out[i] = nil
-			t, err := q.TaskGet(ctx, c.taskID)
-			if errors.Is(err, store.ErrNotFound) {
-				out[i] = notFound(err, "task %q", c.taskID)
+			t := tasks[c.taskID] // shared by the items of one task: each sees those before it
+			if t == nil {
+				out[i] = fmt.Errorf("task %q does not exist: %w", c.taskID, domain.ErrNotFound)
 				continue
-			}
-			if err != nil {
-				return err
 			}
 			if t.Kind != domain.KindTree {
 				out[i] = fmt.Errorf("task %s is not a tree task; report it through the REST API: %w", c.taskID, domain.ErrInvalidArgument)
@@ -265,9 +271,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 			if outcome == domain.Replayed {
 				continue
 			}
-			if err := q.TaskUpdate(ctx, t); err != nil {
-				return err
-			}
+			changed = append(changed, t)
 			completed++
 			switch {
 			case t.DownstreamID == "":
@@ -285,7 +289,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 				}
 			}
 		}
-		return nil
+		return q.TaskUpdateMany(ctx, changed)
 	})
 	if err != nil {
 		for i, c := range items {
