@@ -62,7 +62,7 @@ func New(log *slog.Logger) *Metrics {
 		}, []string{"kind"}),
 		claimSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "scimesh_claim_duration_seconds",
-			Help: "Time of one claim's database transaction (without any long-poll wait), empty claims included, by task kind.",
+			Help: "Time of one claim statement, which serves the claims that arrived together (without any long-poll wait), empty claims included, by task kind.",
 			// 0.5 ms to about 2 s.
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 13),
 		}, []string{"kind"}),
