@@ -5,17 +5,18 @@ import (
 	"sync"
 )
 
-// group commit: concurrent calls of one operation (single claims, results,
-// heartbeats) are served together, one statement or transaction for many
-// callers, as a database commits the transactions that queue behind a
-// flush in one. There is no timer: a call that finds fewer than limit runs
-// in flight runs at once, alone, so an idle server adds no latency; calls
-// that arrive while limit runs are in flight queue, and the first run to
-// finish hands the first of them, in order of arrival, up to a weight of
-// max (a call weighs what it asks for: a batch claim of 50 tasks weighs
-// 50; one heavier than max runs alone), to the first of them, which runs
-// them as one. The busier the server, the larger the runs, and the fewer
-// statements per call.
+// group commit: concurrent calls of one operation (claims, results,
+// heartbeats, tree results) are served together, one statement or
+// transaction for many callers, as a database commits the transactions
+// that queue behind a flush in one. There is no timer: a call that finds
+// fewer than limit runs in flight runs at once, alone, so an idle server
+// adds no latency. Calls that arrive while limit runs are in flight
+// queue; the first run to finish takes the queued calls from the front,
+// in order of arrival, up to a total weight of max (a call weighs what it
+// asks for: a batch claim of 50 tasks weighs 50; one heavier than max goes
+// alone), and hands them to the first of them, which runs them as one.
+// The busier the server, the larger the runs, and the fewer statements
+// per call.
 //
 // A run's function sees the callers' inputs in order and returns one
 // output per input, in the same order: each caller gets its own answer,
