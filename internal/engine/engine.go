@@ -196,10 +196,10 @@ func New(s store.Store, cfg Config) *Engine {
 		seenLog:     seenLog{last: map[string]seenAt{}},
 		pageBytes:   stitchPageBytes,
 	}
-	e.claims = newGroups(claimRunMax, groupRuns, e.claimRun)
-	e.renews = newGroup(renewRunMax, groupRuns, e.renewRun)
-	e.results = newGroup(resultRunMax, groupRuns, e.resultRun)
-	e.treeDones = newGroup(resultRunMax, groupRuns, e.treeDoneRun)
+	e.claims = newGroups(claimRunMax, e.claimRun)
+	e.renews = newGroup(renewRunMax, e.renewRun)
+	e.results = newGroup(resultRunMax, e.resultRun)
+	e.treeDones = newGroup(resultRunMax, e.treeDoneRun)
 	e.started = e.now()
 	return e
 }

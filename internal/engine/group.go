@@ -2,21 +2,25 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"sync"
+
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
 // group commit: concurrent calls of one operation (claims, results,
 // heartbeats, tree results) are served together, one statement or
 // transaction for many callers, as a database commits the transactions
 // that queue behind a flush in one. There is no timer: a call that finds
-// fewer than limit runs in flight runs at once, alone, so an idle server
-// adds no latency. Calls that arrive while limit runs are in flight
-// queue; the first run to finish takes the queued calls from the front,
-// in order of arrival, up to a total weight of max (a call weighs what it
-// asks for: a batch claim of 50 tasks weighs 50; one heavier than max goes
-// alone), and hands them to the first of them, which runs them as one.
-// The busier the server, the larger the runs, and the fewer statements
-// per call.
+// no run of its operation in flight runs at once, alone, so an idle
+// server adds no latency. Calls that arrive while one is in flight queue;
+// when it ends, it takes the queued calls from the front, in order of
+// arrival, up to a total weight of max (a call weighs what it asks for: a
+// batch claim of 50 tasks weighs 50; one heavier than max goes alone),
+// and hands them to the first of them, which runs them as one. The busier
+// the server, the larger the runs, and the fewer statements per call.
+// (One run in flight makes the largest runs; two made fewer lifecycles a
+// second on both stores, docs/PERFORMANCE.md.)
 //
 // A run's function sees the callers' inputs in order and returns one
 // output per input, in the same order: each caller gets its own answer,
@@ -24,13 +28,12 @@ import (
 // ends) once it has been taken into the run; a caller that gives up while
 // queued leaves the queue and is not run.
 type group[In, Out any] struct {
-	run   func(ctx context.Context, in []In) []Out
-	max   int // the weight of the calls of a run
-	limit int // runs in flight at once
+	run func(ctx context.Context, in []In) []Out
+	max int // the weight of the calls of a run
 
-	mu    sync.Mutex
-	runs  int
-	queue []*groupCall[In, Out]
+	mu      sync.Mutex
+	running bool
+	queue   []*groupCall[In, Out]
 }
 
 type groupCall[In, Out any] struct {
@@ -42,8 +45,8 @@ type groupCall[In, Out any] struct {
 	lead   chan []*groupCall[In, Out] // the run this call is to lead
 }
 
-func newGroup[In, Out any](max, limit int, run func(ctx context.Context, in []In) []Out) *group[In, Out] {
-	return &group[In, Out]{run: run, max: max, limit: limit}
+func newGroup[In, Out any](max int, run func(ctx context.Context, in []In) []Out) *group[In, Out] {
+	return &group[In, Out]{run: run, max: max}
 }
 
 // do runs in, of the given weight, alone or with the calls queued beside
@@ -52,8 +55,8 @@ func newGroup[In, Out any](max, limit int, run func(ctx context.Context, in []In
 func (g *group[In, Out]) do(ctx context.Context, in In, weight int) (Out, error) {
 	c := &groupCall[In, Out]{in: in, weight: weight, done: make(chan struct{}), lead: make(chan []*groupCall[In, Out], 1)}
 	g.mu.Lock()
-	if g.runs < g.limit { // then nothing is queued: queued calls are handed on at the end of a run
-		g.runs++
+	if !g.running { // then nothing is queued: queued calls are handed on at the end of a run
+		g.running = true
 		g.mu.Unlock()
 		g.lead(ctx, []*groupCall[In, Out]{c})
 		return c.result()
@@ -120,11 +123,11 @@ func (g *group[In, Out]) lead(ctx context.Context, run []*groupCall[In, Out]) {
 }
 
 // handOn hands the calls queued during a run to the first of them, or
-// ends the run when there are none.
+// ends the running when there are none.
 func (g *group[In, Out]) handOn() {
 	g.mu.Lock()
 	if len(g.queue) == 0 {
-		g.runs--
+		g.running = false
 		g.mu.Unlock()
 		return
 	}
@@ -155,9 +158,9 @@ type keyedGroup[In, Out any] struct {
 	users int
 }
 
-func newGroups[In, Out any](max, limit int, run func(ctx context.Context, in []In) []Out) *groups[In, Out] {
+func newGroups[In, Out any](max int, run func(ctx context.Context, in []In) []Out) *groups[In, Out] {
 	return &groups[In, Out]{
-		new: func() *group[In, Out] { return newGroup(max, limit, run) },
+		new: func() *group[In, Out] { return newGroup(max, run) },
 		m:   map[string]*keyedGroup[In, Out]{},
 	}
 }
@@ -180,4 +183,21 @@ func (gs *groups[In, Out]) do(ctx context.Context, key string, in In, weight int
 		gs.mu.Unlock()
 	}()
 	return g.do(ctx, in, weight)
+}
+
+// orAlone runs together over items as one transaction, and returns its
+// outputs. When the transaction failed as a whole (together's error) for
+// a reason other than the database being unavailable, it runs each item
+// alone instead, so that one that cannot be written fails alone and
+// takes none of the others with it.
+func orAlone[In, Out any](items []In, together func([]In) ([]Out, error)) []Out {
+	out, err := together(items)
+	if err == nil || len(items) == 1 || errors.Is(err, domain.ErrUnavailable) {
+		return out
+	}
+	for i := range items {
+		one, _ := together(items[i : i+1])
+		out[i] = one[0]
+	}
+	return out
 }

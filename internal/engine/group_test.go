@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
 // runLog records the runs of a group whose runs block until released.
@@ -56,7 +58,7 @@ func waitQueued(t *testing.T, g *group[int, string], n int) {
 func TestGroupServesQueuedCallsTogether(t *testing.T) {
 	t.Parallel()
 	l := newRunLog()
-	g := newGroup(3, 1, l.run)
+	g := newGroup(3, l.run)
 	answers := make([]string, 6)
 	var wg sync.WaitGroup
 	call := func(i int) {
@@ -94,37 +96,15 @@ func TestGroupServesQueuedCallsTogether(t *testing.T) {
 			t.Errorf("call %d got %q, want %q", i, a, want)
 		}
 	}
-	if g.runs != 0 || len(g.queue) != 0 {
-		t.Errorf("after the calls: %d runs, %d queued; want none", g.runs, len(g.queue))
+	if g.running || len(g.queue) != 0 {
+		t.Errorf("after the calls: running %t, %d queued; want neither", g.running, len(g.queue))
 	}
-}
-
-func TestGroupRunsUpToLimitAtOnce(t *testing.T) {
-	t.Parallel()
-	l := newRunLog()
-	g := newGroup(10, 2, l.run)
-	var wg sync.WaitGroup
-	for i := range 3 {
-		wg.Go(func() { _, _ = g.do(t.Context(), i, 1) })
-		if i < 2 {
-			<-l.started // two runs in flight, each alone
-		} else {
-			waitQueued(t, g, 1) // the third waits
-		}
-	}
-	l.release <- struct{}{}
-	if got := <-l.started; !slices.Equal(got, []int{2}) {
-		t.Fatalf("run after one ended = %v, want [2]", got)
-	}
-	l.release <- struct{}{}
-	l.release <- struct{}{}
-	wg.Wait()
 }
 
 func TestGroupCallerGivesUpWhileQueued(t *testing.T) {
 	t.Parallel()
 	l := newRunLog()
-	g := newGroup(10, 1, l.run)
+	g := newGroup(10, l.run)
 	var wg sync.WaitGroup
 	wg.Go(func() { _, _ = g.do(t.Context(), 0, 1) })
 	<-l.started
@@ -153,7 +133,7 @@ func TestGroupPanicReachesEveryCaller(t *testing.T) {
 	t.Parallel()
 	started, release := make(chan struct{}), make(chan struct{})
 	runs := 0
-	g := newGroup(10, 1, func(_ context.Context, in []int) []int {
+	g := newGroup(10, func(_ context.Context, in []int) []int {
 		runs++
 		if runs == 1 {
 			close(started)
@@ -189,8 +169,8 @@ func TestGroupPanicReachesEveryCaller(t *testing.T) {
 			t.Errorf("caller %d recovered %v, want the run's panic", i+1, p)
 		}
 	}
-	if g.runs != 0 {
-		t.Errorf("%d runs left in flight after a panic", g.runs)
+	if g.running {
+		t.Error("a run left in flight after a panic")
 	}
 }
 
@@ -198,7 +178,7 @@ func TestGroupsByKey(t *testing.T) {
 	t.Parallel()
 	var mu sync.Mutex
 	var seen [][]string
-	gs := newGroups(10, 1, func(_ context.Context, in []string) []string {
+	gs := newGroups(10, func(_ context.Context, in []string) []string {
 		mu.Lock()
 		seen = append(seen, in)
 		mu.Unlock()
@@ -214,5 +194,45 @@ func TestGroupsByKey(t *testing.T) {
 	}
 	if len(seen) != 3 {
 		t.Errorf("runs = %v, want three runs of one", seen)
+	}
+}
+
+// TestOrAlone: a transaction of several items that fails as a whole is run
+// again item by item, so that only the item that cannot be written fails;
+// when the database is unavailable it is not.
+func TestOrAlone(t *testing.T) {
+	t.Parallel()
+	var calls [][]string
+	together := func(items []string) ([]string, error) {
+		calls = append(calls, slices.Clone(items))
+		out := make([]string, len(items))
+		var err error
+		for i, it := range items {
+			out[i] = "ok " + it
+			switch {
+			case it == "poison":
+				err = errors.New("constraint violated")
+			case it == "down":
+				err = fmt.Errorf("%w: connection refused", domain.ErrUnavailable)
+			}
+		}
+		if err != nil {
+			for i := range out {
+				out[i] = "failed " + items[i]
+			}
+		}
+		return out, err
+	}
+	got := orAlone([]string{"a", "poison", "b"}, together)
+	if want := []string{"ok a", "failed poison", "ok b"}; !slices.Equal(got, want) {
+		t.Errorf("with a poison item: %q, want %q", got, want)
+	}
+	if len(calls) != 4 {
+		t.Errorf("with a poison item: %d transactions %q, want the group then each alone", len(calls), calls)
+	}
+	calls = nil
+	got = orAlone([]string{"a", "down", "b"}, together)
+	if want := []string{"failed a", "failed down", "failed b"}; !slices.Equal(got, want) || len(calls) != 1 {
+		t.Errorf("database unavailable: %q in %d transactions, want %q in one", got, len(calls), want)
 	}
 }

@@ -97,15 +97,9 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	}
 }
 
-// Group commit (see group): how many runs of one operation may be in
-// flight at once, and how many calls one run serves. One run in flight
-// makes the largest runs: on 2 vCPUs, 64 workers of single claims and
-// results went 4,354 → 5,305 lifecycles/s on PostgreSQL and 6,219 →
-// 6,528 on SQLite from two runs in flight to one (docs/PERFORMANCE.md).
-// A run's weight is the tasks its calls claim, or the results they
-// record.
+// Group commit (see group): the most one run serves. A run's weight is
+// the tasks its calls claim, the heartbeats, or the results they record.
 const (
-	groupRuns    = 1
 	claimRunMax  = MaxClaimTasks
 	renewRunMax  = 256
 	resultRunMax = MaxBatchResults
@@ -189,14 +183,21 @@ func (e *Engine) claimRun(ctx context.Context, calls []claimCall) []claimAnswer 
 		}
 		return out
 	}
-	// Each task goes to a caller it was leased to, in claim order;
-	// callers of one worker ID are alike.
+	// Each task goes to a caller it was leased to, in claim order, the
+	// callers of one worker ID in turn (they are alike).
+	waiting := map[string][]int{} // worker → its calls with room left, in order
+	for i, c := range calls {
+		waiting[c.worker] = append(waiting[c.worker], i)
+	}
 	for _, t := range tasks {
-		for i, c := range calls {
-			if len(out[i].tasks) < c.n && c.worker == t.LeaseOwner {
-				out[i].tasks = append(out[i].tasks, t)
-				break
-			}
+		q := waiting[t.LeaseOwner]
+		if len(q) == 0 {
+			continue // cannot happen: the statement leased it to one of them
+		}
+		i := q[0]
+		out[i].tasks = append(out[i].tasks, t)
+		if len(out[i].tasks) == calls[i].n {
+			waiting[t.LeaseOwner] = q[1:]
 		}
 	}
 	return out
@@ -246,8 +247,14 @@ type renewAnswer struct {
 }
 
 // renewRun renews the leases of calls in one transaction, each judged as
-// it would be alone, in order.
+// it would be alone, in order (see orAlone).
 func (e *Engine) renewRun(ctx context.Context, calls []renewCall) []renewAnswer {
+	return orAlone(calls, func(calls []renewCall) ([]renewAnswer, error) { return e.renewLeases(ctx, calls) })
+}
+
+// renewLeases is renewRun's one transaction, and its error when it failed
+// as a whole (every call then carries it).
+func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAnswer, error) {
 	out := make([]renewAnswer, len(calls))
 	err := e.tx(ctx, func(q store.Querier) error {
 		ids := make([]string, len(calls))
@@ -284,7 +291,7 @@ func (e *Engine) renewRun(ctx context.Context, calls []renewCall) []renewAnswer 
 			out[i] = renewAnswer{err: err}
 		}
 	}
-	return out
+	return out, err
 }
 
 // getTasks reads the tasks of ids in one statement, by ID.
@@ -342,21 +349,13 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 }
 
 // resultRun records the results of calls that arrived together in one
-// transaction. When it fails as a whole for a reason other than the
-// database being unavailable, each result is recorded again alone, so
-// that one that cannot be written fails alone.
+// transaction (see orAlone).
 func (e *Engine) resultRun(ctx context.Context, calls [][]CompleteTaskParams) [][]ItemResult {
 	var items []CompleteTaskParams
 	for _, c := range calls {
 		items = append(items, c...)
 	}
-	all, err := e.completeTasks(ctx, items)
-	if err != nil && len(items) > 1 && !errors.Is(err, domain.ErrUnavailable) && ctx.Err() == nil {
-		for i := range items {
-			one, _ := e.completeTasks(ctx, items[i:i+1])
-			all[i] = one[0]
-		}
-	}
+	all := orAlone(items, func(items []CompleteTaskParams) ([]ItemResult, error) { return e.completeTasks(ctx, items) })
 	out := make([][]ItemResult, len(calls))
 	for i, c := range calls {
 		out[i], all = all[:len(c):len(c)], all[len(c):]

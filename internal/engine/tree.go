@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -221,19 +220,10 @@ type treeDone struct {
 
 // treeDoneRun records tree results that arrived together in one
 // transaction, in order. A failure that belongs to one item (no such task,
-// a lost lease, a conflicting result) is that item's; a transaction that
-// fails as a whole is retried item by item unless the database is
-// unavailable, as resultRun does.
+// a lost lease, a conflicting result) is that item's (see orAlone for a
+// transaction that fails as a whole).
 func (e *Engine) treeDoneRun(ctx context.Context, items []treeDone) []error {
-	out, err := e.completeTrees(ctx, items)
-	if err == nil || len(items) == 1 || errors.Is(err, domain.ErrUnavailable) || ctx.Err() != nil {
-		return out
-	}
-	for i := range items {
-		one, _ := e.completeTrees(ctx, items[i:i+1])
-		out[i] = one[0]
-	}
-	return out
+	return orAlone(items, func(items []treeDone) ([]error, error) { return e.completeTrees(ctx, items) })
 }
 
 // completeTrees is treeDoneRun's one transaction, and its error when it
