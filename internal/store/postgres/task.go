@@ -272,7 +272,7 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 	)
 	ts := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
 	for i, t := range tasks {
-		taskUpdateArgs(t) // normalizes t's times
+		normTaskTimes(t)
 		ids[i], states[i], owners[i], errs[i] = t.ID, string(t.State), t.LeaseOwner, t.Error
 		attempts[i], pending[i], maxAttempts[i] = int32(t.Attempt), int32(t.PendingUpstreams), int32(t.MaxAttempts)
 		versions[i] = t.Version
@@ -301,14 +301,19 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 	return nil
 }
 
-// taskUpdateArgs normalizes t's times as stored and returns the arguments
-// of sqlTaskUpdate.
-func taskUpdateArgs(t *domain.Task) []any {
+// normTaskTimes sets t's mutable times as they are stored.
+func normTaskTimes(t *domain.Task) {
 	normTime(&t.LeaseExpiresAt)
 	normTime(&t.RunAfter)
 	normTime(&t.UpdatedAt)
 	normTime(&t.FinishedAt)
 	domain.NormRunAfter(t)
+}
+
+// taskUpdateArgs normalizes t's times as stored and returns the arguments
+// of sqlTaskUpdate.
+func taskUpdateArgs(t *domain.Task) []any {
+	normTaskTimes(t)
 	return []any{t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
 		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts}
