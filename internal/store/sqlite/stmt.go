@@ -207,19 +207,19 @@ func (q *querier) exec(ctx context.Context, query *statement, args ...any) (res 
 
 // queryRow runs a statement that returns at most one row and scans it with
 // scan; no row is sql.ErrNoRows. write says whether the statement writes.
-func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) (err error) {
-	if q.tx == nil && write {
-		return q.atomically(ctx, "", func(q *querier) error { return q.queryRow(ctx, true, scan, query, args...) })
+func (q *querier) queryRow(ctx context.Context, write bool, scan func(scanner) error, query *statement, args ...any) error {
+	found := false
+	err := q.query(ctx, write, func(r scanner) error {
+		if found {
+			return nil
+		}
+		found = true
+		return scan(r)
+	}, query, args...)
+	if err == nil && !found {
+		return sql.ErrNoRows
 	}
-	if ctx, err = q.txContext(ctx); err != nil {
-		return err
-	}
-	st, done, err := q.stmt(ctx, query, write)
-	if err != nil {
-		return err
-	}
-	defer done()
-	return scan(st.QueryRowContext(ctx, args...))
+	return err
 }
 
 // query runs a statement and calls scan for each row it returns.
