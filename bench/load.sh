@@ -23,6 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
 tasks=${TASKS:-50000}
+[ -z "${PROFILE:-}" ] || tasks=${TASKS:-200000}
 backlog=${BACKLOG:-10000}
 workers=${WORKERS:-64}
 stores=${STORES:-sqlite postgres}
@@ -140,7 +141,8 @@ if [ -n "$profile" ]; then
 		bench $(formargs "${PROFILE_FORM:-single}") >"$work/bench.out" &
 		load=$!
 		# The seeding (one POST /jobs) takes a second or two; then 20 s
-		# of the workers, who need about 30 s at 64 workers.
+		# of the workers: give them enough tasks (TASKS, default 200,000
+		# here) to outlast the profile at several thousand a second.
 		sleep 5
 		if [ "$store" = postgres ]; then
 			echo "SELECT now()::time(1), state, count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1, 2 ORDER BY 2 \\watch 0.2" |

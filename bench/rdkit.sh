@@ -91,7 +91,7 @@ times_cpu() {
 	awk 'NR % 2 == 0 {for (i = 1; i <= 2; i++) {split($i, a, /[ms]/); s += a[1] * 60 + a[2]}} END {printf "%.3f", s}' "$1"
 }
 
-run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu wall switches faults" per chunk
+run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu task command_wall wall switches faults" per chunk
 	local bin=$1 dir=$work/$2 url w
 	mkdir -p "$dir"
 	url=http://127.0.0.1:$(freeport)

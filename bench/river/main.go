@@ -9,8 +9,9 @@
 // River; it borrows SciMesh's internal/pgcluster (allowed: this module's
 // path lies under SciMesh's) to start a throwaway PostgreSQL cluster when
 // -db is not given. With -serve it only starts such a cluster, prints its
-// URL and waits for SIGINT or SIGTERM, so that bench/river.sh can run River
-// and SciMesh against one cluster in one run.
+// URL and waits for SIGINT or SIGTERM, so that bench/load.sh (which
+// bench/river.sh runs) can run River and SciMesh against one cluster in
+// one run.
 package main
 
 import (

@@ -161,9 +161,13 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 // report writes the line docs/PERFORMANCE.md quotes for a run of Run.
 func report(out io.Writer, c Config, res result, pending int) {
 	claims := res.claims()
-	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d\n",
+	retried := ""
+	if res.retried > 0 {
+		retried = fmt.Sprintf("; %d requests retried", res.retried)
+	}
+	fmt.Fprintf(out, "workers %d, batch %d, backlog %d: %d lifecycles in %v = %.0f lifecycles/s; claim p50 %v p99 %v (%d claims); pending after %d%s\n",
 		c.Workers, c.Batch, c.Backlog, res.done, res.elapsed.Round(time.Millisecond),
-		float64(res.done)/res.elapsed.Seconds(), pct(claims, 50), pct(claims, 99), len(claims), pending)
+		float64(res.done)/res.elapsed.Seconds(), pct(claims, 50), pct(claims, 99), len(claims), pending, retried)
 }
 
 func storeKind(url string) string {
@@ -214,6 +218,7 @@ func seedBacklog(ctx context.Context, eng *engine.Engine, n int) (string, error)
 
 type result struct {
 	done    int64
+	retried int // requests sent again, all workers together
 	elapsed time.Duration
 	// samples are every lifecycle's claim and result requests, in no
 	// particular order.
@@ -233,9 +238,10 @@ func (r result) claims() []time.Duration {
 
 // lifecycle is one claim and its result(s), as a worker timed them.
 type lifecycle struct {
-	end           time.Time // when the result was answered
-	claim, result time.Duration
+	end           time.Time     // when the result was answered
+	claim, result time.Duration // of the attempts that answered
 	tasks         int
+	retried       int // requests sent again after a retryable failure
 }
 
 // noopOutput is every no-op worker's result: a header and one row.
@@ -251,27 +257,26 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}))
 	defer cl.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
-	try := func(f func() error) error { return retry(client.IsRetryable, f) }
+	try := func(f func() error) (time.Duration, int, error) { return retry(client.IsRetryable, f) }
 	return work(ctx, c, c.Batch, func(id string, n int) (lifecycle, error) {
-		t0 := time.Now()
 		// One task is claimed with the single form, more with the batch
 		// form.
 		var tasks []client.Task
-		err := try(func() (err error) {
+		claimed, claimRetried, err := try(func() (err error) {
 			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
 			return err
 		})
 		if err != nil {
 			return lifecycle{}, err
 		}
-		claimed := time.Since(t0)
 		if len(tasks) == 0 {
 			return lifecycle{}, fmt.Errorf("claim found nothing with tasks left; the backlog ran out")
 		}
-		t1 := time.Now()
+		var took time.Duration
+		var retried int
 		if c.Batch == 1 {
 			t := tasks[0]
-			if err := try(func() error {
+			if took, retried, err = try(func() error {
 				_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput})
 				return err
 			}); err != nil {
@@ -283,7 +288,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
 			}
 			var statuses []client.ResultStatus
-			err := try(func() (err error) {
+			took, retried, err = try(func() (err error) {
 				statuses, err = cl.CompleteMany(reqCtx, items)
 				return err
 			})
@@ -296,8 +301,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 				}
 			}
 		}
-		end := time.Now()
-		return lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: len(tasks)}, nil
+		return lifecycle{end: time.Now(), claim: claimed, result: took, tasks: len(tasks), retried: claimRetried + retried}, nil
 	})
 }
 
@@ -306,11 +310,11 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 // failed, or ctx is done; a turn under way then finishes first.
 func work(ctx context.Context, c Config, batch int, cycle func(id string, n int) (lifecycle, error)) result {
 	var (
-		remaining, done atomic.Int64
-		mu              sync.Mutex
-		samples         []lifecycle
-		firstErr        error
-		wg              sync.WaitGroup
+		remaining, done, retried atomic.Int64
+		mu                       sync.Mutex
+		samples                  []lifecycle
+		firstErr                 error
+		wg                       sync.WaitGroup
 	)
 	remaining.Store(int64(c.Tasks))
 	start := time.Now()
@@ -328,6 +332,7 @@ func work(ctx context.Context, c Config, batch int, cycle func(id string, n int)
 				if l, err = cycle(id, int(n)); err == nil {
 					mine = append(mine, l)
 					done.Add(int64(l.tasks))
+					retried.Add(int64(l.retried))
 				}
 			}
 			mu.Lock()
@@ -339,7 +344,7 @@ func work(ctx context.Context, c Config, batch int, cycle func(id string, n int)
 		})
 	}
 	wg.Wait()
-	return result{done: done.Load(), elapsed: time.Since(start), samples: samples, err: firstErr}
+	return result{done: done.Load(), retried: int(retried.Load()), elapsed: time.Since(start), samples: samples, err: firstErr}
 }
 
 // retry calls f until it succeeds, fails for good, or failed retryably
@@ -349,15 +354,20 @@ func work(ctx context.Context, c Config, batch int, cycle func(id string, n int)
 // attempt is applied once; a claim whose answer was lost leaves its task
 // leased to nobody until its lease ends, which the count of pending tasks
 // after the run shows.
-func retry(retryable func(error) bool, f func() error) error {
-	var err error
+// It returns how long the last attempt took (so that a latency figure
+// leaves out the failed attempts and the pauses between them) and how
+// many attempts were retried.
+func retry(retryable func(error) bool, f func() error) (last time.Duration, retried int, err error) {
 	for i := range 5 {
-		if err = f(); err == nil || !retryable(err) {
-			return err
+		start := time.Now()
+		err = f()
+		last = time.Since(start)
+		if err == nil || !retryable(err) {
+			return last, i, err
 		}
 		time.Sleep(time.Duration(i+1) * 50 * time.Millisecond)
 	}
-	return err
+	return last, 4, err
 }
 
 // reserve takes up to n from *left and returns how many it took.

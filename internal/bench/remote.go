@@ -179,26 +179,23 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 	defer hc.CloseIdleConnections()
 	wc := scimeshv1connect.NewWorkerClient(hc, base, grpcOptions(c.WorkerToken)...)
 	reqCtx := context.WithoutCancel(ctx)
-	try := func(f func() error) error {
+	try := func(f func() error) (time.Duration, int, error) {
 		return retry(func(err error) bool { return connect.CodeOf(err) == connect.CodeUnavailable }, f)
 	}
 	return work(ctx, c, 1, func(id string, _ int) (lifecycle, error) {
-		t0 := time.Now()
 		var task *connect.Response[v1.Task]
-		err := try(func() (err error) {
+		claimed, claimRetried, err := try(func() (err error) {
 			task, err = wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
 			return err
 		})
 		if err != nil {
 			return lifecycle{}, fmt.Errorf("poll: %w", err)
 		}
-		claimed := time.Since(t0)
 		t := task.Msg
 		if t.TaskId == "" {
 			return lifecycle{}, fmt.Errorf("poll found nothing with tasks left; the backlog ran out")
 		}
-		t1 := time.Now()
-		err = try(func() error {
+		took, retried, err := try(func() error {
 			_, err := wc.Done(reqCtx, connect.NewRequest(&v1.TaskStateTransition{TaskId: t.TaskId, WorkerId: id, Attempt: t.Attempt,
 				Success: true, Result: noopResult}))
 			return err
@@ -206,8 +203,7 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 		if err != nil {
 			return lifecycle{}, fmt.Errorf("done %s: %w", t.TaskId, err)
 		}
-		end := time.Now()
-		return lifecycle{end: end, claim: claimed, result: end.Sub(t1), tasks: 1}, nil
+		return lifecycle{end: time.Now(), claim: claimed, result: took, tasks: 1, retried: claimRetried + retried}, nil
 	})
 }
 

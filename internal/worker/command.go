@@ -175,8 +175,8 @@ func (w *Worker) saveInput(dir string, in *verifier, buf *bufio.Reader) (*os.Fil
 	if closeErr := f.Close(); err == nil && closeErr != nil {
 		err = closeErr
 	}
-	if in.failed() != nil {
-		return nil, in.failed()
+	if ferr := in.failed(); ferr != nil {
+		return nil, ferr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("write the input to %s (check --work-dir's free space): %w", path, err)
