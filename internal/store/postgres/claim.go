@@ -57,12 +57,16 @@ WHERE id IN (
 )
 
 // claimSQL is the claim whose candidates come from candidates (a FROM
-// item c with the claim-order columns). The first $5 candidates in claim
-// order are numbered, and the n-th goes to the n-th owner of $1. It sets
+// item c with the claim-order columns). The candidates are numbered in
+// claim order and the first $5 in that order kept, the n-th for the n-th
+// owner of $1; the ID ends both orders, so that equal keys (a tree's tasks
+// at one position) are ordered the same in both and no kept candidate can
+// be numbered past the owners. It sets
 // the attempt's deadline from the task's timeout (none when 0) and caps
 // the lease at it (LEAST passes over the NULL of no timeout). The same
-// statement moves the claimed tasks' pending jobs to running: a job row
-// that is not pending is passed over without waiting for its lock.
+// statement moves the claimed tasks' pending jobs to running (a job row
+// that is no longer pending is passed over; a pending one that another
+// transaction holds is waited for).
 func claimSQL(candidates string) string {
 	return `WITH claimed AS (
 UPDATE tasks
@@ -72,9 +76,9 @@ SET state = 'leased', lease_owner = ($1::text[])[claimable.n], attempt = attempt
 	run_after = NULL, updated_at = $2::timestamptz, version = version + 1
 FROM (
 	SELECT c.id AS claim_id,
-		row_number() OVER (ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index) AS n
+		row_number() OVER (ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index, c.id) AS n
 	FROM ` + candidates + `
-	ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index
+	ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index, c.id
 	LIMIT $5
 ) AS claimable
 WHERE id = claimable.claim_id

@@ -175,6 +175,31 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		}
 	})
 
+	// Tasks whose claim-order keys are equal (a tree's tasks at one
+	// position are) still go one to each owner.
+	t.Run("OwnersOfEqualKeys", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		var tasks []*domain.Task
+		for i := range 12 {
+			tasks = append(tasks, claimable(fmt.Sprintf("same-%02d", i), "j", 0, at, 0))
+		}
+		insertTasks(t, s, tasks...)
+		for round := range 3 {
+			owners := []string{fmt.Sprintf("a%d", round), fmt.Sprintf("b%d", round), fmt.Sprintf("c%d", round)}
+			got := claim(t, s, store.TaskClaimParams{Owners: owners, Kinds: chunkKinds, Now: at})
+			var gotOwners []string
+			for _, tk := range got {
+				gotOwners = append(gotOwners, tk.LeaseOwner)
+			}
+			slices.Sort(gotOwners)
+			if !slices.Equal(gotOwners, owners) {
+				t.Errorf("round %d: owners %q, want one task each for %q", round, gotOwners, owners)
+			}
+		}
+	})
+
 	t.Run("MarksJobsRunning", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
