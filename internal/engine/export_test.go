@@ -16,19 +16,29 @@ func (e *Engine) SetStitchPageHook(fn func(jobID string, page int)) { e.stitchPa
 // stitch from one that reads every output at once.
 func (e *Engine) SetStitchPageBytes(n int) { e.pageBytes = n }
 
-// RenewTogether renews the leases (ids[i], workers[i], attempts[i]) as one
-// run of the heartbeats' group commit, as concurrent heartbeats are.
-func (e *Engine) RenewTogether(ctx context.Context, ids, workers []string, attempts []int) ([]time.Time, []error) {
+// RenewTogether renews the leases (ids[i], workers[i], attempts[i]) in the
+// one transaction of a run of the heartbeats' group commit, as concurrent
+// heartbeats are, and returns that transaction's error (nil unless it
+// failed as a whole, when a run would fall back to each call alone).
+func (e *Engine) RenewTogether(ctx context.Context, ids, workers []string, attempts []int) ([]time.Time, []error, error) {
 	calls := make([]renewCall, len(ids))
 	for i := range ids {
 		calls[i] = renewCall{taskID: ids[i], worker: workers[i], attempt: attempts[i]}
 	}
 	var expires []time.Time
 	var errs []error
-	for _, a := range e.renewRun(ctx, calls) {
+	answers, txErr := e.renewLeases(ctx, calls)
+	for _, a := range answers {
 		expires, errs = append(expires, a.expires), append(errs, a.err)
 	}
-	return expires, errs
+	return expires, errs, txErr
+}
+
+// CompleteTogether records items in the one transaction of a run of the
+// results' group commit and returns that transaction's error, as
+// RenewTogether does.
+func (e *Engine) CompleteTogether(ctx context.Context, items []CompleteTaskParams) ([]ItemResult, error) {
+	return e.completeTasks(ctx, items)
 }
 
 // ClaimTogether serves single claims of chunk tasks by workers as one run
@@ -52,11 +62,12 @@ func (e *Engine) ClaimTogether(ctx context.Context, workers []string) ([]*domain
 }
 
 // CompleteTreesTogether records tree results (ids[i], workers[i],
-// attempts[i], results[i]) as one run of their group commit.
-func (e *Engine) CompleteTreesTogether(ctx context.Context, ids, workers []string, attempts []int, results []string) []error {
+// attempts[i], results[i]) in the one transaction of a run of their group
+// commit, and returns that transaction's error, as RenewTogether does.
+func (e *Engine) CompleteTreesTogether(ctx context.Context, ids, workers []string, attempts []int, results []string) ([]error, error) {
 	items := make([]treeDone, len(ids))
 	for i := range ids {
 		items[i] = treeDone{taskID: ids[i], worker: workers[i], attempt: attempts[i], result: []byte(results[i])}
 	}
-	return e.treeDoneRun(ctx, items)
+	return e.completeTrees(ctx, items)
 }

@@ -146,7 +146,11 @@ func TestResultsTogetherAnswerAsAlone(t *testing.T) {
 			got = append(got, c)
 		}
 		var gotTogether []string
-		for _, r := range together.e.CompleteTasks(ctx, params(together)) {
+		results, txErr := together.e.CompleteTogether(ctx, params(together))
+		if txErr != nil {
+			t.Fatalf("the shared transaction failed as a whole: %v", txErr)
+		}
+		for _, r := range results {
 			c := errClass(r.Err)
 			if r.Err == nil {
 				c += " " + string(r.Task.State)
@@ -188,7 +192,10 @@ func TestHeartbeatsTogetherAnswerAsAlone(t *testing.T) {
 		for _, c := range calls {
 			ids, workers, attempts = append(ids, together.task(c.task)), append(workers, c.worker), append(attempts, c.attempt)
 		}
-		expires, errs := together.e.RenewTogether(ctx, ids, workers, attempts)
+		expires, errs, txErr := together.e.RenewTogether(ctx, ids, workers, attempts)
+		if txErr != nil {
+			t.Fatalf("the shared transaction failed as a whole: %v", txErr)
+		}
 		for i := range calls {
 			if got[i] != want[i] {
 				t.Errorf("heartbeat %d alone: %s, want %s", i, got[i], want[i])
@@ -395,7 +402,10 @@ func TestTreeResultsTogetherAnswerAsAlone(t *testing.T) {
 			ids, workers = append(ids, togetherIDs[it.task]), append(workers, it.worker)
 			attempts, results = append(attempts, it.attempt), append(results, it.result)
 		}
-		errs := together.CompleteTreesTogether(ctx, ids, workers, attempts, results)
+		errs, txErr := together.CompleteTreesTogether(ctx, ids, workers, attempts, results)
+		if txErr != nil {
+			t.Fatalf("the shared transaction failed as a whole: %v", txErr)
+		}
 		for i := range items {
 			if got[i] != want[i] {
 				t.Errorf("tree result %d alone: %s, want %s", i, got[i], want[i])
