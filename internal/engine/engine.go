@@ -111,6 +111,7 @@ type Engine struct {
 	outgoing chan struct{}
 	notes    workNotes
 	self     string
+	relays   bool // the store tells other processes of work (workSignal)
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -200,6 +201,7 @@ func New(s store.Store, cfg Config) *Engine {
 	e.renews = newGroup(renewRunMax, e.renewRun)
 	e.results = newGroup(resultRunMax, e.resultRun)
 	e.treeDones = newGroup(resultRunMax, e.treeDoneRun)
+	_, e.relays = s.(workSignal)
 	e.started = e.now()
 	return e
 }

@@ -214,22 +214,15 @@ func (e *Engine) jobEnded(id string) {
 // jobChanged wakes the WaitJob calls waiting on the jobs of tasks; a task
 // that failed for good failed its job.
 func (e *Engine) jobChanged(tasks ...*domain.Task) {
-	for i, t := range tasks {
-		if t == nil || t.JobID == "" {
-			continue
-		}
-		seen := false
-		for _, u := range tasks[:i] {
-			if u != nil && u.JobID == t.JobID {
-				seen = true
-				break
-			}
-		}
+	last := "" // the job just woken: a run's tasks of one job come together
+	for _, t := range tasks {
 		switch {
+		case t == nil || t.JobID == "":
 		case t.State == domain.TaskFailed:
 			e.jobEnded(t.JobID)
-		case !seen:
+		case t.JobID != last:
 			e.jobWatchers.notify(t.JobID)
+			last = t.JobID
 		}
 	}
 }

@@ -132,8 +132,10 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 	if err != nil {
 		return nil, err
 	}
+	// No WaitJob is woken: a lease does not move a job's marker but for
+	// its first, which makes the job running, and the waiters' own
+	// re-reads see that well within the second they hold such a change.
 	tasks := a.tasks
-	e.jobChanged(tasks...)
 	views := make([]*TaskView, len(tasks))
 	for i, t := range tasks {
 		var err error
@@ -266,6 +268,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 			return err
 		}
 		var changed []*domain.Task
+		renewed := map[string]bool{} // a task heartbeated twice is written once
 		now := e.now()
 		for i, c := range calls {
 			out[i] = renewAnswer{}
@@ -280,7 +283,8 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 			}
 			domain.Renew(t, now)
 			out[i].expires = t.LeaseExpiresAt
-			if !slices.Contains(changed, t) {
+			if !renewed[t.ID] {
+				renewed[t.ID] = true
 				changed = append(changed, t)
 			}
 		}

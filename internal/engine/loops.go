@@ -86,6 +86,9 @@ func (w *workNotes) take() map[workNote]int {
 // only as many as the work can feed.
 func (e *Engine) notifyWork(kind domain.TaskKind, workload string, n int) {
 	e.claimers.wake(kind, workload, n)
+	if !e.relays {
+		return // no other process to tell
+	}
 	e.notes.add(kind, workload, n)
 	select {
 	case e.outgoing <- struct{}{}:
