@@ -63,7 +63,9 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, translate(err, "connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	}
-	return &Store{querier: querier{db: pool, inserts: &insertCount{}}, pool: pool}, nil
+	s := &Store{querier: querier{db: pool, inserts: &insertCount{every: analyzeEvery}}, pool: pool}
+	s.inserts.refresh = func() { s.querier.analyzeTasks(context.Background()) }
+	return s, nil
 }
 
 // InTx runs fn in one READ COMMITTED transaction and commits it when fn
@@ -100,6 +102,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close releases the database's connections, waiting for those in use to be
 // returned.
 func (s *Store) Close() error {
+	s.inserts.stop()
 	s.pool.Close()
 	return nil
 }
@@ -110,7 +113,6 @@ type dbtx interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, src pgx.CopyFromSource) (int64, error)
-	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
 	Begin(ctx context.Context) (pgx.Tx, error) // on a transaction: a savepoint
 }
 

@@ -167,23 +167,60 @@ const (
 // insertCount counts the tasks inserted since the statistics were last
 // refreshed.
 type insertCount struct {
-	mu   sync.Mutex
-	n    int
-	last time.Time // of the last refresh asked for
+	refresh func()        // refreshes them on the pool, for a refresh owed
+	every   time.Duration // analyzeEvery, but for tests
+
+	mu     sync.Mutex
+	n      int
+	last   time.Time   // of the last refresh asked for
+	owed   *time.Timer // a refresh put off by every, when it ends
+	closed bool
 }
 
 // add counts n inserted tasks and reports whether the statistics should
 // be refreshed now: analyzeAfter or more since the last refresh, and that
-// refresh analyzeEvery ago or more.
+// refresh every ago or more. A refresh due sooner is put off, not
+// dropped: it runs (refresh) once every has passed, so that the last job
+// of a burst gets its statistics too.
 func (c *insertCount) add(n int, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n += n
-	if c.n < analyzeAfter || now.Sub(c.last) < analyzeEvery {
+	if c.n < analyzeAfter {
+		return false
+	}
+	if wait := c.every - now.Sub(c.last); wait > 0 {
+		if c.owed == nil && !c.closed {
+			c.owed = time.AfterFunc(wait, c.payOwed)
+		}
 		return false
 	}
 	c.n, c.last = 0, now
 	return true
+}
+
+// payOwed runs the refresh that add put off, unless one ran since.
+func (c *insertCount) payOwed() {
+	c.mu.Lock()
+	c.owed = nil
+	if c.closed || c.n < analyzeAfter {
+		c.mu.Unlock()
+		return
+	}
+	c.n, c.last = 0, time.Now()
+	c.mu.Unlock()
+	c.refresh()
+}
+
+// stop drops a refresh owed: the store is closing.
+func (c *insertCount) stop() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	if c.owed != nil {
+		c.owed.Stop()
+		c.owed = nil
+	}
 }
 
 const sqlTaskAnalyze = `ANALYZE tasks`

@@ -306,7 +306,7 @@ func (c *committer) group(budget time.Duration) {
 	own := &querier{stmts: c.stmts, tx: tx} // for the savepoints
 	var (
 		done   []*member // ran and released: answered once COMMIT has gone one way or the other
-		failed []*member // ran and rolled back: fn's error is the answer, given with the others'
+		failed []*member // ran and rolled back: answered (nil; run returns fn's own error) with the others
 		broken error     // the transaction is no longer the group's
 		big    bool
 	)

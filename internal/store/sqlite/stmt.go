@@ -35,7 +35,8 @@ func newStatement(query string) *statement {
 // and pool. A statement on the writer pool is bound to a transaction with
 // Tx.StmtContext, which reuses the connection's prepared statement.
 //
-// It also keeps the writer's line (line, a committer): every use of the
+// It also keeps the writer's line (line, a committer): once the store is
+// open (migrations and warm run before any caller), every use of the
 // writer connection waits its turn there, and turns are given in the
 // order they were asked for. database/sql hands a pool's free connection
 // to a waiter picked at random, so behind a long run of transactions (a
@@ -129,32 +130,19 @@ func (c *stmtCache) close() error {
 	return errors.Join(errs...)
 }
 
-// stmt returns st prepared: on the writer when write is set or a
-// transaction is open (bound to that transaction), else on the read pool.
-// Call done when finished with it: outside a transaction, a write
-// statement holds the writer's turn until then. (The helpers below run a
-// write outside a transaction in a transaction of its own instead, so
-// that it shares the commit of those queued with it.)
+// stmt returns st prepared: bound to the transaction when one is open,
+// else on the read pool (the helpers below run a write outside a
+// transaction in a transaction of its own, so that it shares the commit
+// of those queued with it). Call done when finished with it.
 //
 // Inside a transaction a statement not prepared yet is prepared on the
 // transaction alone: preparing it on the writer pool would wait for the one
 // connection the transaction holds. Store.warm prepares every statement the
 // store runs, so that happens only before the schema exists (OpenNoMigrate).
-func (q *querier) stmt(ctx context.Context, query *statement, write bool) (st *sql.Stmt, done func(), err error) {
-	if q.tx == nil && !write {
+func (q *querier) stmt(ctx context.Context, query *statement) (st *sql.Stmt, done func(), err error) {
+	if q.tx == nil {
 		st, err = q.stmts.get(ctx, query, false)
 		return st, func() {}, err
-	}
-	if q.tx == nil {
-		release, err := q.stmts.takeTurn(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if st, err = q.stmts.get(ctx, query, true); err != nil {
-			release()
-			return nil, nil, err
-		}
-		return st, release, nil
 	}
 	if st = q.stmts.cached(query); st != nil {
 		st = q.tx.StmtContext(ctx, st)
@@ -197,7 +185,7 @@ func (q *querier) exec(ctx context.Context, query *statement, args ...any) (res 
 	if ctx, err = q.txContext(ctx); err != nil {
 		return nil, err
 	}
-	st, done, err := q.stmt(ctx, query, true)
+	st, done, err := q.stmt(ctx, query)
 	if err != nil {
 		return nil, err
 	}
@@ -230,7 +218,7 @@ func (q *querier) query(ctx context.Context, write bool, scan func(scanner) erro
 	if ctx, err = q.txContext(ctx); err != nil {
 		return err
 	}
-	st, done, err := q.stmt(ctx, query, write)
+	st, done, err := q.stmt(ctx, query)
 	if err != nil {
 		return err
 	}

@@ -131,6 +131,11 @@ func (s *Store) Ping(ctx context.Context) error {
 	if err := s.reader.PingContext(ctx); err != nil {
 		return translate(err, "ping")
 	}
+	release, err := s.stmts.takeTurn(ctx) // in line, like every use of the writer
+	if err != nil {
+		return translate(err, "ping")
+	}
+	defer release()
 	if err := s.writer.PingContext(ctx); err != nil {
 		return translate(err, "ping")
 	}

@@ -100,22 +100,15 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 			return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 		}
 	} else if err := q.atomically(ctx, "task_insert", func(q *querier) error {
+		// q is the transaction's querier, whichever ran it: the
+		// committer checkpoints once it commits.
+		q.bigWrite = q.bigWrite || len(tasks) >= bigInsert
 		return q.insertTasks(ctx, tasks)
 	}); err != nil {
 		return translate(err, "insert %d tasks (first %s)", len(tasks), tasks[0].ID)
 	}
 	for _, t := range tasks {
 		t.Version++
-	}
-	if len(tasks) >= bigInsert {
-		if q.tx == nil {
-			if release, err := q.stmts.takeTurn(ctx); err == nil {
-				q.stmts.checkpoint(ctx)
-				release()
-			}
-		} else {
-			q.bigWrite = true
-		}
 	}
 	return nil
 }

@@ -107,9 +107,13 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 		later.RunAfter = now.Add(time.Second + time.Microsecond)
 		other := claimable("other", "j", 0, now, 2)
 		other.RunAfter = now.Add(time.Second)
-		insertTasks(t, s, due, later, other)
-		// The leased one is not pending: TaskMakeRunnable leaves it alone.
-		checkIDs(t, "claim of other", taskIDs(claim(t, s, store.TaskClaimParams{Owners: []string{"w"}, Kinds: chunkKinds, Now: now.Add(time.Hour)})), nil)
+		// Not pending: TaskMakeRunnable neither counts nor changes it.
+		held := claimable("held", "j", 0, now, 3)
+		held.State, held.LeaseOwner, held.LeaseExpiresAt, held.RunAfter = domain.TaskLeased, "w0", now.Add(time.Hour), now.Add(time.Second)
+		insertTasks(t, s, due, later, other, held)
+		heldBefore := getTask(t, s, "held")
+		// Past its backoff, a task is not claimable before TaskMakeRunnable.
+		checkIDs(t, "claim past every backoff", taskIDs(claim(t, s, store.TaskClaimParams{Owners: []string{"w"}, Kinds: chunkKinds, Now: now.Add(time.Hour)})), nil)
 		makeRunnable := func(at time.Time, limit int) int {
 			t.Helper()
 			n, err := s.TaskMakeRunnable(t.Context(), &store.TaskMakeRunnableParams{Now: at, Limit: limit})
@@ -141,6 +145,7 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			t.Errorf("TaskMakeRunnable of later = %d, want 1", n)
 		}
 		checkIDs(t, "claim of later", taskIDs(claim(t, s, store.TaskClaimParams{Owners: slices.Repeat([]string{"w"}, 10), Kinds: chunkKinds, Now: at})), []string{"later"})
+		checkTask(t, "the leased task after TaskMakeRunnable", getTask(t, s, "held"), heldBefore)
 	})
 
 	t.Run("Owners", func(t *testing.T) {
