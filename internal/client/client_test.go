@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -451,5 +452,31 @@ func TestUploadAndLogs(t *testing.T) {
 	text, err := io.ReadAll(follow)
 	if err != nil || !strings.Contains(string(text), "hello\nworld\n") {
 		t.Fatalf("logs %q, %v", text, err)
+	}
+}
+
+// TestWaitJobSeconds: the coordinator waits whole seconds, at most 60, so
+// WaitJob rounds a wait up and caps it rather than send one it refuses.
+func TestWaitJobSeconds(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		got = append(got, r.URL.Query().Get("wait_seconds"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"job_id":"j","status":"running"}`)
+	}))
+	defer srv.Close()
+	c := client.New(srv.URL, "t")
+	defer c.CloseIdleConnections()
+	for _, wait := range []time.Duration{90 * time.Second, 30 * time.Second, 500 * time.Millisecond, 0} {
+		if _, err := c.WaitJob(t.Context(), "j", "tok", wait); err != nil {
+			t.Fatalf("WaitJob(%v): %v", wait, err)
+		}
+	}
+	if want := []string{"60", "30", "1", ""}; !slices.Equal(got, want) {
+		t.Errorf("wait_seconds sent %q, want %q", got, want)
 	}
 }

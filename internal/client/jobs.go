@@ -57,11 +57,12 @@ func (c *Client) GetJob(ctx context.Context, jobID string) (*Job, error) {
 
 // WaitJob returns a job once it is final or its progress token differs
 // from after, waiting up to wait (at most 60 s) on the coordinator for
-// that; when wait passes it returns the job as it is. With after "" or
-// wait 0 it is GetJob.
+// that; when wait passes it returns the job as it is. The coordinator
+// waits whole seconds: wait is rounded up, and a wait over 60 s is 60 s.
+// With after "" or wait 0 or less it is GetJob.
 func (c *Client) WaitJob(ctx context.Context, jobID, after string, wait time.Duration) (*Job, error) {
-	secs := int(wait / time.Second)
-	if after == "" || secs <= 0 {
+	secs := min(int((wait+time.Second-1)/time.Second), 60)
+	if after == "" || wait <= 0 {
 		return c.GetJob(ctx, jobID)
 	}
 	req := &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID),
