@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,11 +13,11 @@ import (
 )
 
 // startPprof serves net/http/pprof on addr, a listener of its own and not
-// the API's port, until ctx is done; stop closes it and waits. Profiles
+// the API's port, until stop closes it (and waits for it). Profiles
 // show the server's code and its callers' data (a goroutine dump holds
 // request values), and a CPU profile costs the process while it runs, so
 // addr must be loopback: reach it from elsewhere through an SSH tunnel.
-func startPprof(ctx context.Context, addr string, log *slog.Logger) (stop func(), err error) {
+func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
 	if !server.IsLoopback(addr) {
 		return nil, fmt.Errorf("refusing --pprof %s: profiles would be open to anyone who can reach it; "+
 			"use a loopback address such as 127.0.0.1:6060 (and an SSH tunnel to read it from elsewhere)", addr)
@@ -45,10 +44,5 @@ func startPprof(ctx context.Context, addr string, log *slog.Logger) (stop func()
 		}
 	}()
 	log.Info("serving pprof", "addr", ln.Addr().String())
-	stopCtx, cancel := context.WithCancel(ctx)
-	go func() {
-		<-stopCtx.Done()
-		_ = hs.Close()
-	}()
-	return func() { cancel(); <-done }, nil
+	return func() { _ = hs.Close(); <-done }, nil
 }

@@ -35,7 +35,7 @@ func newServeCmd() *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if pprofAddr != "" {
-				stopPprof, err := startPprof(ctx, pprofAddr, cfg.Logger)
+				stopPprof, err := startPprof(pprofAddr, cfg.Logger)
 				if err != nil {
 					return err
 				}
