@@ -105,11 +105,16 @@ func (s *slots) take() (release func(), err error) {
 	}), nil
 }
 
-// followers wake the followers of one task's log at a time.
+// followers wake the followers of one key at a time: a task's log, or a
+// job (WaitJob's).
 type followers struct {
 	mu    sync.Mutex
 	tasks map[string]*broadcast
 	count map[string]int
+}
+
+func newFollowers() *followers {
+	return &followers{tasks: map[string]*broadcast{}, count: map[string]int{}}
 }
 
 // watch returns the broadcast of taskID's log, notified at each append,
