@@ -238,12 +238,7 @@ func TestConcurrentClaimers(t *testing.T) {
 func TestStatisticsAfterBatches(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, url := openURL(t)
 	conn := connect(t, url)
 	tuples := func() float64 {
 		var n float64
