@@ -94,9 +94,6 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		if c.Batch != 1 {
 			return fmt.Errorf("--protocol grpc has no batch form (Worker.Poll leases one task): use --batch 1")
 		}
-		if c.CreateChunks > 0 {
-			return fmt.Errorf("--create-chunks runs REST workers: leave out --protocol grpc")
-		}
 	default:
 		return fmt.Errorf("--protocol %q: use rest or grpc", c.Protocol)
 	}
@@ -258,7 +255,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 	defer cl.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
 	try := func(f func() error) (time.Duration, int, error) { return retry(client.IsRetryable, f) }
-	return work(ctx, c, c.Batch, func(id string, n int) (lifecycle, error) {
+	return work(ctx, c, func(id string, n int) (lifecycle, error) {
 		// One task is claimed with the single form, more with the batch
 		// form.
 		var tasks []client.Task
@@ -306,9 +303,9 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 }
 
 // work runs c.Workers workers, named bench-N, each taking turns (cycle)
-// of up to batch tasks, until c.Tasks lifecycles completed, a turn
+// of up to c.Batch tasks, until c.Tasks lifecycles completed, a turn
 // failed, or ctx is done; a turn under way then finishes first.
-func work(ctx context.Context, c Config, batch int, cycle func(id string, n int) (lifecycle, error)) result {
+func work(ctx context.Context, c Config, cycle func(id string, n int) (lifecycle, error)) result {
 	var (
 		remaining, done, retried atomic.Int64
 		mu                       sync.Mutex
@@ -324,7 +321,7 @@ func work(ctx context.Context, c Config, batch int, cycle func(id string, n int)
 			var mine []lifecycle
 			var err error
 			for ctx.Err() == nil && err == nil {
-				n := reserve(&remaining, int64(batch))
+				n := reserve(&remaining, int64(c.Batch))
 				if n == 0 {
 					break
 				}

@@ -182,7 +182,7 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 	try := func(f func() error) (time.Duration, int, error) {
 		return retry(func(err error) bool { return connect.CodeOf(err) == connect.CodeUnavailable }, f)
 	}
-	return work(ctx, c, 1, func(id string, _ int) (lifecycle, error) {
+	return work(ctx, c, func(id string, _ int) (lifecycle, error) {
 		var task *connect.Response[v1.Task]
 		claimed, claimRetried, err := try(func() (err error) {
 			task, err = wc.Poll(reqCtx, connect.NewRequest(&v1.PollRequest{WorkerId: id, Workloads: []string{workload}}))
