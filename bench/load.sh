@@ -36,10 +36,8 @@ builds=now
 go build -o bin/scimesh ./cmd/scimesh
 (cd bench/river && go build -o ../../bin/river-bench .)
 
-# Two tokens of 16 random bytes, so serve does not warn of weak ones.
-WORKER_AUTH_TOKEN=$(openssl rand -hex 16)
-CLIENT_AUTH_TOKEN=$(openssl rand -hex 16)
-export WORKER_AUTH_TOKEN CLIENT_AUTH_TOKEN
+. bench/lib.sh
+bench_tokens
 
 work=$(mktemp -d)
 cluster=
@@ -68,7 +66,6 @@ fi
 dburl() { echo "${admin/\/postgres\?//$1?}"; }
 sql() { psql "$admin" -v ON_ERROR_STOP=1 -qAtc "$1"; }
 
-freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 serve_bin=bin/scimesh
 
@@ -81,13 +78,7 @@ serve_start() {
 	# warn: info would log a line per request, which costs the server.
 	"$serve_bin" serve --addr "${url#http://}" --db "$db" --migrate --log-level warn "$@" 2>"$work/serve.log" &
 	server=$!
-	for _ in $(seq 300); do
-		curl -fs "$url/ready" >/dev/null 2>&1 && return
-		kill -0 "$server" 2>/dev/null || { cat "$work/serve.log" >&2; exit 1; }
-		sleep 0.1
-	done
-	echo "serve not ready after 30 s" >&2
-	exit 1
+	wait_ready "$url" "$server" "$work/serve.log" || exit 1
 }
 
 serve_stop() {
@@ -196,7 +187,6 @@ for round in $(seq "$rounds"); do
 	done
 done
 
-median() { tr ' ' '\n' | grep . | sort -n | awk '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.0f", m}'; }
 echo "medians over $rounds rounds, $workers workers, $tasks tasks, backlog $backlog ($(uptime | sed 's/.*load average/load average/')):"
 for store in $stores; do
 	for form in $forms; do

@@ -46,9 +46,8 @@ query='c1ccccc1C(=O)O'
 	exit 1
 }
 
-WORKER_AUTH_TOKEN=$(openssl rand -hex 16)
-CLIENT_AUTH_TOKEN=$(openssl rand -hex 16)
-export WORKER_AUTH_TOKEN CLIENT_AUTH_TOKEN
+. bench/lib.sh
+bench_tokens
 
 work=$(mktemp -d)
 pids=()
@@ -74,7 +73,6 @@ head -20001 "$work/nci.csv" >"$work/chunk0.csv"
 	tail -n +20002 "$work/nci.csv"
 } >"$work/chunk1.csv"
 
-freeport() { "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
 # cpu_self PID: the seconds of CPU all of PID's threads used so far.
 cpu_self() { cat /proc/"$1"/task/*/schedstat | awk '{s += $1} END {printf "%.4f", s / 1e9}'; }
@@ -98,10 +96,7 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu task comm
 	"$bin" serve --addr "${url#http://}" --db "sqlite:$dir/scimesh.db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
 	pids+=($!)
 	local serve=$!
-	for _ in $(seq 300); do
-		curl -fs "$url/ready" >/dev/null 2>&1 && break
-		sleep 0.1
-	done
+	wait_ready "$url" "$serve" "$dir/serve.log" || return 1
 	local workers=()
 	for w in 1 2; do
 		# The command as configured, then `times` for its CPU; its exit
@@ -204,13 +199,12 @@ for round in $(seq "$rounds"); do
 	done <"$work/runs"
 done
 
-median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {m = NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2; printf "%.4g", m}'; }
 echo "medians over $rounds rounds ($(uptime | sed 's/.*load average/load average/')):"
 for i in "${!bins[@]}"; do
-	echo "  ${bins[i]}: per chunk worker_cpu $(median <<<"${samples[$i.self]}") s," \
-		"super_cpu $(median <<<"${samples[$i.sup]}") s, command_cpu $(median <<<"${samples[$i.cmd]}") s," \
-		"worker/command $(awk -v r="$(median <<<"${samples[$i.ratio]}")" 'BEGIN {printf "%.1f%%", r * 100}');" \
-		"task $(median <<<"${samples[$i.task]}") s, of which outside the command $(median <<<"${samples[$i.extra]}") s; submit --wait $(median <<<"${samples[$i.wall]}") s;" \
-		"worker context switches $(median <<<"${samples[$i.sw]}"), minor faults $(median <<<"${samples[$i.pf]}")"
+	echo "  ${bins[i]}: per chunk worker_cpu $(median "%.4g" <<<"${samples[$i.self]}") s," \
+		"super_cpu $(median "%.4g" <<<"${samples[$i.sup]}") s, command_cpu $(median "%.4g" <<<"${samples[$i.cmd]}") s," \
+		"worker/command $(awk -v r="$(median "%.4g" <<<"${samples[$i.ratio]}")" 'BEGIN {printf "%.1f%%", r * 100}');" \
+		"task $(median "%.4g" <<<"${samples[$i.task]}") s, of which outside the command $(median "%.4g" <<<"${samples[$i.extra]}") s; submit --wait $(median "%.4g" <<<"${samples[$i.wall]}") s;" \
+		"worker context switches $(median "%.4g" <<<"${samples[$i.sw]}"), minor faults $(median "%.4g" <<<"${samples[$i.pf]}")"
 done
-echo "  by hand: per chunk command_cpu $(median <<<"${samples[hand.cmd]}") s, command wall $(median <<<"${samples[hand.one]}") s; both in parallel $(median <<<"${samples[hand.wall]}") s"
+echo "  by hand: per chunk command_cpu $(median "%.4g" <<<"${samples[hand.cmd]}") s, command wall $(median "%.4g" <<<"${samples[hand.one]}") s; both in parallel $(median "%.4g" <<<"${samples[hand.wall]}") s"

@@ -36,9 +36,11 @@ echo a,1
 SH
 chmod +x "$dir/slow.sh"
 
+. bench/lib.sh
 "$bin" serve --addr 127.0.0.1:$port --data-dir "$dir/data" --db "sqlite:$dir/data/scimesh.db" >"$dir/serve.log" 2>&1 &
+serve=$!
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
-for _ in $(seq 50); do curl -sf "$url/health" >/dev/null && break; sleep 0.1; done
+wait_ready "$url" "$serve" "$dir/serve.log"
 "$bin" worker --coordinator "$url" --work-dir "$dir/work" --workload tanimoto --workload "slow=$dir/slow.sh" >"$dir/worker.log" 2>&1 &
 
 for _ in $(seq "$runs"); do
@@ -51,4 +53,4 @@ import datetime, json, sys
 fin = datetime.datetime.fromisoformat(json.load(sys.stdin)["finished_at"].replace("Z", "+00:00"))
 print("%.1f" % ((float(sys.argv[1]) - fin.timestamp()) * 1000))' "$end"
 done | tee "$dir/ms"
-sort -n "$dir/ms" | awk '{v[NR] = $1} END {printf "median %.1f ms over %d runs\n", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2), NR}'
+echo "median $(median "%.1f" <"$dir/ms") ms over $(grep -c . "$dir/ms") runs"

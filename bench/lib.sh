@@ -1,0 +1,33 @@
+# Helpers the bench scripts share; source it (. bench/lib.sh) from a
+# script that has cd'ed to the repository's root.
+
+# median [FORMAT] prints the median of the numbers on stdin (spaces or
+# lines), formatted with printf's FORMAT (default %.0f).
+median() {
+	tr ' ' '\n' | grep . | sort -g |
+		awk -v f="${1:-%.0f}" '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf f, m}'
+}
+
+# freeport prints a TCP port free on loopback.
+freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+# bench_tokens exports two different tokens of 16 random bytes, so that
+# serve does not warn of weak ones.
+bench_tokens() {
+	WORKER_AUTH_TOKEN=$(openssl rand -hex 16)
+	CLIENT_AUTH_TOKEN=$(openssl rand -hex 16)
+	export WORKER_AUTH_TOKEN CLIENT_AUTH_TOKEN
+}
+
+# wait_ready URL PID LOG waits until the coordinator at URL answers
+# /ready; it fails, showing LOG, when process PID ends first or after 30 s.
+wait_ready() {
+	local url=$1 pid=$2 log=$3
+	for _ in $(seq 300); do
+		curl -fs "$url/ready" >/dev/null 2>&1 && return
+		kill -0 "$pid" 2>/dev/null || { cat "$log" >&2; echo "serve ended before it was ready" >&2; return 1; }
+		sleep 0.1
+	done
+	echo "serve not ready after 30 s" >&2
+	return 1
+}
