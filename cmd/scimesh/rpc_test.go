@@ -27,13 +27,6 @@ import (
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
-// h2c is an HTTP client that speaks HTTP/2 without TLS, as gRPC clients do.
-func h2c() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}
-
 // withToken adds a bearer token to every call of a connect client.
 func withToken(token string) connect.ClientOption {
 	return connect.WithInterceptors(rpc.Bearer(token))
@@ -76,7 +69,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 
 	// connect-go's gRPC client.
-	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
 	if err != nil {
 		t.Fatalf("gRPC Query: %v", err)
@@ -93,7 +86,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 		if token != "" {
 			opts = append(opts, withToken(token))
 		}
-		_, err := scimeshv1connect.NewQueueClient(h2c(), p.url, opts...).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
+		_, err := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, opts...).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
 		if connect.CodeOf(err) != want {
 			t.Errorf("Query with token %q: %v, want %v", token, err, want)
 		}
@@ -104,7 +97,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 
 	// The worker service: keepalive and log for the lease, then GetLogs.
-	w := scimeshv1connect.NewWorkerClient(h2c(), p.url, connect.WithGRPC(), withToken("wtok"))
+	w := scimeshv1connect.NewWorkerClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("wtok"))
 	if _, err := w.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: tk.TaskID, WorkerId: "w1", Attempt: 1})); err != nil {
 		t.Fatalf("Keepalive: %v", err)
 	}
@@ -163,7 +156,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rs := grpcreflect.NewClient(h2c(), p.url, connect.WithGRPC()).NewStream(rctx)
+	rs := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC()).NewStream(rctx)
 	names, err := rs.ListServices()
 	if err != nil {
 		t.Fatalf("reflection: %v", err)
@@ -208,7 +201,7 @@ func TestTreeOnOneShard(t *testing.T) {
 
 func treeOnOneShard(t *testing.T, p *proc) {
 	ctx := t.Context()
-	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
 	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken("wtok")) // the Connect protocol
 
 	// sum(a, b, 10) where a = num(1) and b = num(2).

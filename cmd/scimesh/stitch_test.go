@@ -15,6 +15,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/rpc"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -191,7 +192,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	// The stitch was taken again, not failed: a second attempt of the
 	// coordinators', the job's max_attempts of 1 notwithstanding.
 	root := j.JobID + "-root"
-	q := scimeshv1connect.NewQueueClient(h2c(), other.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), other.url, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: root}))
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +228,7 @@ func TestQueryStitchUpstreams(t *testing.T) {
 	if len(want) != 12 {
 		t.Fatalf("the job lists %d tasks; want 12", len(want))
 	}
-	q := scimeshv1connect.NewQueueClient(h2c(), p.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: j.JobID + "-root"}))
 	if err != nil {
 		t.Fatal(err)

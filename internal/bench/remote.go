@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -108,14 +107,6 @@ func seedJob(ctx context.Context, base, token, workload string, n int) (string, 
 	return job.JobID, nil
 }
 
-// h2c is an HTTP client that speaks HTTP/2 without TLS, as gRPC clients
-// do: one connection, its streams shared by every worker.
-func h2c() *http.Client {
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: &p}}
-}
-
 // grpcOptions are the options of every gRPC client of a run.
 func grpcOptions(token string) []connect.ClientOption {
 	opts := []connect.ClientOption{connect.WithGRPC()}
@@ -133,7 +124,7 @@ func seedTrees(ctx context.Context, base string, c Config, workload string, n in
 	if shard == "" {
 		shard = "s0"
 	}
-	hc := h2c()
+	hc := rpc.H2CClient()
 	defer hc.CloseIdleConnections()
 	q := scimeshv1connect.NewQueueClient(hc, base, grpcOptions(c.ClientToken)...)
 	ids := make([]string, n)
@@ -175,7 +166,7 @@ var noopResult = structpb.NewNumberValue(1)
 // answering at once) and reports it done (Done), until c.Tasks lifecycles
 // completed or ctx is done.
 func driveGRPC(ctx context.Context, base, workload string, c Config) result {
-	hc := h2c()
+	hc := rpc.H2CClient()
 	defer hc.CloseIdleConnections()
 	wc := scimeshv1connect.NewWorkerClient(hc, base, grpcOptions(c.WorkerToken)...)
 	reqCtx := context.WithoutCancel(ctx)
@@ -210,7 +201,7 @@ func driveGRPC(ctx context.Context, base, workload string, c Config) result {
 // countTrees asks the coordinator for the state of every tree task of ids
 // (Queue.Query, from workers goroutines at once) and counts them by state.
 func countTrees(ctx context.Context, base, token string, ids []string, workers int) (map[string]int, error) {
-	hc := h2c()
+	hc := rpc.H2CClient()
 	defer hc.CloseIdleConnections()
 	q := scimeshv1connect.NewQueueClient(hc, base, grpcOptions(token)...)
 	var (

@@ -120,6 +120,15 @@ func placedTaskProto(t engine.PlacedTask) (*v1.PlacedTask, error) {
 	}, nil
 }
 
+// H2CClient is an HTTP client that speaks HTTP/2 without TLS, as gRPC
+// clients of a coordinator without TLS do: one connection, its streams
+// shared by every call.
+func H2CClient() *http.Client {
+	var p http.Protocols
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: &p}}
+}
+
 // Bearer is a client interceptor that sends a bearer token with every
 // call; an empty token sends none.
 type Bearer string

@@ -47,12 +47,9 @@ func setup(t *testing.T) *bundle {
 	srv.Config.Protocols.SetHTTP1(true)
 	srv.Config.Protocols.SetUnencryptedHTTP2(true)
 	srv.Start()
-	var p http.Protocols
-	p.SetUnencryptedHTTP2(true)
-	tr := &http.Transport{Protocols: &p}
-	hc := &http.Client{Transport: tr}
+	hc := rpc.H2CClient()
 	t.Cleanup(func() {
-		tr.CloseIdleConnections()
+		hc.CloseIdleConnections()
 		srv.Close()
 		st.Close()
 	})
