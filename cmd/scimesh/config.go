@@ -73,14 +73,17 @@ func checkShard(s string) error {
 // serve and prune share, resolved the same way for both.
 type storageConfig struct {
 	DB      string // the database URL
-	DataDir string // the directory of uploads and other files
+	DataDir string // the directory of uploads when Blobs is empty
+	Blobs   string // the blob store's URL; empty: files under DataDir
 }
 
 // addStorageFlags declares the storage settings' flags on cmd.
 func addStorageFlags(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
-	f.String("data-dir", defaultDataDir, "where uploaded tables live (their chunks are byte ranges of them; results are in the database) (env SCIMESH_DATA_DIR)")
+	f.String("data-dir", defaultDataDir, "where uploaded tables live unless --blobs names a store (their chunks are byte ranges of them; results are in the database) (env SCIMESH_DATA_DIR)")
+	f.String("blobs", "", "blob store for uploaded tables: s3://BUCKET[/PREFIX]?endpoint=URL&region=REGION, credentials from the standard AWS "+
+		"environment variables or files; empty keeps them in files under --data-dir (env SCIMESH_BLOBS)")
 }
 
 // resolveStorage resolves the storage settings from cmd's flags, the
@@ -89,6 +92,7 @@ func resolveStorage(cmd *cobra.Command, e *env) storageConfig {
 	return storageConfig{
 		DB:      e.setting(cmd, "db", "DATABASE_URL", defaultDB),
 		DataDir: e.setting(cmd, "data-dir", "SCIMESH_DATA_DIR", defaultDataDir),
+		Blobs:   e.setting(cmd, "blobs", "SCIMESH_BLOBS", ""),
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
@@ -47,7 +48,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "build scimesh:", err)
 		os.Exit(1)
 	}
-	code := pgtest.Run(m)
+	code := s3test.Run(s3test.RunFunc(func() int { return pgtest.Run(m) }))
 	_ = os.RemoveAll(dir)
 	os.Exit(code)
 }

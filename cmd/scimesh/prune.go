@@ -15,6 +15,7 @@ import (
 
 func newPruneCmd() *cobra.Command {
 	var dryRun bool
+	var orphanAge time.Duration
 	cmd := &cobra.Command{
 		Use:   "prune",
 		Short: "Make one retention pass now: delete old finished jobs, unused uploads and orphan files",
@@ -23,9 +24,10 @@ few minutes: jobs final (completed, failed or cancelled) for longer than
 --older-than, with their tasks, logs and results, and task trees finished as
 long; uploads unused for --upload-retention that no unfinished job needs
 (a failed or cancelled job keeps its upload, since it may be retried), with
-their files; and files under the data directory that no row names, once an
-hour old. It reads the same --db and --data-dir settings (and environment,
-and .env) as serve, and may run while coordinators serve the same database.
+their files; and files of the blob store that no row names, and unfinished
+writes of blobs, once --orphan-age old (an hour). It reads the same --db,
+--data-dir and --blobs settings (and environment, and .env) as serve, and
+may run while coordinators serve the same database.
 With --dry-run it deletes nothing and prints what it would delete.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -33,13 +35,16 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 			if err != nil {
 				return err
 			}
+			if orphanAge <= 0 {
+				return fmt.Errorf("--orphan-age %v must be positive, such as 1h", orphanAge)
+			}
 			sc := resolveStorage(cmd, e)
 			rc, err := resolveRetention(cmd, e, "older-than")
 			if err != nil {
 				return err
 			}
 			return runPrune(cmd.Context(), cmd.OutOrStdout(), sc, engine.PruneExpiredParams{
-				Retention: rc.Retention, UploadRetention: rc.UploadRetention, DryRun: dryRun,
+				Retention: rc.Retention, UploadRetention: rc.UploadRetention, DryRun: dryRun, OrphanAge: orphanAge,
 			})
 		},
 	}
@@ -47,16 +52,19 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 	addRetentionFlags(cmd, "older-than", "delete jobs final (and trees finished) for longer than this; 0 keeps them "+
 		"(default: SCIMESH_RETENTION, else 720h)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "delete nothing; print what would be deleted")
+	cmd.Flags().DurationVar(&orphanAge, "orphan-age", engine.OrphanAge, "remove files no row names, and unfinished writes of blobs, "+
+		"once unwritten for this long; shorter than the pauses of an upload being written would remove it")
 	return cmd
 }
 
 // runPrune makes one retention pass on the storage sc names and prints
 // what it deleted (or would) to out.
 func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneExpiredParams) error {
-	blobs, err := storeopen.Blobs(sc.DataDir)
+	blobs, err := storeopen.Blobs(ctx, sc.Blobs, sc.DataDir)
 	if err != nil {
 		return err
 	}
+	defer blobs.Close()
 	st, err := storeopen.Open(ctx, sc.DB, storeopen.Options{})
 	if err != nil {
 		return err
@@ -90,7 +98,7 @@ func printPrune(out io.Writer, r *engine.PruneReport, p engine.PruneExpiredParam
 		fmt.Fprintf(out, "%s %d tasks, %d log lines and %d task arguments\n", verb, r.Tasks, r.Logs, r.Args)
 	}
 	fmt.Fprintf(out, "%s %d uploads, %d bytes of files (%s)\n", verb, r.Uploads, r.UploadBytes, when(p.UploadRetention, r.UploadsBefore))
-	fmt.Fprintf(out, "%s %d files that no row names, %d bytes (unwritten for %s)\n", verb, r.Files, r.FileBytes, engine.OrphanAge)
+	fmt.Fprintf(out, "%s %d files that no row names, %d bytes (unwritten since %s)\n", verb, r.Files, r.FileBytes, r.Orphaned.Format(time.RFC3339))
 	if r.DryRun {
 		fmt.Fprintln(out, "dry run: nothing was deleted")
 	}

@@ -62,6 +62,8 @@ func newServeCmd() *cobra.Command {
 		"on a network you trust (env SCIMESH_INSECURE_PEERS)")
 	f.Duration("stitch-lease", engine.DefaultStitchLease, "how long a coordinator's lease on a job's stitch lasts, renewed every third of it while it merges; "+
 		"a coordinator that stops mid-stitch leaves it to another after this long (env SCIMESH_STITCH_LEASE)")
+	f.Bool("presign", false, "hand workers a time-limited URL straight into the --blobs store for each chunk, so chunk bytes never pass "+
+		"through a coordinator; workers must reach the store's endpoint (env SCIMESH_PRESIGN)")
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
@@ -80,12 +82,13 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 		return nil, err
 	}
 	sc := resolveStorage(cmd, e)
-	if sc.DataDir == "" {
-		return nil, fmt.Errorf("--data-dir is empty: the coordinator keeps uploaded tables there; name a directory (default %s)", defaultDataDir)
+	if sc.DataDir == "" && sc.Blobs == "" {
+		return nil, fmt.Errorf("--data-dir is empty: the coordinator keeps uploaded tables there unless --blobs names a store; name a directory (default %s)", defaultDataDir)
 	}
 	cfg := &server.Config{
 		DB:      sc.DB,
 		DataDir: sc.DataDir,
+		Blobs:   sc.Blobs,
 		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
 		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
 		Tokens: auth.Tokens{
@@ -102,6 +105,11 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 		return nil, fmt.Errorf("log level: %w; use debug, info, warn or error (--log-level or SCIMESH_LOG_LEVEL)", err)
 	}
 	cfg.Logger = newLogger(level)
+	if v := e.setting(cmd, "presign", "SCIMESH_PRESIGN", "false"); v != "" {
+		if cfg.Presign, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("presign %q must be true or false (--presign or SCIMESH_PRESIGN)", v)
+		}
+	}
 	if v := e.setting(cmd, "max-upload-bytes", "SCIMESH_MAX_UPLOAD_BYTES", ""); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {

@@ -1,135 +1,140 @@
-// Package blob keeps SciMesh's large files — normalized uploads — on disk
-// under the data directory, by names the caller chooses. A file is written
-// to a temporary name, synced, and renamed into place, so a blob exists
-// whole or not at all, even across a crash.
+// Package blob is SciMesh's one seam for large bytes — normalized uploads:
+// a blob is written as a stream under a name, read back by byte range,
+// listed for sweeping and deleted. A blob exists whole or not at all, even
+// across a crash of the process writing it.
 //
-// Several coordinators that share one database must share the data
-// directory too (a network file system): the database names blobs, the
-// directory holds them.
+// Two stores implement it: Dir, files under a directory (the default,
+// under the data directory), and Bucket, an S3-compatible object store
+// (s3://BUCKET[/PREFIX]?endpoint=URL&region=REGION), which can also hand
+// out a time-limited URL for a byte range of a blob (Presigner), so that
+// workers read chunks straight from the store. Coordinators that share a
+// database must share the blob store: the database names blobs, the store
+// holds them. With a bucket they need no shared file system.
 package blob
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"time"
 )
 
 // ErrNotFound reports a blob that is not in the store.
 var ErrNotFound = errors.New("blob: not found")
 
-// Store is a directory of named files.
-type Store struct {
-	dir string
-}
-
-// Open returns the store rooted at dir, creating it when needed.
-func Open(dir string) (*Store, error) {
-	for _, d := range []string{dir, filepath.Join(dir, "tmp"), filepath.Join(dir, "files")} {
-		if err := os.MkdirAll(d, 0o755); err != nil {
-			return nil, fmt.Errorf("blob: create %s: %w", d, err)
-		}
-	}
-	return &Store{dir: dir}, nil
-}
-
-var keyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,127}$`)
-
-func (s *Store) path(key string) (string, error) {
-	if !keyRe.MatchString(key) {
-		return "", fmt.Errorf("blob: name %q must be 2-128 of a-z 0-9 - : %w", key, ErrNotFound)
-	}
-	return filepath.Join(s.dir, "files", key), nil
-}
-
-// Open opens the blob named key for reading.
-func (s *Store) Open(key string) (*os.File, error) {
-	p, err := s.path(key)
-	if err != nil {
-		return nil, err
-	}
-	f, err := os.Open(p)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("blob %s: %w", key, ErrNotFound)
-	}
-	return f, err
+// Store keeps blobs by name. Names are 2–128 of a-z, 0-9 and -, starting
+// with a letter or digit; a store lists only blobs so named, so that a
+// bucket or directory shared with other things is never swept of them.
+type Store interface {
+	// Create starts the blob named key. Nothing can be read or listed
+	// under key until the Writer's Commit; Abort, or a Commit that
+	// failed, leaves nothing behind.
+	Create(ctx context.Context, key string) (Writer, error)
+	// OpenRange reads length bytes of the blob named key from offset
+	// (a negative length: to its end). A missing blob is ErrNotFound.
+	OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error)
+	// List calls fn with the blobs in pages of at most 512, in no
+	// particular order, until fn returns an error (which List returns)
+	// or every blob was listed. Blobs added or removed meanwhile may or
+	// may not be listed.
+	List(ctx context.Context, fn func(page []Info) error) error
+	// Remove deletes the blob named key; a blob already gone is no error.
+	Remove(ctx context.Context, key string) error
+	// ListTemp is List for the leftovers of blobs being written, or of
+	// writes a process that died never finished: temporary files, or
+	// unfinished multipart uploads. Info.Key is the name RemoveTemp takes.
+	ListTemp(ctx context.Context, fn func(page []Info) error) error
+	// RemoveTemp deletes a leftover ListTemp named; one already gone is
+	// no error.
+	RemoveTemp(ctx context.Context, name string) error
+	// Close releases the store's resources.
+	Close() error
+	// String says where the blobs are, for logs and error messages; it
+	// holds no credentials.
+	String() string
 }
 
 // Writer writes a new blob. Commit names it; Abort (or a Commit that
 // failed) leaves nothing behind.
-type Writer struct {
-	s       *Store
-	f       *os.File
-	n       int64
-	flushed int64 // bytes handed to startWriteback so far
-	done    bool
+type Writer interface {
+	io.Writer
+	// Commit makes the blob whole and durable under its name and returns
+	// its size.
+	Commit() (int64, error)
+	// Abort discards the blob unless it was committed; it is safe to call
+	// more than once, and after Commit.
+	Abort()
 }
 
-// writebackEvery is how many bytes a Writer lets pile up in the page cache
-// before it starts writing them to disk.
-const writebackEvery = 16 << 20
-
-// Create starts a new blob.
-func (s *Store) Create() (*Writer, error) {
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
-	if err != nil {
-		return nil, fmt.Errorf("blob: create: %w", err)
-	}
-	return &Writer{s: s, f: f}, nil
+// Presigner is a Store that can sign a URL for a byte range of a blob, so
+// that whoever holds the URL may read that range, and nothing else, until
+// it expires, without credentials of their own.
+type Presigner interface {
+	PresignRange(ctx context.Context, key string, offset, length int64, expiry time.Duration) (*SignedRange, error)
 }
 
-// Write appends p to the blob.
-func (w *Writer) Write(p []byte) (int, error) {
-	n, err := w.f.Write(p)
-	w.n += int64(n)
-	if w.n-w.flushed >= writebackEvery {
-		startWriteback(w.f, w.flushed, w.n-w.flushed)
-		w.flushed = w.n
-	}
-	return n, err
+// SignedRange is a signed GET of a byte range: the request must carry the
+// Range header given, which the signature covers.
+type SignedRange struct {
+	URL   string
+	Range string // the Range header's value, "bytes=FIRST-LAST"
 }
 
-// Commit syncs the blob to disk and gives it its name, which must not be
-// taken. It returns the blob's size.
-func (w *Writer) Commit(key string) (size int64, err error) {
-	defer w.Abort()
-	p, err := w.s.path(key)
-	if err != nil {
-		return 0, err
+// Info describes a stored blob, or a leftover of a blob being written.
+type Info struct {
+	Key     string // the blob's name; for a leftover, its name for RemoveTemp
+	Size    int64  // 0 when unknown (an unfinished multipart upload)
+	ModTime time.Time
+}
+
+// listPage is how many blobs List hands to its function at a time.
+const listPage = 512
+
+var keyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,127}$`)
+
+// checkKey refuses a name that is not a blob's.
+func checkKey(key string) error {
+	if !keyRe.MatchString(key) {
+		return fmt.Errorf("blob: name %q must be 2-128 of a-z 0-9 - : %w", key, ErrNotFound)
 	}
-	if err := w.f.Sync(); err != nil {
-		return 0, fmt.Errorf("blob: sync: %w", err)
-	}
-	if err := w.f.Close(); err != nil {
-		return 0, fmt.Errorf("blob: close: %w", err)
-	}
-	// A hard link fails when the name is taken, where a rename would
-	// silently replace the blob of a concurrent commit.
-	if err := os.Link(w.f.Name(), p); err != nil {
-		if errors.Is(err, os.ErrExist) {
-			return 0, fmt.Errorf("blob: name %s is taken", key)
+	return nil
+}
+
+// byteRange is the Range header of length bytes from offset.
+func byteRange(offset, length int64) string {
+	return fmt.Sprintf("bytes=%d-%d", offset, offset+length-1)
+}
+
+// Open opens the store rawURL names: empty for files under
+// dataDir/blobs (created when needed), s3://… for a bucket (see
+// OpenBucket).
+func Open(ctx context.Context, rawURL, dataDir string) (Store, error) {
+	switch {
+	case rawURL == "":
+		if dataDir == "" {
+			return nil, errors.New("blob: no store: give a data directory or --blobs")
 		}
-		return 0, fmt.Errorf("blob: commit: %w", err)
+		return OpenDir(filepath.Join(dataDir, "blobs"))
+	case strings.HasPrefix(rawURL, "s3://"):
+		return OpenBucket(ctx, rawURL)
+	default:
+		return nil, fmt.Errorf("blobs %q: the blob store is given as s3://BUCKET[/PREFIX]?endpoint=URL&region=REGION, or left empty for files under the data directory", redactURL(rawURL))
 	}
-	os.Remove(w.f.Name())
-	w.done = true
-	if d, err := os.Open(filepath.Dir(p)); err == nil {
-		_ = d.Sync() // make the rename durable; best effort on file systems without it
-		d.Close()
-	}
-	return w.n, nil
 }
 
-// Abort discards the blob unless it was committed. It is safe to call twice.
-func (w *Writer) Abort() {
-	if w.done {
-		return
+// redactURL drops any user information from a URL given by an operator
+// before it goes into a message.
+func redactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
 	}
-	w.done = true
-	w.f.Close()
-	os.Remove(w.f.Name())
+	if _, host, ok := strings.Cut(rest, "@"); ok {
+		return scheme + "://***@" + host
+	}
+	return raw
 }
-
-var _ io.Writer = (*Writer)(nil)

@@ -132,6 +132,12 @@ type TaskInput struct {
 	URL    string `json:"url"`
 	SHA256 string `json:"sha256"` // hex of the input's SHA-256
 	Bytes  int64  `json:"bytes"`  // 0 when unknown
+	// Range, set when URL is signed into the coordinators' blob store,
+	// is the Range header the GET must carry (the signature covers it);
+	// HeaderLine then comes before the bytes it returns. SHA256 and
+	// Bytes are those of the whole, the header line included.
+	Range      string `json:"range,omitempty"`
+	HeaderLine string `json:"header_line,omitempty"`
 }
 
 // Task is a task as a claim hands it to a worker (the fields up to Input)

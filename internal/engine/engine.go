@@ -41,9 +41,14 @@ type Config struct {
 	// is the coordinators' own and has nothing to do with the job's
 	// lease_seconds, which is the workers'.
 	StitchLease time.Duration
-	// Blobs holds uploads; nil on a coordinator without a data directory,
+	// Blobs holds uploads; nil on a coordinator without a blob store,
 	// which then refuses uploads.
-	Blobs *blob.Store
+	Blobs blob.Store
+	// Presign gives each claimed chunk of an upload a time-limited URL
+	// straight into Blobs for its byte range (TaskView.Input), when Blobs
+	// signs URLs (blob.Presigner), so that its bytes never pass through a
+	// coordinator.
+	Presign bool
 	// PollInterval bounds how long a long-polling claim sleeps between
 	// attempts when nothing wakes it (work made runnable by a backoff
 	// passing or by another process); default 500ms.
@@ -124,6 +129,9 @@ type Engine struct {
 
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
+	// uploadKeys are the blob names of recently seen uploads, which never
+	// change.
+	uploadKeys sync.Map
 
 	seenLog seenLog
 

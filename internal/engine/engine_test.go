@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,12 +20,15 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
 
-func TestMain(m *testing.M) { pgtest.Main(m) }
+func TestMain(m *testing.M) {
+	os.Exit(s3test.Run(s3test.RunFunc(func() int { return pgtest.Run(m) })))
+}
 
 func openStore(t testing.TB) store.Store {
 	t.Helper()

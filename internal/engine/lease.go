@@ -142,6 +142,7 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 		if views[i], err = e.taskView(ctx, t); err != nil {
 			return nil, err
 		}
+		e.presign(ctx, views[i])
 		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
 	}
 	return views, nil

@@ -44,9 +44,10 @@ const (
 	// DefaultRetentionBatch is the most rows one retention transaction
 	// deletes.
 	DefaultRetentionBatch = 500
-	// OrphanAge is how long a file must have gone unwritten before the
-	// sweep removes it when no row names it: a blob being committed, or an
-	// upload being written, is always younger.
+	// OrphanAge is how long a file (or an unfinished multipart upload)
+	// must have gone unwritten before the sweep removes it when no row
+	// names it: a blob being committed, or an upload being written, is
+	// always younger. PruneExpiredParams.OrphanAge changes it for a pass.
 	OrphanAge = time.Hour
 	// retentionFirstDelay is how long after start Run makes its first
 	// retention pass, so that a restart does not begin with one.
@@ -61,6 +62,10 @@ type PruneExpiredParams struct {
 	// UploadRetention: uploads unused for longer than this that no
 	// unfinished job names are deleted; 0 keeps them all.
 	UploadRetention time.Duration
+	// OrphanAge replaces the default OrphanAge for this pass when
+	// positive. Shorter than the longest upload's pause between two
+	// writes, it would remove that upload's blob as it is written.
+	OrphanAge time.Duration
 	// DryRun counts what the pass would delete and deletes nothing.
 	DryRun bool
 }
@@ -140,7 +145,11 @@ func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*Prune
 	if e.cfg.Blobs != nil {
 		// Files are aged by the file system's clock, which wrote their
 		// times, not by the engine's.
-		r.Orphaned = time.Now().Add(-OrphanAge)
+		age := OrphanAge
+		if p.OrphanAge > 0 {
+			age = p.OrphanAge
+		}
+		r.Orphaned = time.Now().Add(-age)
 		if err := e.sweepFiles(ctx, r); err != nil {
 			return r, err
 		}
@@ -366,7 +375,7 @@ func (e *Engine) pruneUploads(ctx context.Context, r *PruneReport) error {
 			if named, err := e.store.UploadListBlobKeys(ctx, []string{u.BlobKey}); err != nil || len(named) > 0 {
 				continue // the sweep decides later, if need be
 			}
-			if err := e.cfg.Blobs.Remove(u.BlobKey); err != nil {
+			if err := e.cfg.Blobs.Remove(ctx, u.BlobKey); err != nil {
 				return fmt.Errorf("remove the file of upload %s: %w", u.ID, err)
 			}
 			r.UploadBytes += u.BlobBytes
@@ -381,9 +390,9 @@ func (e *Engine) pruneUploads(ctx context.Context, r *PruneReport) error {
 // sweepFiles removes the blobs that no upload names and the temporary
 // files, both when last written before r.Orphaned.
 func (e *Engine) sweepFiles(ctx context.Context, r *PruneReport) error {
-	remove := func(i blob.Info, rm func(string) error) error {
+	remove := func(i blob.Info, rm func(context.Context, string) error) error {
 		if !r.DryRun {
-			if err := rm(i.Key); err != nil {
+			if err := rm(ctx, i.Key); err != nil {
 				return err
 			}
 			e.observeDeleted("file", 1, i.Size)
@@ -392,7 +401,7 @@ func (e *Engine) sweepFiles(ctx context.Context, r *PruneReport) error {
 		r.FileBytes += i.Size
 		return nil
 	}
-	err := e.cfg.Blobs.List(func(page []blob.Info) error {
+	err := e.cfg.Blobs.List(ctx, func(page []blob.Info) error {
 		var old []blob.Info
 		keys := make([]string, 0, len(page))
 		for _, i := range page {
@@ -421,7 +430,7 @@ func (e *Engine) sweepFiles(ctx context.Context, r *PruneReport) error {
 	if err != nil {
 		return fmt.Errorf("sweep files no upload names: %w", err)
 	}
-	err = e.cfg.Blobs.ListTemp(func(page []blob.Info) error {
+	err = e.cfg.Blobs.ListTemp(ctx, func(page []blob.Info) error {
 		for _, i := range page {
 			if i.ModTime.Before(r.Orphaned) {
 				if err := remove(i, e.cfg.Blobs.RemoveTemp); err != nil {

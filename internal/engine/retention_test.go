@@ -17,6 +17,7 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/engine/enginetest"
 	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 )
@@ -33,14 +34,14 @@ type retentionBundle struct {
 	dir   string // of the blob store
 	e     *engine.Engine
 	s     store.Store
-	blobs *blob.Store
+	blobs blob.Store
 	clock *enginetest.Clock
 }
 
 func newRetention(t *testing.T, s store.Store) *retentionBundle {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "blobs")
-	blobs, err := blob.Open(dir)
+	blobs, err := blob.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -191,9 +192,9 @@ func chunkIDs(jobID string, n int) []string {
 	return out
 }
 
-func blobExists(t *testing.T, b *blob.Store, key string) bool {
+func blobExists(t *testing.T, b blob.Store, key string) bool {
 	t.Helper()
-	f, err := b.Open(key)
+	f, err := b.OpenRange(t.Context(), key, 0, -1)
 	if errors.Is(err, blob.ErrNotFound) {
 		return false
 	}
@@ -471,6 +472,46 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 		_, err := os.Stat(filepath.Join(dir, f))
 		if got := err == nil; got != want {
 			t.Errorf("%s exists: %v, want %v", f, got, want)
+		}
+	}
+}
+
+// TestRetentionOnABucket runs retention with the uploads in a real S3
+// bucket: a deleted upload's object goes, an object no row names goes once
+// older than the orphan age, and an upload a pending job needs stays.
+func TestRetentionOnABucket(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bucket, err := blob.OpenBucket(ctx, s3test.Bucket(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
+	b := &retentionBundle{s: openStore(t), blobs: bucket, clock: c}
+	b.e = newEngine(b.s, engine.Config{Now: c.Now, Blobs: bucket, RetentionBatch: retentionBatch})
+	old := b.upload(t, 2)
+	v := b.job(t, "w", old, 2)
+	b.complete(t, v.ID)
+	kept := b.upload(t, 2)
+	b.job(t, "other", kept, 2) // pending: needs its upload
+	w, err := bucket.Create(ctx, "u-orphan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("abcd"))
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // S3 keeps times to the second
+	b.clock.Advance(keepJobs + day)
+	r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads, OrphanAge: time.Second})
+	if err != nil || r.Jobs != 1 || r.Uploads != 1 || r.Files != 1 || r.FileBytes != 4 {
+		t.Fatalf("pass = %+v, %v; want 1 job, 1 upload, 1 orphan of 4 bytes", r, err)
+	}
+	for key, want := range map[string]bool{old.BlobKey: false, "u-orphan": false, kept.BlobKey: true} {
+		if got := blobExists(t, bucket, key); got != want {
+			t.Errorf("object %s exists: %v, want %v", key, got, want)
 		}
 	}
 }

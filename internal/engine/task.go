@@ -71,6 +71,9 @@ func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView,
 type TaskView struct {
 	*domain.Task
 	Job *domain.Job
+	// Input, when set, is where the worker reads a claimed chunk of an
+	// upload straight from the blob store (Config.Presign).
+	Input *SignedInput
 }
 
 // GetTask returns a task with its job's settings.

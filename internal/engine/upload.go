@@ -9,25 +9,28 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"os"
 	"sync"
+	"time"
 
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/table"
 )
 
-// CreateUpload streams a CSV table from r to disk — checked, normalized and
-// hashed as it goes, never held in memory — and records it. A malformed
+// CreateUpload streams a CSV table from r into the blob store — checked,
+// normalized and hashed as it goes, never held in memory — and records it. A malformed
 // table is ErrInvalidArgument naming the line where the bad record starts;
 // nothing is recorded then.
 func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
 	if e.cfg.Blobs == nil {
-		return nil, errors.New("upload: this coordinator has no data directory")
+		return nil, errors.New("upload: this coordinator has no blob store")
 	}
-	w, err := e.cfg.Blobs.Create()
+	local := e.newLocalID()
+	key := "u-" + local
+	w, err := e.cfg.Blobs.Create(ctx, key)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("upload: %w", err)
 	}
 	defer w.Abort()
 	raw := newPipelinedHash()
@@ -36,9 +39,7 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
-	local := e.newLocalID()
-	key := "u-" + local
-	size, err := w.Commit(key)
+	size, err := w.Commit()
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
@@ -117,11 +118,11 @@ func (e *Engine) splitUpload(ctx context.Context, spec *domain.JobSpec) (*table.
 		return nil, notFound(err, "upload %q", spec.UploadID)
 	}
 	if e.cfg.Blobs == nil {
-		return nil, errors.New("split upload: this coordinator has no data directory")
+		return nil, errors.New("split upload: this coordinator has no blob store")
 	}
-	f, err := e.cfg.Blobs.Open(u.BlobKey)
+	f, err := e.cfg.Blobs.OpenRange(ctx, u.BlobKey, 0, -1)
 	if err != nil {
-		return nil, fmt.Errorf("upload %s: its file is missing from the data directory: %w", u.ID, err)
+		return nil, fmt.Errorf("upload %s: read its table from %s: %w", u.ID, e.cfg.Blobs, err)
 	}
 	defer f.Close()
 	c, err := table.Split(f, spec.HasHeader, spec.ChunkRows)
@@ -134,14 +135,37 @@ func (e *Engine) splitUpload(ctx context.Context, spec *domain.JobSpec) (*table.
 // TaskInput is what a worker downloads for a chunk task of an upload: the
 // header line, then the chunk's byte range of the normalized upload.
 type TaskInput struct {
-	io.Reader
 	Size   int64
 	SHA256 string
-	file   *os.File
+	r      io.Reader
+	body   io.Closer
+	n      int64 // bytes read
+	e      *Engine
 }
 
-// Close releases the input's file.
-func (in *TaskInput) Close() error { return in.file.Close() }
+// Read reads the input.
+func (in *TaskInput) Read(p []byte) (int, error) {
+	n, err := in.r.Read(p)
+	in.n += int64(n)
+	return n, err
+}
+
+// Close releases the input's blob and tells an InputObserver how many of
+// its bytes were read.
+func (in *TaskInput) Close() error {
+	if o, ok := in.e.cfg.Observer.(InputObserver); ok && in.n > 0 {
+		o.InputServed(in.n)
+		in.n = 0
+	}
+	return in.body.Close()
+}
+
+// InputObserver is told of the chunk bytes this coordinator served to
+// workers (OpenTaskInput), for metrics: with presigned inputs it sees
+// none. An Observer that also implements it is told.
+type InputObserver interface {
+	InputServed(bytes int64)
+}
 
 // OpenTaskInput opens the input of a chunk task cut from an upload. A task
 // whose input is hosted elsewhere is ErrNotFound, naming where it is.
@@ -160,18 +184,66 @@ func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, 
 	if j.UploadID == "" {
 		return nil, fmt.Errorf("task %s's input is hosted at %s, not on this coordinator: %w", taskID, t.InputURI, domain.ErrNotFound)
 	}
-	u, err := e.store.UploadGet(ctx, j.UploadID)
+	key, err := e.uploadKey(ctx, j.UploadID)
 	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("upload of task %s: %w", taskID, err))
+		return nil, fmt.Errorf("upload of task %s: %w", taskID, err)
 	}
-	f, err := e.cfg.Blobs.Open(u.BlobKey)
+	body, err := e.cfg.Blobs.OpenRange(ctx, key, t.InputOffset, t.InputLength)
 	if err != nil {
 		return nil, fmt.Errorf("input of task %s: %w", taskID, err)
 	}
 	return &TaskInput{
-		Reader: io.MultiReader(bytes.NewReader(j.InputHeader), io.NewSectionReader(f, t.InputOffset, t.InputLength)),
+		r:      io.MultiReader(bytes.NewReader(j.InputHeader), body),
 		Size:   int64(len(j.InputHeader)) + t.InputLength,
 		SHA256: t.InputSHA256,
-		file:   f,
+		body:   body,
+		e:      e,
 	}, nil
+}
+
+// uploadKey returns the blob name of the upload id.
+func (e *Engine) uploadKey(ctx context.Context, id string) (string, error) {
+	if k, ok := e.uploadKeys.Load(id); ok {
+		return k.(string), nil
+	}
+	u, err := e.store.UploadGet(ctx, id)
+	if err != nil {
+		return "", mapStoreErr(err)
+	}
+	e.uploadKeys.Store(id, u.BlobKey)
+	return u.BlobKey, nil
+}
+
+// SignedInput is a chunk of an upload read straight from the blob store:
+// GET URL with the header Range (which the signature covers), and put
+// Header, the job's header line, before the bytes it returns. The task's
+// InputSHA256 and InputBytes are those of the whole, Header included.
+type SignedInput struct {
+	URL    string
+	Range  string
+	Header []byte
+}
+
+// presignMin is the shortest time a signed input URL is valid for; it is
+// valid as long as the lease it was handed out with, if longer.
+const presignMin = 5 * time.Minute
+
+// presign sets v.Input for a claimed chunk of an upload when the engine
+// presigns and its store can. When signing fails, the worker is sent
+// through the coordinator as without presigning, and the failure logged.
+func (e *Engine) presign(ctx context.Context, v *TaskView) {
+	ps, ok := e.cfg.Blobs.(blob.Presigner)
+	if !e.cfg.Presign || !ok || v.Kind != domain.KindChunk || v.InputURI != "" || v.Job == nil || v.Job.UploadID == "" || v.InputLength <= 0 {
+		return
+	}
+	key, err := e.uploadKey(ctx, v.Job.UploadID)
+	if err == nil {
+		var sr *blob.SignedRange
+		expiry := max(v.LeaseExpiresAt.Sub(e.now()), presignMin)
+		if sr, err = ps.PresignRange(ctx, key, v.InputOffset, v.InputLength, expiry); err == nil {
+			v.Input = &SignedInput{URL: sr.URL, Range: sr.Range, Header: v.Job.InputHeader}
+			return
+		}
+	}
+	e.log.WarnContext(ctx, "cannot presign a chunk's input; the worker reads it through the coordinator", "task_id", v.ID, "error", err)
 }

@@ -90,7 +90,7 @@ func setup(t *testing.T, opts options) *bundle {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	dataDir := t.TempDir()
-	blobs, err := blob.Open(dataDir)
+	blobs, err := blob.OpenDir(dataDir)
 	if err != nil {
 		t.Fatal(err)
 	}

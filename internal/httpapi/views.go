@@ -48,9 +48,11 @@ func jobView(v *engine.JobView) *jobJSON {
 
 // inputJSON says where a worker gets a task's input.
 type inputJSON struct {
-	URL    string `json:"url"`
-	SHA256 string `json:"sha256"`
-	Bytes  int64  `json:"bytes"`
+	URL        string `json:"url"`
+	SHA256     string `json:"sha256"`
+	Bytes      int64  `json:"bytes"`
+	Range      string `json:"range,omitempty"`       // of a URL signed into the blob store
+	HeaderLine string `json:"header_line,omitempty"` // comes before the range's bytes
 }
 
 // taskJSON is a task as workers (the claimed fields) and clients (all) see it.
@@ -95,7 +97,10 @@ func taskView(v *engine.TaskView) *taskJSON {
 	if t.State == domain.TaskLeased {
 		out.LeaseExpiresAt = timePtr(t.LeaseExpiresAt)
 	}
-	if t.InputURI == "" && t.Kind == domain.KindChunk && v.Job != nil && v.Job.UploadID != "" {
+	switch {
+	case v.Input != nil:
+		out.Input.URL, out.Input.Range, out.Input.HeaderLine = v.Input.URL, v.Input.Range, string(v.Input.Header)
+	case t.InputURI == "" && t.Kind == domain.KindChunk && v.Job != nil && v.Job.UploadID != "":
 		out.Input.URL = inputPath(t.ID)
 	}
 	if j := v.Job; j != nil {

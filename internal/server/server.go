@@ -57,9 +57,16 @@ type Config struct {
 	// DBMaxConns is the PostgreSQL pool's size; 0 means the URL's
 	// pool_max_conns, else 16.
 	DBMaxConns int
-	// DataDir is where uploads and other files live; empty means none,
-	// and uploads are refused.
+	// DataDir is where uploads live when Blobs is empty; both empty
+	// means none, and uploads are refused.
 	DataDir string
+	// Blobs is the blob store's URL (s3://…, blob.Open); empty keeps
+	// uploads in files under DataDir.
+	Blobs string
+	// Presign hands workers a time-limited URL straight into the blob
+	// store for a chunk's bytes instead of this coordinator's
+	// /tasks/{id}/input; it needs a store that signs URLs (s3://…).
+	Presign bool
 
 	// Retention is how long final jobs and finished trees are kept, and
 	// UploadRetention unused uploads; 0 keeps them. RetentionInterval is
@@ -103,6 +110,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	store   store.Store
+	blobs   blob.Store // nil without one
 	engine  *engine.Engine
 	handler http.Handler
 	ln      net.Listener
@@ -112,7 +120,7 @@ type Server struct {
 	closeErr  error
 }
 
-// New opens cfg's data directory and store, builds the engine and the
+// New opens cfg's blob store and database, builds the engine and the
 // transports, and binds the listener, so that Addr is known and
 // connections queue from the moment it returns. Run serves them; a Server
 // that is not run must be closed.
@@ -121,25 +129,34 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	var blobs *blob.Store
-	if cfg.DataDir != "" {
-		if blobs, err = storeopen.Blobs(cfg.DataDir); err != nil {
+	var blobs blob.Store
+	if cfg.DataDir != "" || cfg.Blobs != "" {
+		if blobs, err = storeopen.Blobs(ctx, cfg.Blobs, cfg.DataDir); err != nil {
 			return nil, err
 		}
 	}
+	if _, ok := blobs.(blob.Presigner); cfg.Presign && !ok {
+		return nil, errors.New("--presign needs a blob store that signs URLs: give --blobs s3://BUCKET?endpoint=…; files under the data directory are only served by the coordinator")
+	}
 	st, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{Migrate: cfg.Migrate, MaxConns: cfg.DBMaxConns})
 	if err != nil {
+		if blobs != nil {
+			blobs.Close()
+		}
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: log, store: st}
+	s := &Server{cfg: cfg, log: log, store: st, blobs: blobs}
 	defer func() {
 		if err != nil {
 			st.Close()
+			if blobs != nil {
+				blobs.Close()
+			}
 		}
 	}()
 
 	metrics := telemetry.New(log)
-	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Observer: metrics,
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Presign: cfg.Presign, Observer: metrics,
 		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
 		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval,
 		Now: cfg.Now, ReapInterval: cfg.ReapInterval, StitchInterval: cfg.StitchInterval}
@@ -269,6 +286,9 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		_ = s.ln.Close() // closed already when Run has shut the server down
 		s.closeErr = s.store.Close()
+		if s.blobs != nil {
+			s.closeErr = errors.Join(s.closeErr, s.blobs.Close())
+		}
 	})
 	return s.closeErr
 }

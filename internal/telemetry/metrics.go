@@ -35,11 +35,13 @@ type Metrics struct {
 	requests     *prometheus.HistogramVec
 	deleted      *prometheus.CounterVec
 	deletedBytes prometheus.Counter
+	inputBytes   prometheus.Counter
 }
 
 var (
 	_ engine.Observer          = (*Metrics)(nil)
 	_ engine.RetentionObserver = (*Metrics)(nil)
+	_ engine.InputObserver     = (*Metrics)(nil)
 )
 
 // retentionKinds are the kinds of things retention deletes, so that each
@@ -88,6 +90,10 @@ func New(log *slog.Logger) *Metrics {
 			Name: "scimesh_retention_deleted_total",
 			Help: "Rows and files deleted by this process's retention passes, by kind: job, tree, task, log (lines), arg (tree task arguments), upload, file.",
 		}, []string{"kind"}),
+		inputBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "scimesh_task_input_bytes_total",
+			Help: "Bytes of chunk inputs this process served to workers (GET /tasks/{id}/input); chunks read from presigned URLs pass elsewhere.",
+		}),
 		deletedBytes: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "scimesh_retention_deleted_bytes_total",
 			Help: "Bytes of the files (uploads, orphans, temporary files left behind) removed by this process's retention passes.",
@@ -100,7 +106,7 @@ func New(log *slog.Logger) *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.claims, m.claimSeconds, m.completions, m.failures, m.expiries, m.requests,
-		m.deleted, m.deletedBytes,
+		m.deleted, m.deletedBytes, m.inputBytes,
 	)
 	return m
 }
@@ -161,6 +167,9 @@ func (m *Metrics) Deleted(kind string, n int, bytes int64) {
 	m.deleted.WithLabelValues(kind).Add(float64(n))
 	m.deletedBytes.Add(float64(bytes))
 }
+
+// InputServed implements engine.InputObserver.
+func (m *Metrics) InputServed(bytes int64) { m.inputBytes.Add(float64(bytes)) }
 
 // State is what the metrics read from the engine at scrape time;
 // *engine.Engine implements it.

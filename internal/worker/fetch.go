@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
@@ -20,29 +21,36 @@ const DefaultMaxInputBytes int64 = 16 << 30
 // maxRedirects bounds the redirects of a hosted input.
 const maxRedirects = 10
 
-// fetcher downloads hosted inputs: a task's input.url that is not on the
-// coordinator. It never sends the worker token, uses no HTTP proxy (the
-// rules must see the address really dialled), and checks every connection,
-// redirects' included, against the operator's host rules.
+// fetcher downloads the inputs that are not on the coordinator: hosted
+// inputs (a job's input.chunks URIs) and signed ones (a chunk read
+// straight from the coordinators' blob store). It never sends the worker
+// token and uses no HTTP proxy. A hosted input's every connection,
+// redirects' included, is checked against the operator's host rules (which
+// must see the address really dialled); a signed input is exempt, since
+// the coordinator the worker trusts with its token signed it for its own
+// store, and follows no redirect.
 type fetcher struct {
-	hc        *http.Client
+	hc        *http.Client // hosted inputs, within the host rules
+	signed    *http.Client // signed inputs
 	userAgent string
 }
 
 func newFetcher(policy *hostPolicy, userAgent string) *fetcher {
 	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
-	tr := &http.Transport{
-		Proxy:                 nil,
-		DialContext:           policy.dialContext(dialer),
-		ForceAttemptHTTP2:     true,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   8,
-		IdleConnTimeout:       90 * time.Second,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ExpectContinueTimeout: time.Second,
-		ResponseHeaderTimeout: 60 * time.Second,
+	transport := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+		return &http.Transport{
+			Proxy:                 nil,
+			DialContext:           dial,
+			ForceAttemptHTTP2:     true,
+			MaxIdleConns:          64,
+			MaxIdleConnsPerHost:   8,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   10 * time.Second,
+			ExpectContinueTimeout: time.Second,
+			ResponseHeaderTimeout: 60 * time.Second,
+		}
 	}
-	hc := &http.Client{Transport: tr, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	hc := &http.Client{Transport: transport(policy.dialContext(dialer)), CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		// The new host is checked when its connection is dialled.
 		if len(via) >= maxRedirects {
 			return fmt.Errorf("stopped after %d redirects", maxRedirects)
@@ -52,13 +60,26 @@ func newFetcher(policy *hostPolicy, userAgent string) *fetcher {
 		}
 		return nil
 	}}
-	return &fetcher{hc: hc, userAgent: userAgent}
+	signed := &http.Client{Transport: transport(dialer.DialContext), CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		return fmt.Errorf("the blob store redirected a signed input to %s: signed inputs are not redirected", redact(req.URL))
+	}}
+	return &fetcher{hc: hc, signed: signed, userAgent: userAgent}
 }
 
 // get downloads rawURL and returns its body for the caller to read and
 // close. A refused host is a permanent error naming the host and the flag
 // that allows it.
 func (f *fetcher) get(ctx context.Context, rawURL string) (io.ReadCloser, error) {
+	return f.do(ctx, f.hc, rawURL, "", http.StatusOK)
+}
+
+// getRange downloads the byte range rng ("bytes=FIRST-LAST") of the
+// signed URL rawURL, which must answer with that range (206).
+func (f *fetcher) getRange(ctx context.Context, rawURL, rng string) (io.ReadCloser, error) {
+	return f.do(ctx, f.signed, rawURL, rng, http.StatusPartialContent)
+}
+
+func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, want int) (io.ReadCloser, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("the input URL %q: %w", rawURL, err))
@@ -71,7 +92,10 @@ func (f *fetcher) get(ctx context.Context, rawURL string) (io.ReadCloser, error)
 		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
 	}
 	req.Header.Set("User-Agent", f.userAgent)
-	resp, err := f.hc.Do(req)
+	if rng != "" {
+		req.Header.Set("Range", rng)
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		var refused *hostRefusedError
 		if errors.As(err, &refused) {
@@ -83,11 +107,18 @@ func (f *fetcher) get(ctx context.Context, rawURL string) (io.ReadCloser, error)
 		}
 		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	switch {
+	case resp.StatusCode == want:
+		return resp.Body, nil
+	case rng != "" && resp.StatusCode == http.StatusOK:
 		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s: the server answered %s", redact(resp.Request.URL), resp.Status)
+		return nil, fmt.Errorf("GET %s (Range %s): the store answered the whole object (200), not the range: it does not honour Range requests", redact(u), rng)
 	}
-	return resp.Body, nil
+	resp.Body.Close()
+	if rng != "" && resp.StatusCode == http.StatusForbidden {
+		return nil, fmt.Errorf("GET %s: the store answered %s: the signed URL expired or does not match (is this worker's clock right?)", redact(u), resp.Status)
+	}
+	return nil, fmt.Errorf("GET %s: the server answered %s", redact(resp.Request.URL), resp.Status)
 }
 
 // close closes the idle connections.
@@ -101,12 +132,23 @@ func redact(u *url.URL) string {
 	return v.String()
 }
 
-// openInput starts the download of t's input: from the coordinator with
+// openInput starts the download of t's input: a signed input straight
+// from the blob store, its header line first; from the coordinator with
 // the worker token when input.url is on the coordinator's own scheme and
-// host (always allowed), else as a hosted input, without the token and
+// host (always allowed); else as a hosted input, without the token and
 // within the operator's host rules.
 func (w *Worker) openInput(ctx context.Context, t *client.Task) (io.ReadCloser, error) {
-	if w.client.OnCoordinator(t.Input.URL) {
+	switch {
+	case t.Input.Range != "":
+		body, err := w.fetch.getRange(ctx, t.Input.URL, t.Input.Range)
+		if err != nil {
+			return nil, err
+		}
+		return struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(strings.NewReader(t.Input.HeaderLine), body), body}, nil
+	case w.client.OnCoordinator(t.Input.URL):
 		return w.client.Input(ctx, t.Input.URL)
 	}
 	return w.fetch.get(ctx, t.Input.URL)

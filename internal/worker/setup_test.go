@@ -53,7 +53,7 @@ func setup(t *testing.T) *bundle {
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
 	}
-	blobs, err := blob.Open(filepath.Join(t.TempDir(), "blobs"))
+	blobs, err := blob.OpenDir(filepath.Join(t.TempDir(), "blobs"))
 	if err != nil {
 		t.Fatalf("open blobs: %v", err)
 	}

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/scimesh/scimesh/internal/blob"
@@ -128,11 +127,14 @@ func Redact(url string) string {
 	return scheme + "://" + user + ":***@" + host
 }
 
-// Blobs opens the file store of the data directory dataDir (its blobs
+// Blobs opens the blob store blobsURL names (s3://…, see blob.Open) or,
+// when it is empty, the files of the data directory dataDir (its blobs
 // directory), creating dataDir when needed.
-func Blobs(dataDir string) (*blob.Store, error) {
-	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, fmt.Errorf("create data directory: %w", err)
+func Blobs(ctx context.Context, blobsURL, dataDir string) (blob.Store, error) {
+	if blobsURL == "" {
+		if err := os.MkdirAll(dataDir, 0o755); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
 	}
-	return blob.Open(filepath.Join(dataDir, "blobs"))
+	return blob.Open(ctx, blobsURL, dataDir)
 }

@@ -118,7 +118,7 @@ func checkApplied(t *testing.T, url string) {
 func TestBlobs(t *testing.T) {
 	t.Parallel()
 	dir := filepath.Join(t.TempDir(), "data", "dir")
-	if _, err := storeopen.Blobs(dir); err != nil {
+	if _, err := storeopen.Blobs(context.Background(), "", dir); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dir, "blobs")); err != nil || !fi.IsDir() {
