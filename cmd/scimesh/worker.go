@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -27,6 +28,7 @@ func newWorkerCmd() *cobra.Command {
 	var (
 		concurrency int
 		workloads   []string
+		persistent  []string
 		grace       time.Duration
 		keepDirs    bool
 		treeSlots   int
@@ -79,7 +81,13 @@ again at once, and exits 0.`,
 				if err != nil {
 					return err
 				}
+				wl.Persistent = slices.Contains(persistent, wl.Name)
 				wls = append(wls, wl)
+			}
+			for _, name := range persistent {
+				if !slices.ContainsFunc(wls, func(wl worker.Workload) bool { return wl.Name == name }) {
+					return fmt.Errorf("--persistent %s names no workload: give it with --workload %s=COMMAND too", name, name)
+				}
 			}
 			c := client.New(coordinator, token, client.WithUserAgent("scimesh-worker/"+id))
 			defer c.CloseIdleConnections()
@@ -106,6 +114,8 @@ again at once, and exits 0.`,
 	f.String("id", "", "this worker's ID, 1-128 of [A-Za-z0-9._:-] (env SCIMESH_WORKER_ID; default HOSTNAME-PID)")
 	f.IntVar(&concurrency, "concurrency", 1, "how many tasks run at once")
 	f.StringArrayVar(&workloads, "workload", nil, "NAME=COMMAND runs COMMAND with /bin/sh -c for tasks of NAME; NAME alone turns on a built-in (repeat the flag)")
+	f.StringArrayVar(&persistent, "persistent", nil, "run the --workload NAME's command once per slot and hand it chunk after chunk over stdin and stdout "+
+		"(docs/workload-protocol.md), for a workload that loads something slow once (repeat the flag)")
 	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/, each beside a copy of its chunk (room for the chunks of every running task; env SCIMESH_WORK_DIR)")
 	f.DurationVar(&grace, "grace", worker.DefaultGrace, "on SIGTERM or SIGINT, how long running tasks may finish before they are killed")
 	f.IntVar(&treeSlots, "tree-concurrency", 0, "how many tree tasks (scimesh.v1 Worker.Poll) run at once beside the chunk tasks; 0 runs none")

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -438,5 +437,3 @@ func TestPrefixKeepsToItsOwn(t *testing.T) {
 		t.Errorf("String = %q, want the prefix in it", a.String())
 	}
 }
-
-var _ = filepath.Join

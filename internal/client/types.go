@@ -55,6 +55,8 @@ type JobRequest struct {
 	MaxAttempts  int             `json:"max_attempts,omitempty"`
 	LeaseSeconds int             `json:"lease_seconds,omitempty"`
 	Priority     int             `json:"priority,omitempty"`
+	// TimeoutSeconds bounds each attempt's run; 0 for no limit.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
 }
 
 // JobInput names a job's input: an upload, or chunks hosted elsewhere.

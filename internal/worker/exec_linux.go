@@ -76,6 +76,10 @@ func startShell(ctx context.Context, s shellSpec) (*shell, error) {
 
 func (sh *shell) pid() int { return sh.cmd.Process.Pid }
 
+// kill kills the command and every process it started; wait then reports
+// how it ended.
+func (sh *shell) kill() { sh.control.Close() }
+
 func (sh *shell) wait() error {
 	waitErr := sh.cmd.Wait()
 	sh.control.Close()

@@ -27,6 +27,9 @@ func startShell(ctx context.Context, s shellSpec) (*shell, error) {
 
 func (sh *shell) pid() int { return sh.cmd.Process.Pid }
 
+// kill kills the shell.
+func (sh *shell) kill() { _ = sh.cmd.Process.Kill() }
+
 func (sh *shell) wait() error {
 	err := sh.cmd.Wait()
 	var ee *exec.ExitError

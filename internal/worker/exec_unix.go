@@ -29,6 +29,9 @@ func startShell(ctx context.Context, s shellSpec) (*shell, error) {
 
 func (sh *shell) pid() int { return sh.cmd.Process.Pid }
 
+// kill kills the command's process group.
+func (sh *shell) kill() { _ = killGroup(sh.cmd.Process.Pid) }
+
 func (sh *shell) wait() error {
 	err := sh.cmd.Wait()
 	_ = killGroup(sh.cmd.Process.Pid) // whatever it left running

@@ -57,7 +57,7 @@ type outcome struct {
 // reports the result or the failure — or nothing, when the lease is gone.
 // runCtx is done when the worker kills its tasks at the end of the grace
 // period.
-func (w *Worker) handle(runCtx context.Context, t *client.Task) {
+func (w *Worker) handle(runCtx context.Context, t *client.Task, procs *slotProcs) {
 	w.running.Add(1)
 	defer w.running.Add(-1)
 	log := w.log.With("task_id", t.TaskID, "job_id", t.JobID, "attempt", t.Attempt)
@@ -76,7 +76,7 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task) {
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
 	beats.Go(func() { heartbeat(ctx, abandon, w.restRenew(t), lease, stopBeats, log) })
-	out, err := w.execute(ctx, t, log)
+	out, err := w.execute(ctx, t, procs, log)
 	close(stopBeats)
 	beats.Wait()
 
@@ -167,7 +167,7 @@ func beatWait(deadline time.Time) time.Duration {
 // execute downloads the task's input and runs its workload over it,
 // keeping the best rows of the output. Its errors are worded for the
 // task's error field; those wrapping ErrPermanent are not retryable.
-func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) (*outcome, error) {
+func (w *Worker) execute(ctx context.Context, t *client.Task, procs *slotProcs, log *slog.Logger) (*outcome, error) {
 	wl, ok := w.workloads[t.Workload]
 	if !ok {
 		return nil, fmt.Errorf("this worker has no workload %q configured (it runs %v), yet was handed its task", t.Workload, w.names)
@@ -188,9 +188,12 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, log *slog.Logger) 
 	defer in.stop()
 
 	var best *table.Selection
-	if wl.Command != "" {
+	switch {
+	case wl.Persistent:
+		best, err = w.runPersistent(ctx, wl, t, in, keep, procs, log)
+	case wl.Command != "":
 		best, err = w.runCommand(ctx, wl, t, in, keep, log)
-	} else {
+	default:
 		best, err = runBuiltin(ctx, wl.Run, t, in, keep)
 	}
 	if err != nil {

@@ -136,6 +136,9 @@ func New(cfg Config) (*Worker, error) {
 		if (wl.Command == "") == (wl.Run == nil) {
 			return nil, fmt.Errorf("workload %q needs a command or a built-in, not both or neither", wl.Name)
 		}
+		if wl.Persistent && wl.Command == "" {
+			return nil, fmt.Errorf("workload %q is a built-in, which runs inside the worker: only a workload with a command can be persistent", wl.Name)
+		}
 		needDir = needDir || wl.Command != ""
 		w.workloads[wl.Name] = wl
 		w.names = append(w.names, wl.Name)
@@ -232,8 +235,8 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	w.log.Info("worker started", "coordinator", w.client.BaseURL(), "workloads", w.names, "concurrency", w.cfg.Concurrency)
 	var slots sync.WaitGroup
-	for range w.cfg.Concurrency {
-		slots.Go(func() { w.slot(claimCtx, runCtx, stopClaims) })
+	for i := range w.cfg.Concurrency {
+		slots.Go(func() { w.slot(i, claimCtx, runCtx, stopClaims) })
 	}
 	for range w.cfg.TreeSlots {
 		slots.Go(func() { w.treeSlot(claimCtx, runCtx, stopClaims) })
@@ -266,8 +269,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-// slot claims one task at a time and runs it, until claimCtx is done.
-func (w *Worker) slot(claimCtx, runCtx context.Context, stop context.CancelCauseFunc) {
+// slot claims one task at a time and runs it, until claimCtx is done;
+// its persistent processes (slot number n's) end with it.
+func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.CancelCauseFunc) {
+	procs := w.newSlotProcs(n)
+	defer procs.close()
 	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
 	req := client.ClaimRequest{WorkerID: w.cfg.ID, Workloads: w.names, WaitSeconds: w.cfg.ClaimWait.Seconds()}
 	for claimCtx.Err() == nil {
@@ -295,7 +301,7 @@ func (w *Worker) slot(claimCtx, runCtx context.Context, stop context.CancelCause
 			}
 		default:
 			b.reset()
-			w.handle(runCtx, t)
+			w.handle(runCtx, t, procs)
 		}
 	}
 }

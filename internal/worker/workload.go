@@ -24,6 +24,9 @@ type Workload struct {
 	Command string
 	// Run is the built-in, used when Command is empty.
 	Run RunFunc
+	// Persistent runs Command once per slot instead of once per task,
+	// and hands it task after task in frames (docs/workload-protocol.md).
+	Persistent bool
 }
 
 // RunFunc is a workload built into the worker. It reads the task's chunk
