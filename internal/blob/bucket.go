@@ -180,6 +180,9 @@ func (w *bucketWriter) Commit() (int64, error) {
 	w.done = true
 	defer w.cancel()
 	if err := w.w.Close(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = w.s.abortUploads(ctx, w.key) // what the SDK may have left
 		return 0, w.s.wrap(err, "blob: commit %s", w.key)
 	}
 	return w.n, nil
