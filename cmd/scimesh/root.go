@@ -16,6 +16,6 @@ deterministic final CSV.`,
 	}
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newBenchCmd(), newWorkerCmd())
 	root.AddCommand(newClientCmds()...)
-	root.AddCommand(newDemoCmd())
+	root.AddCommand(newDemoCmd(), newSlurmCmd())
 	return root
 }

@@ -57,7 +57,14 @@ hosts it names.
 
 On SIGTERM or SIGINT it stops claiming, lets running tasks finish within
 --grace, kills the rest and reports them as failures so that they are leased
-again at once, and exits 0.`,
+again at once, and exits 0.
+
+With --max-runtime or --until (a batch allocation's walltime) it claims
+only while at least a lease is left before that moment, and at it kills its
+running tasks and releases them (pending again at once, the attempt not
+counted) and exits 0; it exits 0 too once it will claim no more and nothing
+runs. SIGUSR1 does the same at once, at any time: the warning that the
+allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 		Example: `  scimesh worker --coordinator http://coord:8080 --id node-7 --concurrency 8 \
     --workload tanimoto --workload 'dock=/opt/dock/score.sh --fast'`,
 		Args: cobra.NoArgs,
@@ -72,6 +79,10 @@ again at once, and exits 0.`,
 			token := e.setting(cmd, "token", "SCIMESH_TOKEN", e.get("WORKER_AUTH_TOKEN"))
 			id := e.setting(cmd, "id", "SCIMESH_WORKER_ID", workerDefaultID())
 			workDir := e.setting(cmd, "work-dir", "SCIMESH_WORK_DIR", workerDefaultWorkDir)
+			deadline, err := resolveDeadline(cmd, e, time.Now())
+			if err != nil {
+				return err
+			}
 			if len(workloads) == 0 {
 				return fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
 			}
@@ -95,6 +106,7 @@ again at once, and exits 0.`,
 				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
 				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(slog.LevelInfo),
 				TreeSlots: treeSlots, AllowInputHosts: allowHosts, MaxInputBytes: maxInput, PassEnv: passEnv,
+				Deadline: deadline,
 			}
 			if treeSlots > 0 {
 				cfg.Trees = scimeshv1connect.NewWorkerClient(&http.Client{}, coordinator, connect.WithInterceptors(rpc.Bearer(token)))
@@ -103,6 +115,7 @@ again at once, and exits 0.`,
 			if err != nil {
 				return err
 			}
+			defer releaseOnSignal(w)()
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return w.Run(ctx)
@@ -122,6 +135,7 @@ again at once, and exits 0.`,
 	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory, its chunk's copy (.scimesh-input) included, when it ends, for debugging (leftovers are then not removed at start)")
 	f.StringArrayVar(&allowHosts, "allow-input-host", nil, "where hosted chunks may be fetched from: a host name, *.domain or a CIDR such as 10.0.0.0/8 (repeat the flag); default any host but loopback and link-local addresses")
 	f.Int64Var(&maxInput, "max-input-bytes", worker.DefaultMaxInputBytes, "the most a chunk of unknown size may be, in bytes")
+	addDeadlineFlags(f)
 	f.StringArrayVar(&passEnv, "pass-env", nil, "a variable of the worker's environment that commands see too (repeat the flag); they always see PATH, HOME, LANG, LC_*, TZ and TMPDIR")
 	return cmd
 }

@@ -97,6 +97,18 @@
 // shutdown are reported as retryable failures: the Worker service has no
 // release.)
 //
+// # Deadline
+//
+// A worker in a batch allocation (Slurm, PBS, a spot instance) has a
+// Deadline. Each slot claims only while at least a lease is left before it
+// — the length of the lease last granted, DefaultDeadlineLease (the
+// shortest a job may ask) before the first — and long-polls no longer than
+// that leaves. At the deadline the worker kills its running tasks at once
+// and releases them, as at the end of a grace period, and Run returns nil;
+// it returns as soon as no slot will claim again and nothing runs, too.
+// Release (SIGUSR1 in the scimesh command) does the same at any moment,
+// also during a shutdown's grace period. See deadline.go.
+//
 // # Processes
 //
 // On Linux a command's supervisor is the worker's own binary started again

@@ -198,6 +198,7 @@ type running struct {
 	done   chan error
 	client *client.Client
 	logs   *logBuffer
+	worker *worker.Worker
 }
 
 // startWorker runs a worker on the bundle's coordinator with cfg (the
@@ -244,7 +245,7 @@ func (b *bundle) startWorkerAt(url string, cfg worker.Config) *running {
 		b.t.Fatalf("new worker: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{cancel: cancel, done: make(chan error, 1), client: c, logs: logs}
+	r := &running{cancel: cancel, done: make(chan error, 1), client: c, logs: logs, worker: w}
 	go func() { r.done <- w.Run(ctx) }()
 	b.t.Cleanup(func() {
 		if err := r.stop(b.t); err != nil {

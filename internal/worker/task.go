@@ -87,7 +87,7 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task, procs *slotProcs
 	case err == nil:
 		w.complete(runCtx, t, lease, out, time.Since(began), log)
 	case runCtx.Err() != nil:
-		w.fail(runCtx, t, lease, w.says(fmt.Sprintf("the worker was shutting down and killed the task when its %v grace period ran out", w.cfg.Grace)), release, log)
+		w.fail(runCtx, t, lease, w.releaseReason(context.Cause(runCtx)), release, log)
 	case errors.As(cause, &timedOut):
 		// The contract's wording comes first, so that the error reads
 		// the same whether the worker or the coordinator stopped it.

@@ -33,6 +33,11 @@ func (w *Worker) treeSlot(claimCtx, runCtx context.Context, stop context.CancelC
 	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
 	req := &v1.PollRequest{WorkerId: w.cfg.ID, Workloads: w.treeNames, WaitSeconds: int32(w.cfg.ClaimWait.Seconds())}
 	for claimCtx.Err() == nil {
+		wait, ok := w.ending.claimWindow(w.cfg.ClaimWait)
+		if !ok {
+			return
+		}
+		req.WaitSeconds = int32(wait.Seconds())
 		began := time.Now()
 		res, err := w.cfg.Trees.Poll(claimCtx, connect.NewRequest(req))
 		switch {
@@ -44,13 +49,14 @@ func (w *Worker) treeSlot(claimCtx, runCtx context.Context, stop context.CancelC
 		case err != nil:
 			d := b.next()
 			w.log.Warn("poll for tree tasks failed; backing off", "error", err, "retry_in", d.Round(time.Millisecond))
-			sleep(claimCtx, d)
+			w.pause(claimCtx, d)
 		case res.Msg.TaskId == "":
 			if time.Since(began) < w.cfg.ClaimWait/2 {
-				sleep(claimCtx, b.next())
+				w.pause(claimCtx, b.next())
 			}
 		default:
 			b.reset()
+			w.ending.sawLease(res.Msg.LeaseExpiresAt.AsTime())
 			w.running.Add(1)
 			w.runTree(runCtx, res.Msg)
 			w.running.Add(-1)

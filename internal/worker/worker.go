@@ -67,6 +67,11 @@ type Config struct {
 	Grace time.Duration
 	// Logger receives one line per event; slog.Default() when nil.
 	Logger *slog.Logger
+	// Deadline, when set, is the end of the worker's allocation
+	// (--max-runtime, --until): it claims only while at least a lease is
+	// left before it, and at it kills and releases its running tasks and
+	// returns from Run. See deadline.go.
+	Deadline time.Time
 
 	// TreeSlots is how many tree tasks run at once, each in a slot of its
 	// own beside the Concurrency slots of chunk tasks; 0 runs none. Tree
@@ -105,6 +110,7 @@ type Worker struct {
 	readers   *sync.Pool   // of *bufio.Reader, for commands' input and output
 	running   atomic.Int64 // tasks being handled
 	started   atomic.Bool
+	ending    *ending // the deadline and Release
 }
 
 // New checks cfg and returns a worker ready to Run.
@@ -124,7 +130,7 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Grace < 0 {
 		return nil, fmt.Errorf("grace period %v is negative", cfg.Grace)
 	}
-	w := &Worker{cfg: cfg, client: cfg.Client, log: cfg.Logger, workloads: map[string]Workload{}, readers: newReaderPool()}
+	w := &Worker{cfg: cfg, client: cfg.Client, log: cfg.Logger, workloads: map[string]Workload{}, readers: newReaderPool(), ending: newEnding(cfg.Deadline)}
 	needDir := false
 	for _, wl := range cfg.Workloads {
 		if !domain.ValidWorkload(wl.Name) {
@@ -214,16 +220,19 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // coordinator leases them again at once. It returns nil after such a
 // shutdown, and an error when the coordinator refuses the worker's claims
 // for good (an unknown token, say), after the same shutdown, or when the
-// work directory is unusable, before it claims anything. Run may be
-// called once.
+// work directory is unusable, before it claims anything. With a Deadline
+// it also ends at that moment, or as soon as no slot will claim again
+// before it and nothing runs; at the deadline, and when Release is called,
+// it kills its running tasks at once, without a grace period, and releases
+// them. Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
 	}
 	claimCtx, stopClaims := context.WithCancelCause(ctx)
 	defer stopClaims(nil)
-	runCtx, kill := context.WithCancel(context.WithoutCancel(ctx))
-	defer kill()
+	runCtx, kill := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer kill(nil)
 
 	defer w.fetch.close()
 	if len(w.treeNames) > 0 { // workloads with a command, which need it
@@ -234,6 +243,12 @@ func (w *Worker) Run(ctx context.Context) error {
 		defer release()
 	}
 	w.log.Info("worker started", "coordinator", w.client.BaseURL(), "workloads", w.names, "concurrency", w.cfg.Concurrency)
+	if !w.cfg.Deadline.IsZero() {
+		w.log.Info("claims stop when less than a lease is left before the deadline; running tasks are released at it",
+			"deadline", w.cfg.Deadline.UTC().Format(time.RFC3339), "left", time.Until(w.cfg.Deadline).Round(time.Second))
+	}
+	atDeadline, stopTimer := w.ending.timer()
+	defer stopTimer()
 	var slots sync.WaitGroup
 	for i := range w.cfg.Concurrency {
 		slots.Go(func() { w.slot(i, claimCtx, runCtx, stopClaims) })
@@ -247,18 +262,44 @@ func (w *Worker) Run(ctx context.Context) error {
 		close(done)
 	}()
 
-	<-claimCtx.Done()
-	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", w.cfg.Grace)
-	grace := time.NewTimer(w.cfg.Grace)
-	defer grace.Stop()
+	select {
+	case <-claimCtx.Done():
+	case <-done: // no slot claims any more before the deadline, and nothing runs
+	case <-atDeadline:
+		stopClaims(errDeadline)
+	case <-w.ending.release:
+		stopClaims(errReleased)
+	}
+	grace := w.cfg.Grace
+	if releaseCause(context.Cause(claimCtx)) != nil {
+		grace = 0
+	}
+	reason := "less than a lease is left before the deadline"
+	if cause := context.Cause(claimCtx); cause != nil {
+		reason = cause.Error()
+	}
+	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", grace, "reason", reason)
+	graceOver := time.NewTimer(grace)
+	defer graceOver.Stop()
+	killNow := func(cause error) {
+		if n := w.running.Load(); n > 0 {
+			w.log.Warn("killing the running tasks", "running", n, "reason", cause)
+		}
+		kill(cause)
+		<-done
+	}
 	select {
 	case <-done:
-	case <-grace.C:
-		if n := w.running.Load(); n > 0 {
-			w.log.Warn("grace period over: killing the running tasks", "running", n)
+	case <-graceOver.C:
+		cause := releaseCause(context.Cause(claimCtx))
+		if cause == nil {
+			cause = errGraceOver
 		}
-		kill()
-		<-done
+		killNow(cause)
+	case <-atDeadline: // during the grace period
+		killNow(errDeadline)
+	case <-w.ending.release:
+		killNow(errReleased)
 	}
 	var fatal *fatalError
 	if errors.As(context.Cause(claimCtx), &fatal) {
@@ -277,6 +318,12 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
 	req := client.ClaimRequest{WorkerID: w.cfg.ID, Workloads: w.names, WaitSeconds: w.cfg.ClaimWait.Seconds()}
 	for claimCtx.Err() == nil {
+		wait, ok := w.ending.claimWindow(w.cfg.ClaimWait)
+		if !ok {
+			w.log.Info("no more claims: less than a lease is left before the deadline", "left", time.Until(w.cfg.Deadline).Round(time.Millisecond))
+			return
+		}
+		req.WaitSeconds = wait.Seconds()
 		began := time.Now()
 		t, err := w.client.Claim(claimCtx, req)
 		switch {
@@ -285,7 +332,7 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 		case err != nil && client.IsRetryable(err):
 			d := b.next()
 			w.log.Warn("claim failed; backing off", "error", err, "retry_in", d.Round(time.Millisecond))
-			sleep(claimCtx, d)
+			w.pause(claimCtx, d)
 		case err != nil:
 			stop(&fatalError{fmt.Errorf("the coordinator refuses this worker's claims: %w (check --coordinator and --token, or SCIMESH_COORDINATOR and SCIMESH_TOKEN)", err)})
 			return
@@ -294,13 +341,14 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 			// gets the next at once (with a little jitter); one that
 			// answered at once gets growing pauses.
 			if time.Since(began) < w.cfg.ClaimWait/2 {
-				sleep(claimCtx, b.next())
+				w.pause(claimCtx, b.next())
 			} else {
 				b.reset()
-				sleep(claimCtx, rand.N(w.cfg.MinBackoff/2+1))
+				w.pause(claimCtx, rand.N(w.cfg.MinBackoff/2+1))
 			}
 		default:
 			b.reset()
+			w.ending.sawLease(t.LeaseDeadline)
 			w.handle(runCtx, t, procs)
 		}
 	}

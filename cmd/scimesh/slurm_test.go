@@ -1,0 +1,251 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/demo"
+	"github.com/scimesh/scimesh/internal/slurmtest"
+)
+
+// TestSlurmSubmitDryRun checks the batch script `scimesh slurm submit
+// --dry-run` prints, that no token is in it, and the errors of bad input,
+// which submit nothing.
+func TestSlurmSubmitDryRun(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const secret = "s3cret-worker-token-0123456789"
+	env := []string{"SCIMESH_TOKEN=" + secret}
+	args := []string{"slurm", "submit", "--coordinator", "http://10.1.2.3:8080", "--workload", "tanimoto",
+		"--workload", "dock=/opt/dock/score.sh --fast", "--jobs", "4", "--time", "02:00:00",
+		"--partition", "short", "--cpus-per-task", "8", "--dry-run"}
+	script, err := runStdout(t, dir, env, args...)
+	if err != nil {
+		t.Fatalf("--dry-run: %v\n%s", err, script)
+	}
+	for _, want := range []string{"#!/bin/bash\n", "#SBATCH --array=0-3\n", "#SBATCH --time=02:00:00\n",
+		"#SBATCH --signal=B:USR1@120\n", "#SBATCH --partition=short\n", "#SBATCH --cpus-per-task=8\n",
+		"exec " + binary + " worker", "--max-runtime 1h58m0s", "--concurrency 8", "--coordinator http://10.1.2.3:8080",
+		`--id "${node}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"`, "--workload tanimoto", "--workload 'dock=/opt/dock/score.sh --fast'"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("the script lacks %q:\n%s", want, script)
+		}
+	}
+	if strings.Contains(script, secret) {
+		t.Errorf("the script holds the token:\n%s", script)
+	}
+
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(secret+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withFile := append(args[:len(args)-1:len(args)-1], "--token-file", tokenFile, "--dry-run")
+	if msg, err := run(t, dir, nil, withFile...); err == nil || !strings.Contains(msg, "chmod 600") {
+		t.Errorf("a token file others may read: %v\n%s", err, msg)
+	}
+	if err := os.Chmod(tokenFile, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script, err = runStdout(t, dir, nil, withFile...)
+	if err != nil || !strings.Contains(script, "SCIMESH_TOKEN=$(< "+tokenFile+")") || strings.Contains(script, secret) {
+		t.Errorf("--token-file: %v\n%s", err, script)
+	}
+
+	// Bad input, with a fake sbatch on PATH that would show it ran.
+	bin := t.TempDir()
+	ran := filepath.Join(dir, "sbatch-ran")
+	if err := os.WriteFile(filepath.Join(bin, "sbatch"), []byte("#!/bin/sh\ntouch "+ran+"\necho 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	fakePath := "PATH=" + bin + ":" + os.Getenv("PATH")
+	base := []string{"slurm", "submit", "--coordinator", "http://10.1.2.3:8080"}
+	for _, c := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no workload", env, []string{"--jobs", "2", "--time", "01:00:00"}, "no workload"},
+		{"no jobs", env, []string{"--workload", "tanimoto", "--jobs", "0", "--time", "01:00:00"}, "--jobs 0"},
+		{"bad time", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "1h"}, "HH:MM:SS"},
+		{"under a minute", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "00:00:30"}, "at least 00:01:00"},
+		{"no time", env, []string{"--workload", "tanimoto", "--jobs", "2"}, "--time"},
+		{"bad workload", env, []string{"--workload", "=x", "--jobs", "2", "--time", "01:00:00"}, "workload"},
+		{"no token", nil, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00"}, "SCIMESH_TOKEN"},
+	} {
+		msg, err := run(t, dir, append([]string{fakePath}, c.env...), append(base, c.args...)...)
+		if err == nil || !strings.Contains(msg, c.want) {
+			t.Errorf("%s: %v\n%s; want an error naming %q", c.name, err, msg, c.want)
+		}
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Error("sbatch ran for bad input")
+	}
+	// No sbatch at all: the PATH of run has none but the system's, so
+	// give an empty one.
+	msg, err := run(t, dir, append([]string{"PATH=" + t.TempDir()}, env...), append(base, "--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00")...)
+	if err == nil || !strings.Contains(msg, "sbatch is not on PATH") {
+		t.Errorf("without sbatch: %v\n%s", err, msg)
+	}
+}
+
+// slurmTask is what the Slurm tests read of a task.
+type slurmTask struct {
+	State      string `json:"state"`
+	Attempt    int    `json:"attempt"`
+	LeaseOwner string `json:"lease_owner"`
+	Error      string `json:"error"`
+}
+
+// TestSlurmSubmitRunsWorkers starts a real single-node Slurm cluster and
+// a coordinator, and `scimesh slurm submit --jobs 2` runs two workers as
+// the jobs of one array: they complete a tanimoto job with the exact
+// result.
+func TestSlurmSubmitRunsWorkers(t *testing.T) {
+	t.Parallel()
+	cluster := slurmtest.Start(t)
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	table := filepath.Join(dir, "fps.csv")
+	query, err := demo.WriteFingerprints(table, demo.Data{Rows: 20000, Bits: 512, Density: 0.1, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	params, _ := json.Marshal(map[string]string{"query": query})
+	want, err := demo.DirectTopK(context.Background(), table, params, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "tanimoto", "--top-k", "10",
+		"--chunk-rows", "1000", "--param", "query="+query)
+	if err != nil {
+		t.Fatalf("submit: %v %s", err, jobID)
+	}
+	jobID = strings.TrimSpace(jobID)
+
+	began := time.Now()
+	out, err := runStdout(t, dir, []string{cluster.Env(), "SCIMESH_TOKEN=wtok"}, "slurm", "submit", "--coordinator", p.url,
+		"--workload", "tanimoto", "--jobs", "2", "--time", "00:05:00")
+	if err != nil {
+		t.Fatalf("slurm submit: %v\n%s", err, out)
+	}
+	array := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^\d+$`).MatchString(array) {
+		t.Fatalf("slurm submit printed %q, want a job ID", out)
+	}
+	workerWaitFor(t, 90*time.Second, "the job to complete", func() bool {
+		var j jobOut
+		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
+		return j.Status == "completed"
+	})
+	t.Logf("the job completed %v after slurm submit", time.Since(began).Round(time.Millisecond))
+	var got string
+	workerGetText(t, p.url+"/jobs/"+jobID+"/result", &got)
+	if got != string(want) {
+		t.Fatalf("result of the Slurm workers:\n%s\nwant:\n%s", got, want)
+	}
+	owner := regexp.MustCompile(`^` + regexp.QuoteMeta(cluster.Node) + `-` + array + `_[01]$`)
+	for i := range 20 {
+		var tk slurmTask
+		call(t, "GET", fmt.Sprintf("%s/tasks/%s-%d", p.url, jobID, i), "ctok", nil, &tk)
+		if !owner.MatchString(tk.LeaseOwner) {
+			t.Errorf("chunk %d was completed by %q, not by a worker of array %s", i, tk.LeaseOwner, array)
+		}
+	}
+	// Both jobs of the array ran a worker (sbatch writes their output in
+	// the directory it ran in).
+	for i := range 2 {
+		log := filepath.Join(dir, fmt.Sprintf("slurm-%s_%d.out", array, i))
+		workerWaitFor(t, 30*time.Second, log+" to show a worker started", func() bool {
+			data, _ := os.ReadFile(log)
+			return strings.Contains(string(data), "worker started")
+		})
+	}
+}
+
+// TestSlurmShortWalltimeReleases runs a worker as a Slurm job of one
+// minute, whose task would run for ten: the worker releases the task before
+// Slurm ends the job (Slurm's SIGUSR1, or its own --max-runtime), and exits
+// 0; a plain worker started after completes the job with the exact result.
+// The job allows one attempt: the release did not count.
+func TestSlurmShortWalltimeReleases(t *testing.T) {
+	t.Parallel()
+	cluster := slurmtest.Start(t)
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	table := filepath.Join(dir, "table.csv")
+	want := writeScoredTable(t, table, 300, 10)
+	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
+		"--chunk-rows", "300", "--lease-seconds", "30", "--max-attempts", "1")
+	if err != nil {
+		t.Fatalf("submit: %v %s", err, jobID)
+	}
+	jobID = strings.TrimSpace(jobID)
+
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte("wtok\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	began := time.Now()
+	out, err := runStdout(t, dir, []string{cluster.Env()}, "slurm", "submit", "--coordinator", p.url, "--token-file", tokenFile,
+		"--workload", copyWorkload("sleep 600; "), "--jobs", "1", "--time", "00:01:00")
+	if err != nil {
+		t.Fatalf("slurm submit: %v\n%s", err, out)
+	}
+	array := strings.TrimSpace(out)
+	task := func() (tk slurmTask) {
+		call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+		return tk
+	}
+	workerWaitFor(t, 30*time.Second, "the Slurm worker to lease the task", func() bool {
+		return strings.HasSuffix(task().LeaseOwner, "-"+array+"_0")
+	})
+	t.Logf("leased %v after slurm submit", time.Since(began).Round(time.Millisecond))
+	workerWaitFor(t, 80*time.Second, "the Slurm worker to release the task", func() bool {
+		return task().State == "pending"
+	})
+	released := time.Since(began)
+	tk := task()
+	if tk.Attempt != 1 || !strings.Contains(tk.Error, "released the task") {
+		t.Fatalf("the task after the walltime: %+v; want pending after a release", tk)
+	}
+	t.Logf("released %v after slurm submit: %s", released.Round(time.Millisecond), tk.Error)
+
+	// The job ends by itself, before its time limit: completed, exit 0.
+	var state string
+	workerWaitFor(t, 30*time.Second, "the Slurm job to end", func() bool {
+		out, _ := cluster.Command("scontrol", "show", "job", array).CombinedOutput()
+		state = string(out)
+		return strings.Contains(state, "JobState=COMPLETED") || strings.Contains(state, "JobState=TIMEOUT") ||
+			strings.Contains(state, "JobState=FAILED") || strings.Contains(state, "JobState=CANCELLED")
+	})
+	if !strings.Contains(state, "JobState=COMPLETED") || !strings.Contains(state, "ExitCode=0:0") {
+		t.Errorf("the Slurm job did not end by itself with 0:\n%s", state)
+	}
+	logs, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("slurm-%s_0.out", array)))
+	if !strings.Contains(string(logs), "worker stopped") || strings.Contains(string(logs), "TIME LIMIT") {
+		t.Errorf("the Slurm worker's output:\n%s", logs)
+	}
+
+	start(t, dir, workerEnv(p.url), "worker", "--id", "plain", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
+	workerWaitFor(t, 30*time.Second, "the job to complete", func() bool {
+		var j jobOut
+		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
+		return j.Status == "completed"
+	})
+	if tk := task(); tk.Attempt != 2 || tk.LeaseOwner != "plain" {
+		t.Errorf("the task at the end: %+v; want completed by plain at attempt 2", tk)
+	}
+	var got string
+	workerGetText(t, p.url+"/jobs/"+jobID+"/result", &got)
+	if got != want {
+		t.Fatalf("result after the release:\n%s\nwant:\n%s", got, want)
+	}
+}
