@@ -45,7 +45,7 @@ def _counts(job: Dict[str, Any]) -> Dict[str, int]:
 def _note(job: Dict[str, Any], c: Dict[str, int]) -> str:
     note = str(job.get("status", ""))
     if c["leased"]:
-        note += f", {c['leased']} running"
+        note += f", {c['leased']} leased"
     if c["failed"]:
         note += f", {c['failed']} failed"
     return note
@@ -55,19 +55,23 @@ class _TqdmBar(_Bar):
     def __init__(self, job_id: str) -> None:
         from tqdm.auto import tqdm  # ImportError when tqdm is not installed
 
-        self._bar = tqdm(total=None, desc=f"job {job_id}", unit="chunk", dynamic_ncols=True)
+        self._tqdm = tqdm
+        self._id = job_id
+        self._bar: Any = None
 
     def update(self, job: Dict[str, Any]) -> None:
         c = _counts(job)
-        if c["total"] and self._bar.total != c["total"]:
+        if self._bar is None:  # made at the first answer, which has the total
+            self._bar = self._tqdm(total=c["total"], desc=f"job {self._id}", unit="chunk", dynamic_ncols=True)
+        elif self._bar.total != c["total"]:
             self._bar.total = c["total"]
-            self._bar.refresh()
         if c["completed"] > self._bar.n:
             self._bar.update(c["completed"] - self._bar.n)
         self._bar.set_postfix_str(_note(job, c))
 
     def close(self) -> None:
-        self._bar.close()
+        if self._bar is not None:
+            self._bar.close()
 
 
 class TextBar(_Bar):
