@@ -1,9 +1,9 @@
 # The one command that runs every check: make test
 SHELL := /bin/bash
 
-.PHONY: test vet fmt lint unit build proto bench-river
+.PHONY: test vet fmt lint unit python build proto bench-river
 
-test: fmt vet lint unit
+test: fmt vet lint unit python
 
 build:
 	go build -o bin/scimesh ./cmd/scimesh
@@ -37,6 +37,22 @@ unit:
 		echo; echo "== failures (go test exited $$status) =="; \
 		grep -E -- '^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: |^(FAIL|panic:)' $$log | grep -v ' output:$$' | tail -n 60; \
 	fi; rm -f $$log; exit $$status
+
+# The Python package's tests (python/tests), on Debian's /usr/bin/python3
+# with python3-pytest, python3-pandas and python3-tqdm; they build the
+# binary and run a real coordinator and workers. Without pytest they are
+# skipped, loudly; under CI that is a failure (as is, in the suite, a
+# missing pandas or tqdm).
+PYTHON ?= /usr/bin/python3
+python:
+	@if $(PYTHON) -c 'import pytest' >/dev/null 2>&1; then \
+		echo "cd python && $(PYTHON) -m pytest -q -p no:cacheprovider tests"; \
+		cd python && PYTHONDONTWRITEBYTECODE=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests; \
+	elif [ -n "$$CI" ]; then \
+		echo "pytest is not installed for $(PYTHON) (apt-get install python3-pytest python3-pandas python3-tqdm)"; exit 1; \
+	else \
+		echo "SKIPPING the Python tests: pytest is not installed for $(PYTHON) (apt-get install python3-pytest python3-pandas python3-tqdm)"; \
+	fi
 
 # Regenerate the gRPC/Connect code beside the protos (proto/scimesh/v1) after
 # formatting and linting them, then stamp it: proto/scimesh/v1/generated.sum

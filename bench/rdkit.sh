@@ -103,7 +103,7 @@ run_scimesh() { # BINARY RUN: prints "worker_cpu super_cpu command_cpu task comm
 		# status is kept.
 		"$bin" worker --coordinator "$url" --token "$WORKER_AUTH_TOKEN" --id "bench-$w" --concurrency 1 \
 			--work-dir "$dir/work-$w" \
-			--workload "morgan=a=\$(date +%s.%N); $python $PWD/examples/rdkit/score.py; s=\$?; times >>$dir/times-$w; echo \$a \$(date +%s.%N) >>$dir/walls-$w; exit \$s" \
+			--workload "morgan=a=\$(date +%s.%N); PYTHONPATH=$PWD/python $python $PWD/examples/rdkit/score.py; s=\$?; times >>$dir/times-$w; echo \$a \$(date +%s.%N) >>$dir/walls-$w; exit \$s" \
 			2>"$dir/worker-$w.log" &
 		pids+=($!)
 		workers+=($!)
@@ -152,7 +152,7 @@ run_by_hand() { # RUN: prints "command_cpu wall" per chunk
 	for c in 0 1; do
 		(
 			a=$(now)
-			SCIMESH_PARAMETERS="{\"query\":\"$query\"}" "$python" examples/rdkit/score.py <"$work/chunk$c.csv" >"$dir/out$c.csv" 2>"$dir/err$c"
+			SCIMESH_PARAMETERS="{\"query\":\"$query\"}" PYTHONPATH=python "$python" examples/rdkit/score.py <"$work/chunk$c.csv" >"$dir/out$c.csv" 2>"$dir/err$c"
 			times >"$dir/times$c"
 			awk -v a="$a" -v b="$(now)" 'BEGIN {printf "%.3f", b - a}' >"$dir/wall$c"
 		) &

@@ -244,9 +244,10 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	}
 }
 
-// TestRDKitExample runs examples/rdkit through a real coordinator and
-// worker on RDKit's NCI sample and checks the result against the example's
-// single-process reference. It needs Debian's python3-rdkit and rdkit-data
+// TestRDKitExample runs examples/rdkit (a workload on the Python package's
+// scimesh.run_workload) through a real coordinator and worker on RDKit's
+// NCI sample and checks the result against the example's single-process
+// reference, which uses RDKit alone. It needs Debian's python3-rdkit and rdkit-data
 // (CI installs them); without them it skips, or fails when CI is set.
 func TestRDKitExample(t *testing.T) {
 	t.Parallel()
@@ -278,9 +279,14 @@ func TestRDKitExample(t *testing.T) {
 		t.Fatalf("reference: %v", err)
 	}
 
+	pkg, err := filepath.Abs("../../python") // the scimesh package, which score.py runs on
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 	start(t, dir, workerEnv(p.url), "worker", "--id", "rdkit-1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
-		"--workload", "morgan="+python+" "+filepath.Join(example, "score.py"))
+		"--workload", "morgan=PYTHONPATH="+shellQuote(pkg)+" "+python+" "+shellQuote(filepath.Join(example, "score.py")))
 	out := filepath.Join(dir, "out.csv")
 	msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "morgan", "--param", "query="+query,
 		"--top-k", k, "--chunk-rows", "1000", "--wait", "--output", out)
@@ -294,6 +300,11 @@ func TestRDKitExample(t *testing.T) {
 	if !strings.HasPrefix(string(got), "id,score\n") || strings.Count(string(got), "\n") != 21 {
 		t.Fatalf("rdkit result is not a header and 20 rows:\n%s", got)
 	}
+}
+
+// shellQuote quotes s for /bin/sh, which runs a worker's command.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func fileExists(p string) bool {

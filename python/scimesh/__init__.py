@@ -1,0 +1,19 @@
+"""SciMesh from Python: submit tables to a coordinator, follow the jobs,
+read their results, and write workloads.
+
+    import scimesh
+    c = scimesh.Client()            # SCIMESH_COORDINATOR, SCIMESH_TOKEN
+    job = c.submit("fps.csv", workload="tanimoto", top_k=100, params={"query": "00ff"})
+    job.wait(progress=True)
+    df = job.dataframe()
+
+A workload command in Python is ``scimesh.run_workload(score)``.
+"""
+
+__version__ = "0.1.0"
+
+from .client import Client, Job  # noqa: E402
+from .errors import APIError, JobFailed, NetworkError  # noqa: E402
+from .workload import WorkloadError, run_workload  # noqa: E402
+
+__all__ = ["Client", "Job", "APIError", "JobFailed", "NetworkError", "WorkloadError", "run_workload", "__version__"]

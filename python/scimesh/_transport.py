@@ -1,0 +1,322 @@
+"""HTTP calls to the coordinator: authentication, error bodies, retries.
+
+Built on http.client rather than urllib.request for two reasons: an upload
+is streamed from a file or a generator, and when the coordinator refuses
+an upload early (a bad CSV record at line 3 of a big file) it answers and
+stops reading, so the answer must be read even though sending the rest of
+the body failed. Proxies from the environment (HTTP_PROXY, HTTPS_PROXY,
+NO_PROXY) are honoured as urllib would; redirects are not followed (an API
+call that is redirected is an error that names where it was sent).
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import http.client
+import json
+import random
+import socket
+import ssl
+import time
+import urllib.parse
+import urllib.request
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+
+from .errors import APIError, NetworkError
+
+# Statuses worth another try of an idempotent call: the coordinator's 503
+# (busy, not ready, at its cap of streams; with Retry-After), and a reverse
+# proxy's 502 and 504 while the coordinator restarts.
+RETRY_STATUSES = frozenset({502, 503, 504})
+
+# The longest Retry-After honoured; a longer one is cut to this.
+MAX_RETRY_AFTER = 300.0
+
+BodyFactory = Callable[[], Iterable[bytes]]
+
+
+class Body:
+    """A request body to send, possibly streamed.
+
+    ``open`` returns the bytes to send, as an iterable of pieces (a
+    generator reading a file, say). When ``length`` is known it is sent as
+    Content-Length, else the body goes with chunked transfer encoding.
+    ``resendable`` says whether ``open`` may be called again to send the
+    same bytes once more, which is what lets a failed call be retried.
+    """
+
+    def __init__(self, open: BodyFactory, length: Optional[int], resendable: bool) -> None:
+        self.open = open
+        self.length = length
+        self.resendable = resendable
+
+
+class Response:
+    """A streamed 2xx answer: read it like a binary file, then close it."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn = conn
+        self._resp = resp
+        self.status = resp.status
+        self.headers = resp.headers
+
+    def read(self, n: int = -1) -> bytes:
+        return self._resp.read(n)
+
+    def close(self) -> None:
+        self._resp.close()
+        self._conn.close()
+
+    def __enter__(self) -> "Response":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class Transport:
+    """Sends requests to one coordinator with its token.
+
+    ``retries`` is how many times a retryable call is tried again after the
+    first; the delays grow from ``backoff`` seconds, doubling up to
+    ``max_backoff``, each times a random factor in [0.5, 1], or follow the
+    answer's Retry-After.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        token: Optional[str],
+        *,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_backoff: float,
+        user_agent: str,
+    ) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"coordinator URL {url!r} is not an http:// or https:// URL")
+        self.url = url.rstrip("/")
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._netloc = parts.netloc
+        self._prefix = parts.path.rstrip("/")
+        self._proxy = _proxy_for(parts.scheme, parts.hostname)
+        self.token = token
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.user_agent = user_agent
+        self.sleep: Callable[[float], None] = time.sleep  # tests replace it
+
+    def endpoint(self, path: str, query: Optional[Mapping[str, Any]] = None) -> str:
+        """The URL of ``path`` (which starts with "/") on the coordinator."""
+        return self.url + self._target(path, query)[len(self._prefix) :]
+
+    def _target(self, path: str, query: Optional[Mapping[str, Any]]) -> str:
+        target = self._prefix + path
+        if query:
+            q = {k: v for k, v in query.items() if v is not None}
+            if q:
+                target += "?" + urllib.parse.urlencode(q)
+        return target
+
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        json_body: Any = None,
+        body: Optional[Body] = None,
+        content_type: Optional[str] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        idempotent: bool = True,
+        timeout: Optional[float] = None,
+        stream: bool = False,
+    ) -> Union[bytes, Response]:
+        """Performs one API call and returns the answer's body (or, with
+        ``stream``, the open :class:`Response`, which the caller closes).
+
+        A 2xx answer is returned; any other raises :class:`APIError`. A
+        call that is ``idempotent`` (and whose body, if any, can be sent
+        again) is retried on 502/503/504 and on network errors, which end
+        as :class:`NetworkError` when the retries run out.
+        """
+        target = self._target(path, query)
+        hdrs: Dict[str, str] = {"User-Agent": self.user_agent, "Accept": "application/json"}
+        payload: Optional[bytes] = None
+        if json_body is not None:
+            payload = json.dumps(json_body).encode("utf-8")
+            hdrs["Content-Type"] = "application/json"
+        if content_type:
+            hdrs["Content-Type"] = content_type
+        if headers:
+            hdrs.update(headers)
+        if self.token:
+            hdrs["Authorization"] = "Bearer " + self.token
+        retryable = idempotent and (body is None or body.resendable)
+        attempt = 0
+        while True:
+            try:
+                conn, resp = self._send(method, target, hdrs, payload, body, timeout)
+                if 200 <= resp.status <= 299:
+                    if stream:
+                        return Response(conn, resp)
+                    try:
+                        return resp.read()
+                    finally:
+                        conn.close()
+                try:
+                    err = _api_error(resp, method, path)
+                finally:
+                    conn.close()
+                if resp.status in (301, 302, 303, 307, 308):
+                    err.message += f"; the coordinator URL {self.url!r} is redirected to {resp.getheader('Location')!r}: use that URL"
+                if retryable and resp.status in RETRY_STATUSES and attempt < self.retries:
+                    self.sleep(self._delay(attempt, _retry_after(resp.getheader("Retry-After"))))
+                    attempt += 1
+                    continue
+                raise err
+            except (OSError, http.client.HTTPException) as e:
+                if retryable and attempt < self.retries:
+                    self.sleep(self._delay(attempt, None))
+                    attempt += 1
+                    continue
+                tries = f" (tried {attempt + 1} times)" if attempt else ""
+                raise NetworkError(f"{method} {self.endpoint(path, query)}: {e or type(e).__name__}{tries}") from e
+
+    def _send(
+        self,
+        method: str,
+        target: str,
+        hdrs: Dict[str, str],
+        payload: Optional[bytes],
+        body: Optional[Body],
+        timeout: Optional[float],
+    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        conn = self._connect(self.timeout if timeout is None else timeout)
+        headers = dict(hdrs)
+        chunked = False
+        data: Any = payload
+        if body is not None:
+            data = iter(body.open())
+            if body.length is not None:
+                headers["Content-Length"] = str(body.length)
+            else:
+                chunked = True
+        if self._proxy and self._scheme == "http":
+            target = f"http://{self._netloc}{target}"  # absolute form, to a proxy
+        try:
+            try:
+                conn.request(method, target, body=data, headers=headers, encode_chunked=chunked)
+            except OSError:
+                # Connected, the coordinator may have answered and stopped
+                # reading (a refused upload): its answer says why, the
+                # broken pipe not.
+                if conn.sock is not None:
+                    try:
+                        return conn, conn.getresponse()
+                    except (OSError, http.client.HTTPException):
+                        pass
+                raise
+            return conn, conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+
+    def _connect(self, timeout: float) -> http.client.HTTPConnection:
+        if self._proxy is not None:
+            phost, pport, pauth = self._proxy
+            if self._scheme == "https":
+                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                    phost, pport, timeout=timeout, context=ssl.create_default_context()
+                )
+                conn.set_tunnel(self._host, self._port, headers=pauth)
+                return conn
+            return _ProxiedConnection(phost, pport, pauth, timeout)
+        if self._scheme == "https":
+            return http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=ssl.create_default_context()
+            )
+        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+
+    def _delay(self, attempt: int, retry_after: Optional[float]) -> float:
+        if retry_after is not None:
+            return min(retry_after, MAX_RETRY_AFTER) + random.uniform(0, 0.1)
+        return min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1.0)
+
+
+class _ProxiedConnection(http.client.HTTPConnection):
+    """A plain HTTP connection to a proxy, with its credentials on each request."""
+
+    def __init__(self, host: str, port: int, auth: Dict[str, str], timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self._auth = auth
+
+    def endheaders(self, *args: Any, **kwargs: Any) -> None:
+        for k, v in self._auth.items():
+            self.putheader(k, v)
+        super().endheaders(*args, **kwargs)
+
+
+def _proxy_for(scheme: str, host: str) -> Optional[Tuple[str, int, Dict[str, str]]]:
+    """The proxy the environment names for URLs of scheme on host, if any:
+    its host, its port and the header of its credentials."""
+    proxy = urllib.request.getproxies().get(scheme)
+    if not proxy or urllib.request.proxy_bypass(host):
+        return None
+    if "://" not in proxy:
+        proxy = "http://" + proxy
+    p = urllib.parse.urlsplit(proxy)
+    if not p.hostname:
+        return None
+    auth: Dict[str, str] = {}
+    if p.username:
+        cred = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
+        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
+    return p.hostname, p.port or 80, auth
+
+
+def _retry_after(value: Optional[str]) -> Optional[float]:
+    """Seconds from a Retry-After header (seconds, or an HTTP date)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _api_error(resp: http.client.HTTPResponse, method: str, path: str) -> APIError:
+    """Reads an error answer into an APIError."""
+    try:
+        raw = resp.read(1 << 20)
+    except (OSError, http.client.HTTPException, socket.timeout):
+        raw = b""
+    code, message = APIError.code_for(resp.status), ""
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+        err = doc.get("error") if isinstance(doc, dict) else None
+        if isinstance(err, dict):
+            code = str(err.get("code") or code)
+            message = str(err.get("message") or "")
+    except (ValueError, UnicodeDecodeError):
+        message = raw[:500].decode("utf-8", "replace").strip()
+    if not message:
+        message = resp.reason or http.client.responses.get(resp.status, "")
+    return APIError(
+        resp.status, code, message, method=method, path=path, request_id=resp.getheader("X-Request-ID")
+    )

@@ -1,0 +1,353 @@
+"""The client of a SciMesh coordinator: submit tables, follow jobs, fetch
+results."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import shutil
+import time
+import urllib.parse
+import uuid
+from typing import Any, Dict, Iterator, List, Optional
+
+from . import __version__
+from ._progress import Progress, make_bar
+from ._source import Source, body_of
+from ._transport import Response, Transport
+from .errors import JobFailed
+
+FINAL = frozenset({"completed", "failed", "cancelled"})
+
+# The longest a single long-poll holds (the coordinator allows 60 s).
+_WAIT_SLICE = 30
+
+
+class Client:
+    """A connection to one coordinator.
+
+    ``url`` defaults to the environment's ``SCIMESH_COORDINATOR`` (else
+    ``http://127.0.0.1:8080``), ``token`` to ``SCIMESH_TOKEN`` (the client
+    token, ``CLIENT_AUTH_TOKEN`` of the coordinator). ``timeout`` bounds
+    each network operation in seconds. Calls that are safe to repeat (reads,
+    cancel, retry, job creation, which carries an ``Idempotency-Key``, and
+    uploads that can be sent again) are retried up to ``retries`` times on
+    502/503/504 answers (after their ``Retry-After``) and on network errors,
+    with exponential backoff from ``backoff`` seconds, with jitter.
+    """
+
+    def __init__(
+        self,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        *,
+        timeout: float = 60.0,
+        retries: int = 5,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+    ) -> None:
+        url = url or os.environ.get("SCIMESH_COORDINATOR") or "http://127.0.0.1:8080"
+        token = token if token is not None else os.environ.get("SCIMESH_TOKEN") or None
+        self._t = Transport(
+            url,
+            token,
+            timeout=timeout,
+            retries=retries,
+            backoff=backoff,
+            max_backoff=max_backoff,
+            user_agent=f"scimesh-python/{__version__}",
+        )
+
+    @property
+    def url(self) -> str:
+        """The coordinator's URL."""
+        return self._t.url
+
+    def __repr__(self) -> str:
+        return f"scimesh.Client({self.url!r})"
+
+    # Uploads and jobs.
+
+    def upload(self, source: Source) -> Dict[str, Any]:
+        """Uploads a table and returns ``{"upload_id", "bytes", "sha256",
+        "rows"}``; see :meth:`submit` for what ``source`` may be. The
+        coordinator checks the CSV as it arrives: a bad record is an
+        :class:`APIError` 400 ``invalid_argument`` naming its line."""
+        body = body_of(source)
+        raw = self._t.call("POST", "/upload", body=body, content_type="text/csv", idempotent=True)
+        return json.loads(raw)
+
+    def submit(
+        self,
+        source: Source,
+        *,
+        workload: str,
+        top_k: Optional[int] = None,
+        params: Optional[Dict[str, Any]] = None,
+        chunk_rows: Optional[int] = None,
+        score_column: Optional[str] = None,
+        order: Optional[str] = None,
+        name: Optional[str] = None,
+        priority: Optional[int] = None,
+        timeout_seconds: Optional[int] = None,
+        has_header: Optional[bool] = None,
+        max_attempts: Optional[int] = None,
+        lease_seconds: Optional[int] = None,
+        idempotency_key: Optional[str] = None,
+    ) -> "Job":
+        """Uploads ``source`` and creates a job over it: score every row with
+        ``workload`` and keep the best ``top_k``.
+
+        ``source`` is a path (``str`` or ``pathlib.Path``: streamed from
+        disk, never read whole), a file object opened for reading (binary or
+        text), a pandas ``DataFrame`` (written as CSV a slice at a time; a
+        named index becomes the first column(s)) or the CSV as ``bytes``.
+
+        ``params`` is the job's parameters, handed to the workload
+        (``SCIMESH_PARAMETERS``). Options left ``None`` take the
+        coordinator's defaults: ``top_k`` 100, ``chunk_rows`` 10000,
+        ``score_column`` "score", ``order`` "desc" (or "asc"), ``name`` "",
+        ``priority`` 0 (higher first), ``timeout_seconds`` 0 (none),
+        ``has_header`` True, ``max_attempts`` 3, ``lease_seconds`` 120.
+
+        The job is created with an ``Idempotency-Key`` (``idempotency_key``,
+        else a fresh UUID), so that a creation whose answer was lost is
+        retried without making a second job.
+        """
+        up = self.upload(source)
+        spec: Dict[str, Any] = {"workload": workload, "input": {"upload_id": up["upload_id"]}}
+        options = {
+            "name": name,
+            "parameters": params,
+            "chunk_rows": chunk_rows,
+            "has_header": has_header,
+            "top_k": top_k,
+            "score_column": score_column,
+            "order": order,
+            "max_attempts": max_attempts,
+            "lease_seconds": lease_seconds,
+            "priority": priority,
+            "timeout_seconds": timeout_seconds,
+        }
+        spec.update({k: v for k, v in options.items() if v is not None})
+        key = idempotency_key or str(uuid.uuid4())
+        raw = self._t.call("POST", "/jobs", json_body=spec, headers={"Idempotency-Key": key})
+        return Job(self, json.loads(raw))
+
+    def job(self, job_id: str) -> "Job":
+        """The job ``job_id`` as it is now (:class:`APIError` 404
+        ``not_found`` when there is none)."""
+        return Job(self, self._get_job(job_id))
+
+    def jobs(
+        self, status: Optional[str] = None, *, limit: Optional[int] = None, page_size: int = 100
+    ) -> List["Job"]:
+        """The jobs in the coordinator's order, optionally only those of
+        ``status`` (pending, running, completed, failed, cancelled) and at
+        most ``limit`` of them; pages through the listing, ``page_size``
+        (1-1000) jobs a call."""
+        out: List[Job] = []
+        cursor: Optional[str] = None
+        while limit is None or len(out) < limit:
+            page = page_size if limit is None else min(page_size, limit - len(out))
+            doc = self._json("GET", "/jobs", query={"status": status, "limit": page, "cursor": cursor})
+            out.extend(Job(self, j) for j in doc.get("jobs") or [])
+            cursor = doc.get("next_cursor")
+            if not cursor or not doc.get("jobs"):
+                break
+        return out
+
+    def tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Dict[str, Any]]:
+        """The chunk tasks of job ``job_id`` (dicts as the coordinator gives
+        them: ``task_id``, ``state``, ``attempt``, ``error``, ...),
+        optionally only those in ``state``; pages through the listing."""
+        cursor: Optional[str] = None
+        while True:
+            doc = self._json(
+                "GET", f"/jobs/{_seg(job_id)}/tasks", query={"state": state, "limit": 1000, "cursor": cursor}
+            )
+            yield from doc.get("tasks") or []
+            cursor = doc.get("next_cursor")
+            if not cursor or not doc.get("tasks"):
+                return
+
+    def task(self, task_id: str) -> Dict[str, Any]:
+        """One task's information (``GET /tasks/{task_id}``)."""
+        return self._json("GET", f"/tasks/{_seg(task_id)}")
+
+    def logs(self, task_id: str) -> str:
+        """The log of task ``task_id``: the stderr lines of its workload, of
+        every attempt, as text."""
+        return self._t.call("GET", f"/tasks/{_seg(task_id)}/logs").decode("utf-8", "replace")
+
+    # What Job calls.
+
+    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+        return json.loads(self._t.call(method, path, **kwargs))
+
+    def _get_job(self, job_id: str, wait: int = 0, after: Optional[str] = None) -> Dict[str, Any]:
+        if wait and after:
+            # The coordinator may hold the call for wait seconds: the read
+            # timeout must outlast it.
+            return self._json(
+                "GET",
+                f"/jobs/{_seg(job_id)}",
+                query={"wait_seconds": wait, "after": after},
+                timeout=wait + self._t.timeout,
+            )
+        return self._json("GET", f"/jobs/{_seg(job_id)}")
+
+
+class Job:
+    """A job of a coordinator, as last read (:meth:`refresh` reads it again).
+
+    ``status`` is pending, running, completed, failed or cancelled;
+    ``progress`` the share of chunks completed (0..1); ``tasks`` the counts
+    of its chunk tasks by state. ``data`` is the whole job object as the
+    coordinator sent it.
+    """
+
+    def __init__(self, client: Client, data: Dict[str, Any]) -> None:
+        self.client = client
+        self.data = data
+
+    @property
+    def id(self) -> str:
+        """The job's ID (``job_id``)."""
+        return self.data["job_id"]
+
+    @property
+    def status(self) -> str:
+        """pending, running, completed, failed or cancelled."""
+        return self.data["status"]
+
+    @property
+    def progress(self) -> float:
+        """Completed chunks over all chunks, 0..1."""
+        return float(self.data.get("progress") or 0.0)
+
+    @property
+    def tasks(self) -> Dict[str, int]:
+        """Counts of the job's chunk tasks: total, pending, leased,
+        completed, failed, cancelled."""
+        return dict(self.data.get("tasks") or {})
+
+    @property
+    def error(self) -> Optional[str]:
+        """Why the job failed (it names the failed task), else None."""
+        return self.data.get("error")
+
+    @property
+    def name(self) -> str:
+        """The name given at submission."""
+        return self.data.get("name") or ""
+
+    @property
+    def done(self) -> bool:
+        """Whether the job is final: completed, failed or cancelled."""
+        return self.status in FINAL
+
+    def __repr__(self) -> str:
+        t = self.tasks
+        return f"<scimesh.Job {self.id} {self.status} {t.get('completed', 0)}/{t.get('total', 0)} chunks>"
+
+    def refresh(self) -> "Job":
+        """Reads the job again; returns it."""
+        self.data = self.client._get_job(self.id)
+        return self
+
+    def wait(self, progress: Progress = True, timeout: Optional[float] = None) -> "Job":
+        """Waits until the job is final and returns it when it completed.
+
+        Follows the job with long polls (``GET /jobs/{id}?wait_seconds=&
+        after=``): the coordinator answers as soon as a chunk completes or
+        the job ends. ``progress`` shows a bar on stderr: True is tqdm's
+        (``tqdm.auto``, a widget in a notebook) when tqdm is installed, else
+        a text bar; "tqdm" or "text" picks one, False shows none.
+
+        Raises :class:`scimesh.JobFailed` when the job ends failed or
+        cancelled, and ``TimeoutError`` when ``timeout`` seconds pass first
+        (the job goes on).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = make_bar(progress, self.id)
+        try:
+            self.refresh()
+            while True:
+                if bar is not None:
+                    bar.update(self.data)
+                if self.done:
+                    break
+                wait = _WAIT_SLICE
+                if deadline is not None:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        raise TimeoutError(
+                            f"job {self.id} is still {self.status} after {timeout} s "
+                            f"({self.tasks.get('completed', 0)}/{self.tasks.get('total', 0)} chunks)"
+                        )
+                    wait = max(1, min(wait, math.ceil(left)))
+                token = self.data.get("progress_token")
+                if token:
+                    self.data = self.client._get_job(self.id, wait=wait, after=token)
+                else:  # a coordinator without long polls: ask each second
+                    time.sleep(min(1.0, wait))
+                    self.refresh()
+        finally:
+            if bar is not None:
+                bar.close()
+        if self.status != "completed":
+            raise JobFailed(self)
+        return self
+
+    def result(self) -> str:
+        """The final CSV (the best top_k rows over all chunks) as text;
+        :class:`APIError` 409 ``not_ready`` before the job completed."""
+        return self.client._t.call("GET", f"/jobs/{_seg(self.id)}/result").decode("utf-8")
+
+    def download(self, path: "str | os.PathLike[str]") -> None:
+        """Writes the final CSV to ``path``, streamed."""
+        resp = self.client._t.call("GET", f"/jobs/{_seg(self.id)}/result", stream=True)
+        assert isinstance(resp, Response)
+        with resp, open(path, "wb") as f:
+            shutil.copyfileobj(resp, f, 1 << 20)
+
+    def dataframe(self, **read_csv: Any) -> Any:
+        """The final CSV as a pandas DataFrame; keyword arguments go to
+        ``pandas.read_csv`` (``dtype={"id": str}``, say). Scores are read
+        back exactly (``float_precision="round_trip"``: pandas' default
+        parser may be off in the last digit)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise ImportError(
+                "Job.dataframe() needs pandas, which is not installed: pip install pandas "
+                "(or apt-get install python3-pandas); Job.result() gives the CSV as text without it"
+            ) from None
+        read_csv.setdefault("float_precision", "round_trip")
+        return pd.read_csv(io.StringIO(self.result()), **read_csv)
+
+    def cancel(self) -> "Job":
+        """Cancels the job (idempotent: a final job stays as it is); returns
+        it as the coordinator answered."""
+        self.data = self.client._json("POST", f"/jobs/{_seg(self.id)}/cancel")
+        return self
+
+    def retry(self) -> "Job":
+        """Runs a failed or cancelled job's unfinished chunks again (the
+        completed ones keep their outputs); :class:`APIError` 409
+        ``conflict`` for a job that is pending, running or completed."""
+        self.data = self.client._json("POST", f"/jobs/{_seg(self.id)}/retry")
+        return self
+
+    def list_tasks(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
+        """The job's chunk tasks, optionally only those in ``state`` (for
+        their ``task_id``, to read :meth:`Client.logs`)."""
+        return list(self.client.tasks(self.id, state))
+
+
+def _seg(s: str) -> str:
+    """s as one path segment (IDs are SHARD:LOCAL)."""
+    return urllib.parse.quote(s, safe=":")

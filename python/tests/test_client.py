@@ -1,0 +1,243 @@
+"""The client against a real coordinator and real workers (conftest)."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+import scimesh
+from conftest import Coordinator, need
+from helpers import fingerprints, parse, tanimoto_top, top, write_fingerprints
+
+N, K = 2000, 25
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory: pytest.TempPathFactory):
+    rows, query = fingerprints(N, seed=7)
+    path = tmp_path_factory.mktemp("table") / "fps.csv"
+    write_fingerprints(path, rows)
+    return path, rows, query, tanimoto_top(rows, query, K)
+
+
+def test_submit_path(client: scimesh.Client, table) -> None:
+    path, _, query, want = table
+    job = client.submit(str(path), workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=300, name="path")
+    assert job.status in ("pending", "running")
+    assert job.tasks["total"] == 7  # 2000 rows in chunks of 300
+    assert job.wait(progress=False) is job
+    assert job.status == "completed" and job.progress == 1.0 and job.tasks["completed"] == 7
+    assert parse(job.result()) == want
+
+
+def test_submit_file_objects(client: scimesh.Client, table, tmp_path: Path) -> None:
+    path, _, query, want = table
+    with open(path, "rb") as f:
+        job = client.submit(f, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=500)
+    assert parse(job.wait(progress=False).result()) == want
+    text = io.StringIO(path.read_text())
+    text.read(10)  # a file object is sent from where it stands
+    text.seek(0)
+    job = client.submit(text, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=500)
+    assert parse(job.wait(progress=False).result()) == want
+    job.download(tmp_path / "out.csv")
+    assert (tmp_path / "out.csv").read_text() == job.result()
+
+
+def test_submit_pipe(client: scimesh.Client, table) -> None:
+    # A one-shot stream (not seekable): sent as it comes, with chunked encoding.
+    path, _, query, want = table
+    r, w = os.pipe()
+    data = path.read_bytes()
+
+    def feed() -> None:
+        with os.fdopen(w, "wb") as f:
+            for i in range(0, len(data), 4096):
+                f.write(data[i : i + 4096])
+
+    threading.Thread(target=feed, daemon=True).start()
+    with os.fdopen(r, "rb") as f:
+        job = client.submit(f, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=700)
+    assert parse(job.wait(progress=False).result()) == want
+
+
+def test_submit_dataframe(client: scimesh.Client, table, monkeypatch: pytest.MonkeyPatch) -> None:
+    need("pandas")
+    import pandas as pd
+
+    from scimesh import _source
+
+    _, rows, query, want = table
+    df = pd.DataFrame(rows, columns=["id", "fingerprint"])
+    monkeypatch.setattr(_source, "FRAME_ROWS", 333)  # several pieces, one header
+    job = client.submit(df, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=400)
+    assert job.tasks["total"] == 5
+    job.wait(progress=False)
+    assert parse(job.result()) == want
+    got = job.dataframe()
+    assert list(got.columns) == ["id", "score"]
+    assert list(zip(got["id"], got["score"])) == want
+    # A named index is a column of the table.
+    job = client.submit(df.set_index("id"), workload="tanimoto", top_k=K, params={"query": query})
+    assert parse(job.wait(progress=False).result()) == want
+
+
+def test_dataframe_without_pandas(client: scimesh.Client, table, monkeypatch: pytest.MonkeyPatch) -> None:
+    path, _, query, _ = table
+    job = client.submit(path, workload="tanimoto", top_k=3, params={"query": query}).wait(progress=False)
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="needs pandas"):
+        job.dataframe()
+
+
+def test_wait_tqdm(client: scimesh.Client, table, capsys: pytest.CaptureFixture) -> None:
+    need("tqdm")
+    path, _, query, want = table
+    job = client.submit(path, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=250)
+    job.wait(progress="tqdm")
+    err = capsys.readouterr().err
+    assert f"job {job.id}" in err and "8/8" in err and "100%" in err, err
+    assert parse(job.result()) == want
+
+
+def test_wait_text_bar(client: scimesh.Client, table, capsys: pytest.CaptureFixture) -> None:
+    path, _, query, _ = table
+    job = client.submit(path, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=250)
+    job.wait(progress="text")
+    lines = capsys.readouterr().err.splitlines()
+    assert lines, "no progress shown"
+    assert lines[-1] == f"job {job.id} [{'#' * 30}] 100% 8/8 chunks (completed)", lines
+
+
+def test_wait_falls_back_without_tqdm(client: scimesh.Client, table, capsys, monkeypatch) -> None:
+    path, _, query, _ = table
+    monkeypatch.setitem(sys.modules, "tqdm", None)
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)
+    job = client.submit(path, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=1000)
+    job.wait()  # progress=True: tqdm when it imports, else the text bar
+    assert capsys.readouterr().err.splitlines()[-1].endswith("100% 2/2 chunks (completed)")
+
+
+def test_run_workload_as_worker_command(client: scimesh.Client, tmp_path: Path) -> None:
+    # tests/workloads/charsum.py: scimesh.run_workload in a real worker, one process per chunk.
+    texts = [f"molecule {i} \u00e9\u4e2d" * (i % 5) for i in range(400)]
+    texts[3] = 'quoted "text",\nwith a newline'
+    texts[10] = "skip me"
+    path = tmp_path / "texts.csv"
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(["id", "text"])
+        w.writerows((f"r{i:04d}", t) for i, t in enumerate(texts))
+    scored = [(f"r{i:04d}", sum(map(ord, t)) * 3 / 7) for i, t in enumerate(texts) if not t.startswith("skip")]
+    want = top(scored, 30)
+    job = client.submit(path, workload="charsum", top_k=30, params={"factor": 3}, chunk_rows=37)
+    job.wait(progress=False)
+    # The scores as run_workload wrote them (repr), byte for byte.
+    assert job.result() == "id,score\n" + "".join(f"{i},{s!r}\n" for i, s in want)
+
+
+def test_cancel(client: scimesh.Client, table) -> None:
+    path, _, _, _ = table
+    job = client.submit(path, workload="nobody-runs-this", top_k=5)
+    assert job.status == "pending"
+    with pytest.raises(scimesh.APIError) as e:
+        job.result()
+    assert (e.value.status, e.value.code) == (409, "not_ready")
+    with pytest.raises(TimeoutError, match="still pending"):
+        job.wait(progress=False, timeout=1)
+    assert job.cancel() is job and job.status == "cancelled"
+    assert job.cancel().status == "cancelled"  # idempotent
+    with pytest.raises(scimesh.JobFailed) as failed:
+        job.wait(progress=False)
+    assert failed.value.status == "cancelled" and failed.value.job is job
+    assert job.id in {j.id for j in client.jobs(status="cancelled")}
+
+
+def test_retry_failed_job(coord: Coordinator, client: scimesh.Client, tmp_path: Path) -> None:
+    path = tmp_path / "values.csv"
+    values = [(i * 7919) % 1000 / 8 for i in range(90)]
+    path.write_text("id,value\n" + "".join(f"v{i},{v}\n" for i, v in enumerate(values)))
+    coord.marker.write_text("")
+    try:
+        job = client.submit(path, workload="flaky", top_k=10, chunk_rows=30, max_attempts=1)
+        with pytest.raises(scimesh.JobFailed) as e:
+            job.wait(progress=False)
+        assert e.value.status == "failed" and e.value.job.status == "failed"
+        [failed] = job.list_tasks(state="failed")
+        assert failed["task_id"] in e.value.error
+        assert "the marker file is there" in client.logs(failed["task_id"])
+    finally:
+        coord.marker.unlink()
+    assert job.retry() is job and job.status == "pending"
+    job.wait(progress=False)
+    assert parse(job.result()) == top([(f"v{i}", v) for i, v in enumerate(values)], 10)
+    with pytest.raises(scimesh.APIError) as e:
+        job.retry()  # a completed job
+    assert (e.value.status, e.value.code) == (409, "conflict")
+
+
+def test_errors(coord: Coordinator, client: scimesh.Client) -> None:
+    def code(call) -> tuple:
+        with pytest.raises(scimesh.APIError) as e:
+            call()
+        return e.value.status, e.value.code, e.value.message
+
+    assert code(lambda: coord.client(token="not-the-token").jobs())[:2] == (401, "unauthenticated")
+    assert code(lambda: coord.client(token="").jobs())[:2] == (401, "unauthenticated")
+    assert code(lambda: coord.client(token=coord.worker_token).jobs())[:2] == (403, "permission_denied")
+    assert code(lambda: client.job("s0:no-such-job"))[:2] == (404, "not_found")
+    status, c, msg = code(lambda: client.upload(b"id,fingerprint\na,00\nb\n"))
+    assert (status, c) == (400, "invalid_argument") and "line 3" in msg, msg
+    status, c, msg = code(lambda: client.submit(b"id,fingerprint\na,00\n", workload="tanimoto", top_k=0))
+    assert (status, c) == (400, "invalid_argument") and "top_k" in msg, msg
+
+
+def test_bad_record_early_in_a_big_upload(client: scimesh.Client, tmp_path: Path) -> None:
+    # The coordinator refuses at line 3 and stops reading: the client still
+    # reports its answer, not the broken pipe of the rest of the body.
+    path = tmp_path / "big-bad.csv"
+    with open(path, "w") as f:
+        f.write("id,fingerprint\na,00\nb\n")
+        line = "c,00ff00ff00ff00ff\n" * 1000
+        for _ in range(1500):  # about 27 MB
+            f.write(line)
+    with pytest.raises(scimesh.APIError) as e:
+        client.upload(path)
+    assert (e.value.status, e.value.code) == (400, "invalid_argument") and "line 3" in e.value.message
+
+
+def test_jobs_pages(client: scimesh.Client) -> None:
+    tag = uuid.uuid4().hex[:8]
+    made = [client.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this", name=f"{tag}-{i}") for i in range(5)]
+    all_jobs = client.jobs()
+    paged = client.jobs(page_size=2)
+    assert [j.id for j in paged] == [j.id for j in all_jobs]
+    assert len({j.id for j in paged}) == len(paged)
+    assert {j.id for j in made} <= {j.id for j in paged}
+    assert len(client.jobs(limit=3, page_size=2)) == 3
+    pending = {j.id for j in client.jobs(status="pending")}
+    assert {j.id for j in made} <= pending
+    for j in made:
+        j.cancel()
+    assert not ({j.id for j in made} & {j.id for j in client.jobs(status="pending")})
+
+
+def test_defaults_from_environment(coord: Coordinator, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SCIMESH_COORDINATOR", coord.url)
+    monkeypatch.setenv("SCIMESH_TOKEN", coord.client_token)
+    c = scimesh.Client()
+    assert c.url == coord.url
+    c.jobs(limit=1)  # authenticated
+    monkeypatch.setenv("SCIMESH_TOKEN", "wrong")
+    with pytest.raises(scimesh.APIError) as e:
+        scimesh.Client().jobs(limit=1)
+    assert e.value.status == 401
+
