@@ -5,6 +5,9 @@
 # (migrate up). compose.yaml runs all three; see "Containers" in README.md.
 
 FROM golang:1.26 AS build
+# go.mod asks for a newer Go than an older golang:1.26 image may hold, and
+# the image's GOTOOLCHAIN=local would then refuse to build: fetch it instead.
+ENV GOTOOLCHAIN=auto
 WORKDIR /src
 # The modules first, in a layer of their own: it is rebuilt only when
 # go.mod or go.sum change, not on every edit of the source.
