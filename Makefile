@@ -1,12 +1,22 @@
 # The one command that runs every check: make test
 SHELL := /bin/bash
 
-.PHONY: test vet fmt lint unit python build proto bench-river
+.PHONY: test vet fmt lint unit python build proto bench-river up down
 
 test: fmt vet lint unit python
 
 build:
 	go build -o bin/scimesh ./cmd/scimesh
+
+# The containers of compose.yaml: PostgreSQL, SeaweedFS, two coordinators
+# and two workers, the scimesh image built from the Dockerfile first.
+# down keeps the volumes (the database and the bucket), so the next up
+# finds the jobs and uploads again; docker compose down -v drops them.
+up:
+	docker compose up -d --build
+
+down:
+	docker compose down
 
 # River beside SciMesh on one throwaway PostgreSQL cluster (docs/PERFORMANCE.md).
 # The River harness, bench/river, is a module of its own: this module never

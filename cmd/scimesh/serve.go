@@ -25,7 +25,14 @@ func newServeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the coordinator: the HTTP API and the background loops",
-		Args:  cobra.NoArgs,
+		Long: `Run the coordinator: the HTTP API and the background loops.
+
+The tokens come from the environment or .env, never from flags (flags show
+in ps): WORKER_AUTH_TOKEN for workers, CLIENT_AUTH_TOKEN for clients and
+the dashboard, PEER_AUTH_TOKEN for other shards. They must differ. Without
+the worker and client tokens serve listens only on loopback, and with a
+topology it also needs the peer token.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveServeConfig(cmd)
 			if err != nil {
