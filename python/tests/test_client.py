@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import scimesh
-from conftest import Coordinator, need
+from conftest import SCRIPTS, Coordinator, need, python_command
 from helpers import fingerprints, parse, tanimoto_top, top, write_fingerprints
 
 N, K = 2000, 25
@@ -241,3 +241,23 @@ def test_defaults_from_environment(coord: Coordinator, monkeypatch: pytest.Monke
         scimesh.Client().jobs(limit=1)
     assert e.value.status == 401
 
+
+
+def test_run_workload_persistent(coord, client: scimesh.Client, tmp_path: Path) -> None:
+    # tests/workloads/slowload.py takes 2 s to load; under `worker
+    # --persistent` with two slots it loads twice for 50 chunks, speaking
+    # frames/1 through scimesh.run_workload, and the result is exact.
+    starts = tmp_path / "starts"
+    coord.worker("wp", "slowload=" + python_command(SCRIPTS / "slowload.py", STARTS_FILE=str(starts)),
+                 concurrency=2, extra=["--persistent", "slowload"])
+    rows = [(f"r{i}", (i * 37) % 101) for i in range(1000)]
+    path = tmp_path / "values.csv"
+    path.write_text("id,value\n" + "".join(f"{i},{v}\n" for i, v in rows))
+    job = client.submit(str(path), workload="slowload", top_k=10, chunk_rows=20)
+    assert job.tasks["total"] == 50
+    job.wait(progress=False, timeout=120)
+    best = sorted(rows, key=lambda r: -r[1])[:10]  # stable: ties in row order
+    assert job.result() == "id,score\n" + "".join(f"{i},{float(v)!r}\n" for i, v in best)
+    lines = starts.read_text().splitlines()
+    assert len(lines) == 2, lines
+    assert all(line.endswith(" frames/1") for line in lines), lines
