@@ -302,11 +302,6 @@ func TestRDKitExample(t *testing.T) {
 	}
 }
 
-// shellQuote quotes s for /bin/sh, which runs a worker's command.
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
