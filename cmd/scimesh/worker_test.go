@@ -93,7 +93,7 @@ func TestWorkerProcess(t *testing.T) {
 			t.Errorf("process %d of the killed command still runs", pid)
 		}
 	}
-	if out := w.stderr.String(); !strings.Contains(out, "grace period over") || !strings.Contains(out, "worker stopped") {
+	if out := w.stderr.String(); !strings.Contains(out, "the grace period ran out") || !strings.Contains(out, "worker stopped") {
 		t.Errorf("worker log lacks the shutdown:\n%s", out)
 	}
 }
