@@ -31,7 +31,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -39,7 +38,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"slices"
@@ -52,6 +50,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/scimesh/scimesh/internal/bench"
 	"github.com/scimesh/scimesh/internal/client"
 )
 
@@ -87,35 +86,7 @@ func table(args []string) error {
 	if fs.NArg() != 1 {
 		return errors.New("table -size BYTES FILE")
 	}
-	f, err := os.Create(fs.Arg(0))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := bufio.NewWriterSize(f, 1<<20)
-	rng := rand.New(rand.NewPCG(3, 5))
-	const hexdigits = "0123456789abcdef"
-	fp := make([]byte, 256)
-	n, _ := w.WriteString("id,fingerprint,note\n")
-	written := int64(n)
-	for i := 0; written < *size; i++ {
-		for j := range fp {
-			fp[j] = hexdigits[rng.IntN(16)]
-		}
-		note := "plain"
-		if i%50 == 0 {
-			note = `"quoted, with a comma"`
-		}
-		n, err := fmt.Fprintf(w, "mol-%d,%s,%s\n", i, fp, note)
-		if err != nil {
-			return err
-		}
-		written += int64(n)
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
+	return bench.WriteTable(fs.Arg(0), *size)
 }
 
 func bucket(ctx context.Context, args []string) error {

@@ -108,7 +108,7 @@ func TestRunUpload(t *testing.T) {
 func TestWriteTable(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "t.csv")
-	if err := writeTable(path, 100_000); err != nil {
+	if err := WriteTable(path, 100_000); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)

@@ -63,7 +63,7 @@ func RunUpload(ctx context.Context, out io.Writer, c UploadConfig) error {
 	file := c.File
 	if file == "" {
 		file = filepath.Join(dir, "table.csv")
-		if err := writeTable(file, c.Size); err != nil {
+		if err := WriteTable(file, c.Size); err != nil {
 			return err
 		}
 	}
@@ -139,10 +139,10 @@ func RunUpload(ctx context.Context, out io.Writer, c UploadConfig) error {
 	return nil
 }
 
-// writeTable writes about size bytes of id,fingerprint,note CSV; one
-// row in 50 has a quoted field with a comma, so the checker's slow path is
-// measured too.
-func writeTable(path string, size int64) error {
+// WriteTable writes about size bytes of id,fingerprint,note CSV to path,
+// the table upload measurements send; one row in 50 has a quoted field
+// with a comma, so the checker's slow path is measured too.
+func WriteTable(path string, size int64) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
