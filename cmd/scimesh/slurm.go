@@ -308,10 +308,15 @@ func sbatch(script string, args []string, token string) (string, error) {
 		return "", errors.New("sbatch is not on PATH: run scimesh slurm submit where Slurm's commands are (a login node), or give --dry-run to see the batch script")
 	}
 	cmd := exec.Command(path, append([]string{"--parsable"}, args...)...)
+	// sbatch hands the job the environment it was given, and slurmctld
+	// keeps it: the other roles' tokens, the database's and the blob
+	// store's credentials stay out of it.
 	env := os.Environ()
-	if token == "" {
-		env = slicesDeleteEnv(env, "SCIMESH_TOKEN")
-	} else {
+	for _, k := range []string{"SCIMESH_TOKEN", "CLIENT_AUTH_TOKEN", "PEER_AUTH_TOKEN", "WORKER_AUTH_TOKEN", "DATABASE_URL",
+		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
+		env = slicesDeleteEnv(env, k)
+	}
+	if token != "" {
 		env = append(env, "SCIMESH_TOKEN="+token)
 	}
 	cmd.Env = env

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/blob"
@@ -130,8 +131,9 @@ type Engine struct {
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
 	// uploadKeys are the blob names of recently seen uploads, which never
-	// change.
-	uploadKeys sync.Map
+	// change, and uploadKeyCount about how many it holds.
+	uploadKeys     sync.Map
+	uploadKeyCount atomic.Int64
 
 	seenLog seenLog
 

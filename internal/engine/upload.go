@@ -11,6 +11,7 @@ import (
 	"io"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
@@ -22,6 +23,14 @@ import (
 // normalized and hashed as it goes, never held in memory — and records it. A malformed
 // table is ErrInvalidArgument naming the line where the bad record starts;
 // nothing is recorded then.
+//
+// The upload's row is written before its blob is committed, and deleted
+// again if the commit fails: so no sweep of blobs that no row names can
+// find the blob unnamed. (An S3 object's time is when its multipart upload
+// began, so one that took longer than the orphan age would otherwise look
+// like an old orphan in the moment between the two.) A crash between them
+// leaves a row of a blob that never came, under an ID no one was given,
+// which upload retention deletes.
 func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
 	if e.cfg.Blobs == nil {
 		return nil, errors.New("upload: this coordinator has no blob store")
@@ -35,11 +44,8 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 	defer w.Abort()
 	raw := newPipelinedHash()
 	defer raw.Close()
-	stats, err := table.Normalize(w, io.TeeReader(r, raw))
-	if err != nil {
-		return nil, fmt.Errorf("upload: %w", err)
-	}
-	size, err := w.Commit()
+	out := &countingWriter{w: w}
+	stats, err := table.Normalize(out, io.TeeReader(r, raw))
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
@@ -50,14 +56,37 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 		Bytes:     n,
 		Rows:      stats.Rows,
 		BlobKey:   key,
-		BlobBytes: size,
+		BlobBytes: out.n,
 		CreatedAt: e.now(),
 	}
 	if err := e.tx(ctx, func(q store.Querier) error { return q.UploadInsert(ctx, u) }); err != nil {
 		return nil, fmt.Errorf("record upload: %w", err)
 	}
+	if _, err := w.Commit(); err != nil {
+		// Without its blob the row is of no use; should this delete
+		// fail, upload retention deletes it later.
+		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		_ = e.tx(delCtx, func(q store.Querier) error {
+			_, err := q.UploadDelete(delCtx, &store.UploadDeleteParams{ID: u.ID, Before: e.now().Add(time.Hour)})
+			return err
+		})
+		return nil, fmt.Errorf("upload: %w", err)
+	}
 	e.log.InfoContext(ctx, "upload stored", "upload_id", u.ID, "bytes", u.Bytes, "rows", u.Rows)
 	return u, nil
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // pipelinedHash hashes what is written to it on a goroutine of its own, so
@@ -201,6 +230,9 @@ func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, 
 	}, nil
 }
 
+// maxUploadKeys bounds the uploads whose blob names the engine keeps.
+const maxUploadKeys = 4096
+
 // uploadKey returns the blob name of the upload id.
 func (e *Engine) uploadKey(ctx context.Context, id string) (string, error) {
 	if k, ok := e.uploadKeys.Load(id); ok {
@@ -209,6 +241,10 @@ func (e *Engine) uploadKey(ctx context.Context, id string) (string, error) {
 	u, err := e.store.UploadGet(ctx, id)
 	if err != nil {
 		return "", mapStoreErr(err)
+	}
+	if e.uploadKeyCount.Add(1) > maxUploadKeys {
+		e.uploadKeys.Clear()
+		e.uploadKeyCount.Store(1)
 	}
 	e.uploadKeys.Store(id, u.BlobKey)
 	return u.BlobKey, nil
@@ -234,6 +270,12 @@ const presignMin = 5 * time.Minute
 func (e *Engine) presign(ctx context.Context, v *TaskView) {
 	ps, ok := e.cfg.Blobs.(blob.Presigner)
 	if !e.cfg.Presign || !ok || v.Kind != domain.KindChunk || v.InputURI != "" || v.Job == nil || v.Job.UploadID == "" || v.InputLength <= 0 {
+		return
+	}
+	if !utf8.Valid(v.Job.InputHeader) {
+		// The header line travels in the claim's JSON, which cannot
+		// carry other bytes as they are: such a chunk goes through the
+		// coordinator, which serves its bytes unchanged.
 		return
 	}
 	key, err := e.uploadKey(ctx, v.Job.UploadID)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,3 +95,53 @@ func TestUploadToBucket(t *testing.T) {
 type errReader struct{ err error }
 
 func (r errReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestPresign hands out signed inputs for chunks of an upload in a bucket:
+// the claim's input reads exactly its chunk's range, and the header line
+// comes with it. A header that is not UTF-8, which JSON cannot carry as
+// it is, falls back to the coordinator's /tasks/{id}/input.
+func TestPresign(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	bucket, err := blob.OpenBucket(ctx, s3test.Bucket(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bucket.Close()
+	e := newEngine(openStore(t), engine.Config{Blobs: bucket, Presign: true})
+	claim := func(table, workload string) *engine.TaskView {
+		t.Helper()
+		u, err := e.CreateUpload(ctx, strings.NewReader(table))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp := spec(0)
+		sp.Chunks, sp.UploadID, sp.ChunkRows, sp.Workload = nil, u.ID, 1, workload
+		if _, _, err := e.CreateJob(ctx, sp, ""); err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: 2, Workloads: []string{workload}})
+		if err != nil || len(tasks) != 2 {
+			t.Fatalf("claim: %d tasks, %v", len(tasks), err)
+		}
+		return tasks[1]
+	}
+	v := claim("id,x\na,1\nb,2\n", "good")
+	if v.Input == nil || string(v.Input.Header) != "id,x\n" || v.Input.Range != "bytes=9-12" {
+		t.Fatalf("signed input of chunk 1 = %+v, want the header line and bytes=9-12 (the blob holds the header too)", v.Input)
+	}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, v.Input.URL, nil)
+	req.Header.Set("Range", v.Input.Range)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || string(v.Input.Header)+string(body) != "id,x\nb,2\n" {
+		t.Fatalf("GET of the signed input: %d %q", resp.StatusCode, body)
+	}
+	if v := claim("id,temp\xb0C\na,1\nb,2\n", "latin1"); v.Input != nil {
+		t.Fatalf("a chunk whose header is not UTF-8 was signed: %+v", v.Input)
+	}
+}

@@ -82,7 +82,8 @@ func (f *fetcher) getRange(ctx context.Context, rawURL, rng string) (io.ReadClos
 func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, want int) (io.ReadCloser, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, Permanent(fmt.Errorf("the input URL %q: %w", rawURL, err))
+		// Its error would quote the URL, which may hold a signature.
+		return nil, Permanent(errors.New("the input URL does not parse as a URL"))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
 		return nil, Permanent(fmt.Errorf("the input URL %s: only absolute http and https URLs can be downloaded", redact(u)))
@@ -101,8 +102,10 @@ func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, w
 		if errors.As(err, &refused) {
 			return nil, Permanent(fmt.Errorf("GET %s: %w", redact(u), refused))
 		}
+		// A *url.Error quotes the whole URL, a signature included.
 		var ue *url.Error
 		if errors.As(err, &ue) {
+			ue.URL = redact(u)
 			err = ue.Err
 		}
 		return nil, fmt.Errorf("GET %s: %w", redact(u), err)

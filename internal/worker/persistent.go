@@ -44,8 +44,12 @@ type slotProcs struct {
 	procs map[string]*persistentProc
 }
 
+// newSlotProcs returns the processes of slot number slot, in the
+// directory WORK_DIR/slot-WORKER_ID-N, which no other worker sharing the
+// work directory uses.
 func (w *Worker) newSlotProcs(slot int) *slotProcs {
-	return &slotProcs{w: w, dir: filepath.Join(w.cfg.WorkDir, "slot-"+strconv.Itoa(slot)), procs: map[string]*persistentProc{}}
+	dir := filepath.Join(w.cfg.WorkDir, "slot-"+safeName(w.cfg.ID)+"-"+strconv.Itoa(slot))
+	return &slotProcs{w: w, dir: dir, procs: map[string]*persistentProc{}}
 }
 
 // close stops every process: its stdin is closed, which tells it to exit,
@@ -79,6 +83,7 @@ func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (*p
 	if p := sp.procs[wl.Name]; p != nil {
 		select {
 		case <-p.exited:
+			p.release()
 			delete(sp.procs, wl.Name)
 		default:
 			return p, nil
@@ -151,6 +156,12 @@ func (p *persistentProc) stop() {
 	case <-time.After(stopWait):
 		p.kill()
 	}
+	p.release()
+}
+
+// release closes the worker's ends of an ended process's pipes.
+func (p *persistentProc) release() {
+	p.stdin.Close()
 	p.stdout.Close()
 }
 
@@ -242,7 +253,16 @@ func (w *Worker) runPersistent(ctx context.Context, wl Workload, t *client.Task,
 		<-parsed
 		return nil, context.Cause(ctx)
 	case <-p.exited:
-		<-parsed
+		// It may have answered in full just before it exited.
+		if r = <-parsed; r.err == nil && fr.failure == "" {
+			select {
+			case err := <-sent:
+				if err == nil {
+					return r.best, nil
+				}
+			case <-time.After(waitDelay):
+			}
+		}
 		return nil, fmt.Errorf("the persistent command ended with the chunk: %w%s", exitErr(p.err), tailText(p.stderr.lastLines()))
 	}
 	switch {

@@ -32,7 +32,7 @@ class Client:
     ``http://127.0.0.1:8080``), ``token`` to ``SCIMESH_TOKEN`` (the client
     token, ``CLIENT_AUTH_TOKEN`` of the coordinator). ``timeout`` bounds
     each network operation in seconds. Calls that are safe to repeat (reads,
-    cancel, retry, job creation, which carries an ``Idempotency-Key``, and
+    cancel, job creation, which carries an ``Idempotency-Key``, and
     uploads that can be sent again) are retried up to ``retries`` times on
     502/503/504 answers (after their ``Retry-After``) and on network errors,
     with exponential backoff from ``backoff`` seconds, with jitter.
@@ -338,8 +338,12 @@ class Job:
     def retry(self) -> "Job":
         """Runs a failed or cancelled job's unfinished chunks again (the
         completed ones keep their outputs); :class:`APIError` 409
-        ``conflict`` for a job that is pending, running or completed."""
-        self.data = self.client._json("POST", f"/jobs/{_seg(self.id)}/retry")
+        ``conflict`` for a job that is pending, running or completed.
+
+        It is sent once, not retried: a second try after a lost answer
+        would find the job pending again and be refused, though the first
+        worked. After a :class:`NetworkError`, :meth:`refresh` tells."""
+        self.data = self.client._json("POST", f"/jobs/{_seg(self.id)}/retry", idempotent=False)
         return self
 
     def list_tasks(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
