@@ -206,10 +206,10 @@ func (w *bucketWriter) Abort() {
 
 // abortUploads aborts the unfinished multipart uploads of key.
 func (s *Bucket) abortUploads(ctx context.Context, key string) error {
-	return s.listUploads(ctx, s.prefix+key, func(page []Info) error {
-		for _, i := range page {
-			if k, _, _ := strings.Cut(i.Key, tempSep); k == key {
-				if err := s.RemoveTemp(ctx, i.Key); err != nil {
+	return s.eachUploads(ctx, s.prefix+key, func(ups []upload) error {
+		for _, up := range ups {
+			if up.key == key {
+				if err := s.RemoveTemp(ctx, up.name()); err != nil {
 					return err
 				}
 			}
@@ -308,32 +308,46 @@ const tempSep = "?upload="
 // ListTemp lists the unfinished multipart uploads of blobs under the
 // prefix.
 func (s *Bucket) ListTemp(ctx context.Context, fn func(page []Info) error) error {
-	return s.listUploads(ctx, s.prefix, fn)
+	return s.eachUploads(ctx, s.prefix, func(ups []upload) error {
+		page := make([]Info, 0, len(ups))
+		for _, up := range ups {
+			at, err := s.lastWritten(ctx, up.MultipartUpload)
+			if err != nil {
+				return err
+			}
+			page = append(page, Info{Key: up.name(), ModTime: at})
+		}
+		return fn(page)
+	})
 }
 
-// listUploads lists the unfinished multipart uploads of blobs whose full
-// keys start with prefix.
-func (s *Bucket) listUploads(ctx context.Context, prefix string, fn func(page []Info) error) error {
+// upload is an unfinished multipart upload of the blob key.
+type upload struct {
+	types.MultipartUpload
+	key string
+}
+
+// name is the upload's leftover name, as RemoveTemp takes it.
+func (u upload) name() string { return u.key + tempSep + aws.ToString(u.UploadId) }
+
+// eachUploads calls fn with the unfinished multipart uploads of blobs
+// whose full keys start with prefix, a page of the listing at a time.
+func (s *Bucket) eachUploads(ctx context.Context, prefix string, fn func([]upload) error) error {
 	in := &s3.ListMultipartUploadsInput{Bucket: aws.String(s.name), Prefix: aws.String(prefix)}
 	for {
 		out, err := s.client.ListMultipartUploads(ctx, in)
 		if err != nil {
 			return s.wrap(err, "blob: list unfinished uploads")
 		}
-		page := make([]Info, 0, len(out.Uploads))
+		var ups []upload
 		for _, up := range out.Uploads {
 			key := strings.TrimPrefix(aws.ToString(up.Key), s.prefix)
-			if checkKey(key) != nil || aws.ToString(up.UploadId) == "" {
-				continue
+			if checkKey(key) == nil && aws.ToString(up.UploadId) != "" {
+				ups = append(ups, upload{up, key})
 			}
-			at, err := s.lastWritten(ctx, up)
-			if err != nil {
-				return err
-			}
-			page = append(page, Info{Key: key + tempSep + aws.ToString(up.UploadId), ModTime: at})
 		}
-		if len(page) > 0 {
-			if err := fn(page); err != nil {
+		if len(ups) > 0 {
+			if err := fn(ups); err != nil {
 				return err
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/blob"
@@ -131,9 +130,8 @@ type Engine struct {
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
 	// uploadKeys are the blob names of recently seen uploads, which never
-	// change, and uploadKeyCount about how many it holds.
-	uploadKeys     sync.Map
-	uploadKeyCount atomic.Int64
+	// change; under jobsMu too.
+	uploadKeys map[string]string
 
 	seenLog seenLog
 
@@ -204,6 +202,7 @@ func New(s store.Store, cfg Config) *Engine {
 		notes:       workNotes{due: map[workNote]int{}},
 		self:        randomHex(8),
 		jobs:        map[string]*domain.Job{},
+		uploadKeys:  map[string]string{},
 		seenLog:     seenLog{last: map[string]seenAt{}},
 		pageBytes:   stitchPageBytes,
 	}
@@ -340,13 +339,17 @@ func (e *Engine) jobSettingsIn(ctx context.Context, q store.Querier, id string) 
 		return nil, mapStoreErr(fmt.Errorf("job %s: %w", id, err))
 	}
 	e.jobsMu.Lock()
-	if len(e.jobs) >= 4096 {
+	if len(e.jobs) >= maxCached {
 		clear(e.jobs)
 	}
 	e.jobs[id] = j
 	e.jobsMu.Unlock()
 	return j, nil
 }
+
+// maxCached bounds the jobs' settings, and the uploads' blob names, that
+// an engine keeps; past it, it starts again empty.
+const maxCached = 4096
 
 // notFound words a store.ErrNotFound for people.
 func notFound(err error, format string, args ...any) error {

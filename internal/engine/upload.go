@@ -230,23 +230,24 @@ func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, 
 	}, nil
 }
 
-// maxUploadKeys bounds the uploads whose blob names the engine keeps.
-const maxUploadKeys = 4096
-
 // uploadKey returns the blob name of the upload id.
 func (e *Engine) uploadKey(ctx context.Context, id string) (string, error) {
-	if k, ok := e.uploadKeys.Load(id); ok {
-		return k.(string), nil
+	e.jobsMu.Lock()
+	k, ok := e.uploadKeys[id]
+	e.jobsMu.Unlock()
+	if ok {
+		return k, nil
 	}
 	u, err := e.store.UploadGet(ctx, id)
 	if err != nil {
 		return "", mapStoreErr(err)
 	}
-	if e.uploadKeyCount.Add(1) > maxUploadKeys {
-		e.uploadKeys.Clear()
-		e.uploadKeyCount.Store(1)
+	e.jobsMu.Lock()
+	if len(e.uploadKeys) >= maxCached {
+		clear(e.uploadKeys)
 	}
-	e.uploadKeys.Store(id, u.BlobKey)
+	e.uploadKeys[id] = u.BlobKey
+	e.jobsMu.Unlock()
 	return u.BlobKey, nil
 }
 

@@ -70,13 +70,8 @@ func (w *Worker) runCommand(ctx context.Context, wl Workload, t *client.Task, in
 		return nil, err
 	}
 
-	ship := newShipper(restLogSink(w.client, t, w.cfg.ID), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
-	var shipping sync.WaitGroup
-	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
-	defer func() {
-		ship.close()
-		shipping.Wait()
-	}()
+	ship := w.shipLogs(ctx, restLogSink(w.client, t, w.cfg.ID), log)
+	defer ship.close()
 	stderr := &lineWriter{emit: ship.add}
 
 	runCtx, stopRun := context.WithCancelCause(ctx)
@@ -211,16 +206,24 @@ func tailText(lines []string) string {
 // 128 KiB, name and "=" included).
 const maxEnvValue = 128<<10 - 1
 
+// taskParams is t's parameters as compact JSON, {} when it has none.
+func taskParams(t *client.Task) ([]byte, error) {
+	if len(t.Parameters) == 0 || string(t.Parameters) == "null" {
+		return []byte("{}"), nil
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, t.Parameters); err != nil {
+		return nil, Permanent(fmt.Errorf("the task's parameters are not JSON: %w", err))
+	}
+	return buf.Bytes(), nil
+}
+
 // taskEnv is the environment of a command run for t: what commandEnv
 // passes on of the worker's own, plus the task's variables.
 func (w *Worker) taskEnv(t *client.Task) ([]string, error) {
-	params := []byte("{}")
-	if len(t.Parameters) > 0 && string(t.Parameters) != "null" {
-		var buf bytes.Buffer
-		if err := json.Compact(&buf, t.Parameters); err != nil {
-			return nil, Permanent(fmt.Errorf("the task's parameters are not JSON: %w", err))
-		}
-		params = buf.Bytes()
+	params, err := taskParams(t)
+	if err != nil {
+		return nil, err
 	}
 	if len("SCIMESH_PARAMETERS=")+len(params) > maxEnvValue {
 		return nil, Permanent(fmt.Errorf("the job's parameters are %d bytes of JSON, more than the 128 KiB an environment variable can hold; put large data in the input instead", len(params)))

@@ -158,6 +158,14 @@ func restLogSink(c *client.Client, t *client.Task, workerID string) logSink {
 	}
 }
 
+// shipLogs starts shipping an attempt's log lines to sink until the
+// shipper is closed, which sends what is left and waits for it.
+func (w *Worker) shipLogs(ctx context.Context, sink logSink, log *slog.Logger) *shipper {
+	s := newShipper(sink, w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
+	go s.run(context.WithoutCancel(ctx))
+	return s
+}
+
 func newShipper(sink logSink, workerID string, log *slog.Logger, interval time.Duration, maxBatch int) *shipper {
 	return &shipper{
 		sink: sink, workerID: workerID, log: log, interval: interval, maxBatch: min(maxBatch, maxBatchLines),

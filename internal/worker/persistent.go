@@ -79,7 +79,7 @@ type persistentProc struct {
 
 // get returns the slot's process of wl, starting it when there is none or
 // it has ended.
-func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (*persistentProc, error) {
+func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (_ *persistentProc, err error) {
 	if p := sp.procs[wl.Name]; p != nil {
 		select {
 		case <-p.exited:
@@ -89,27 +89,19 @@ func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (*p
 			return p, nil
 		}
 	}
-	if err := os.MkdirAll(sp.dir, 0o750); err != nil {
+	if err = os.MkdirAll(sp.dir, 0o750); err != nil {
 		return nil, fmt.Errorf("create the slot's directory %s (check --work-dir): %w", sp.dir, err)
 	}
-	stdinR, stdinW, err := os.Pipe()
-	if err != nil {
-		return nil, fmt.Errorf("make the persistent command's stdin: %w", err)
+	var ends [6]*os.File // stdin, stdout and stderr: each pipe's read end, then its write end
+	for i := 0; i < len(ends); i += 2 {
+		if ends[i], ends[i+1], err = os.Pipe(); err != nil {
+			for _, f := range ends[:i] {
+				f.Close()
+			}
+			return nil, fmt.Errorf("make the persistent command's pipes: %w", err)
+		}
 	}
-	stdoutR, stdoutW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		return nil, fmt.Errorf("make the persistent command's stdout: %w", err)
-	}
-	stderrR, stderrW, err := os.Pipe()
-	if err != nil {
-		stdinR.Close()
-		stdinW.Close()
-		stdoutR.Close()
-		stdoutW.Close()
-		return nil, fmt.Errorf("make the persistent command's stderr: %w", err)
-	}
+	stdinR, stdinW, stdoutR, stdoutW, stderrR, stderrW := ends[0], ends[1], ends[2], ends[3], ends[4], ends[5]
 	growPipe(stdinW, pipeSize)
 	growPipe(stdoutW, pipeSize)
 	p := &persistentProc{stdin: stdinW, stdout: stdoutR, exited: make(chan struct{}), stderr: newSharedLines(log)}
@@ -206,30 +198,27 @@ func (w *Worker) runPersistent(ctx context.Context, wl Workload, t *client.Task,
 	if err != nil {
 		return nil, fmt.Errorf("read the input's file: %w", err)
 	}
-	params := t.Parameters
-	if len(params) == 0 || string(params) == "null" {
-		params = json.RawMessage("{}")
+	params, err := taskParams(t)
+	if err != nil {
+		return nil, err
 	}
 	task, err := json.Marshal(taskFrame{
 		TaskID: t.TaskID, JobID: t.JobID, ChunkIndex: t.ChunkIndex, Attempt: t.Attempt, Workload: t.Workload,
 		Parameters: params, HasHeader: t.HasHeader, TopK: t.TopK, ScoreColumn: t.ScoreColumn, Order: t.Order, WorkDir: dir,
 	})
 	if err != nil {
-		return nil, Permanent(fmt.Errorf("the task's parameters are not JSON: %w", err))
+		return nil, fmt.Errorf("write the task frame: %w", err)
 	}
 
 	p, err := sp.get(ctx, wl, w.log)
 	if err != nil {
 		return nil, err
 	}
-	ship := newShipper(restLogSink(w.client, t, w.cfg.ID), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
-	var shipping sync.WaitGroup
-	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
+	ship := w.shipLogs(ctx, restLogSink(w.client, t, w.cfg.ID), log)
 	p.stderr.to(ship.add)
 	defer func() {
 		p.stderr.to(nil)
 		ship.close()
-		shipping.Wait()
 	}()
 
 	sent := make(chan error, 1)
@@ -248,51 +237,38 @@ func (w *Worker) runPersistent(ctx context.Context, wl Workload, t *client.Task,
 	var r parse
 	select {
 	case r = <-parsed:
+	case <-p.exited:
+		r = <-parsed // its stdout ended with it, after what it answered
 	case <-ctx.Done():
 		p.kill()
 		<-parsed
 		return nil, context.Cause(ctx)
-	case <-p.exited:
-		// It may have answered in full just before it exited.
-		if r = <-parsed; r.err == nil && fr.failure == "" {
-			select {
-			case err := <-sent:
-				if err == nil {
-					return r.best, nil
-				}
-			case <-time.After(waitDelay):
-			}
-		}
-		return nil, fmt.Errorf("the persistent command ended with the chunk: %w%s", exitErr(p.err), tailText(p.stderr.lastLines()))
 	}
 	switch {
-	case fr.failure != "":
-		// The process answered: it is in step for the next chunk once
-		// it has read all of this one.
+	case r.err == nil || fr.failure != "":
+		// It answered (done or error), and is in step for the next
+		// chunk once it has read all of this one.
 		if err := waitSent(ctx, sent, p); err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("the workload failed the chunk: %s", fr.failure)
-	case r.err != nil:
-		var bad *protocolError
-		if fr.eof {
-			// Its stdout ended: most likely it exited, and how says more.
-			select {
-			case <-p.exited:
-				return nil, fmt.Errorf("the persistent command ended with the chunk: %w%s", exitErr(p.err), tailText(p.stderr.lastLines()))
-			case <-time.After(waitDelay):
-			}
+		if fr.failure != "" {
+			return nil, fmt.Errorf("the workload failed the chunk: %s", fr.failure)
 		}
-		p.kill()
-		if errors.As(r.err, &bad) || errors.As(fr.err, &bad) {
-			return nil, fmt.Errorf("the persistent command broke the protocol (docs/workload-protocol.md), so it was killed: %w%s", bad, tailText(p.stderr.lastLines()))
+		return r.best, nil
+	case fr.eof:
+		// Its stdout ended: most likely it exited, and how says more.
+		select {
+		case <-p.exited:
+			return nil, fmt.Errorf("the persistent command ended with the chunk: %w%s", exitErr(p.err), tailText(p.stderr.lastLines()))
+		case <-time.After(waitDelay):
 		}
-		return nil, fmt.Errorf("the workload's output is unusable, so the persistent command was killed: %w", r.err)
 	}
-	if err := waitSent(ctx, sent, p); err != nil {
-		return nil, err
+	p.kill()
+	var bad *protocolError
+	if errors.As(r.err, &bad) || errors.As(fr.err, &bad) {
+		return nil, fmt.Errorf("the persistent command broke the protocol (docs/workload-protocol.md), so it was killed: %w%s", bad, tailText(p.stderr.lastLines()))
 	}
-	return r.best, nil
+	return nil, fmt.Errorf("the workload's output is unusable, so the persistent command was killed: %w", r.err)
 }
 
 // exitErr words how a process ended that reported no error of its own.

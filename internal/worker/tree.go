@@ -153,16 +153,13 @@ func (w *Worker) execTree(ctx context.Context, t *v1.Task, log *slog.Logger) (*s
 		"SCIMESH_WORKLOAD="+t.Workload, "SCIMESH_WORKER_ID="+w.cfg.ID)
 	// stderr lines go to the task's log as they come, like a chunk
 	// command's.
-	ship := newShipper(w.treeLogSink(t), w.cfg.ID, log, w.cfg.LogInterval, w.cfg.LogBatch)
-	var shipping sync.WaitGroup
-	shipping.Go(func() { ship.run(context.WithoutCancel(ctx)) })
+	ship := w.shipLogs(ctx, w.treeLogSink(t), log)
 	stderr := &lineWriter{emit: ship.add}
 	var stdout bytes.Buffer
 	runErr := runShell(ctx, shellSpec{command: wl.Command, dir: dir, env: env, stdin: bytes.NewReader(stdin),
 		stdout: &limitedBuffer{buf: &stdout, max: maxTreeResult}, stderr: stderr})
 	stderr.flush()
 	ship.close()
-	shipping.Wait()
 	if runErr != nil {
 		return nil, fmt.Errorf("%w%s", runErr, tailText(stderr.lastLines()))
 	}
