@@ -13,7 +13,7 @@ A workload command in Python is ``scimesh.run_workload(score)``.
 __version__ = "0.1.0"
 
 from .client import Client, Job  # noqa: E402
-from .errors import APIError, JobFailed, NetworkError  # noqa: E402
+from .errors import APIError, JobFailed, NetworkError, SourceError  # noqa: E402
 from .workload import WorkloadError, run_workload  # noqa: E402
 
-__all__ = ["Client", "Job", "APIError", "JobFailed", "NetworkError", "WorkloadError", "run_workload", "__version__"]
+__all__ = ["Client", "Job", "APIError", "JobFailed", "NetworkError", "SourceError", "WorkloadError", "run_workload", "__version__"]

@@ -7,9 +7,10 @@ import io
 import os
 import stat
 import sys
-from typing import IO, Any, Iterator, Union
+from typing import IO, Any, Callable, Iterator, Union
 
 from ._transport import Body
+from .errors import SourceError
 
 # How much of a file is read and sent at a time.
 BLOCK = 1 << 20
@@ -42,9 +43,9 @@ def _path_body(path: str) -> Body:
     st = os.stat(path)  # a missing file fails here, before any request
     if not stat.S_ISREG(st.st_mode):
         # A named pipe or a device: read it as it comes, once.
-        return Body(lambda: _blocks(open(path, "rb"), None, close=True), None, False)
+        return Body(lambda: _read(lambda: open(path, "rb"), None, close=True), None, False)
     size = st.st_size
-    return Body(lambda: _blocks(open(path, "rb"), size, close=True), size, True)
+    return Body(lambda: _read(lambda: open(path, "rb"), size, close=True), size, True)
 
 
 def _file_body(f: IO[Any]) -> Body:
@@ -54,7 +55,7 @@ def _file_body(f: IO[Any]) -> Body:
     except (AttributeError, OSError, ValueError):
         pass
     if not seekable:
-        return Body(lambda: _blocks(f, None), None, False)  # one pass only: not retried
+        return Body(lambda: _read(lambda: f, None), None, False)  # one pass only: not retried
     start = f.tell()
     length = None
     try:
@@ -66,29 +67,41 @@ def _file_body(f: IO[Any]) -> Body:
 
     def again() -> Iterator[bytes]:
         f.seek(start)
-        return _blocks(f, length)
+        return _read(lambda: f, length)
 
     return Body(again, length, True)
 
 
-def _blocks(f: IO[Any], limit: Union[int, None], close: bool = False) -> Iterator[bytes]:
-    """f's bytes a block at a time (text is sent as UTF-8); with limit, no
-    more than that many, so that a file growing while it is sent does not
-    outrun its Content-Length."""
+def _read(opener: Callable[[], IO[Any]], limit: Union[int, None], close: bool = False) -> Iterator[bytes]:
+    """The bytes of the file opener gives, a block at a time (text is sent
+    as UTF-8); with limit, no more than that many, so that a file growing
+    while it is sent does not outrun its Content-Length. A file that cannot
+    be opened or read is a SourceError, which no retry follows."""
     try:
-        left = limit
-        while left is None or left > 0:
-            piece = f.read(BLOCK if left is None else min(BLOCK, left))
-            if not piece:
-                return
-            if isinstance(piece, str):
-                piece = piece.encode("utf-8")
-            if left is not None:
-                left -= len(piece)
-            yield piece
+        f = opener()
+    except OSError as e:
+        raise SourceError(f"cannot open what is being uploaded: {e}") from e
+    try:
+        yield from _blocks(f, limit)
+    except OSError as e:
+        raise SourceError(f"cannot read what is being uploaded: {e}") from e
     finally:
         if close:
             f.close()
+
+
+def _blocks(f: IO[Any], limit: Union[int, None]) -> Iterator[bytes]:
+    """f's bytes a block at a time, no more than limit if given."""
+    left = limit
+    while left is None or left > 0:
+        piece = f.read(BLOCK if left is None else min(BLOCK, left))
+        if not piece:
+            return
+        if isinstance(piece, str):
+            piece = piece.encode("utf-8")
+        if left is not None:
+            left -= len(piece)
+        yield piece
 
 
 def _is_dataframe(obj: Any) -> bool:

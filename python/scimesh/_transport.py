@@ -4,23 +4,20 @@ Built on http.client rather than urllib.request for two reasons: an upload
 is streamed from a file or a generator, and when the coordinator refuses
 an upload early (a bad CSV record at line 3 of a big file) it answers and
 stops reading, so the answer must be read even though sending the rest of
-the body failed. Proxies from the environment (HTTP_PROXY, HTTPS_PROXY,
-NO_PROXY) are honoured as urllib would; redirects are not followed (an API
-call that is redirected is an error that names where it was sent).
+the body failed. The coordinator is reached directly: HTTP_PROXY and the
+like are not used. Redirects are not followed (an API call that is
+redirected is an error that names where it was sent).
 """
 
 from __future__ import annotations
 
-import base64
 import email.utils
 import http.client
 import json
 import random
-import socket
 import ssl
 import time
 import urllib.parse
-import urllib.request
 from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
 
 from .errors import APIError, NetworkError
@@ -104,7 +101,6 @@ class Transport:
         self._port = parts.port or (443 if parts.scheme == "https" else 80)
         self._netloc = parts.netloc
         self._prefix = parts.path.rstrip("/")
-        self._proxy = _proxy_for(parts.scheme, parts.hostname)
         self.token = token
         self.timeout = timeout
         self.retries = retries
@@ -112,10 +108,6 @@ class Transport:
         self.max_backoff = max_backoff
         self.user_agent = user_agent
         self.sleep: Callable[[float], None] = time.sleep  # tests replace it
-
-    def endpoint(self, path: str, query: Optional[Mapping[str, Any]] = None) -> str:
-        """The URL of ``path`` (which starts with "/") on the coordinator."""
-        return self.url + self._target(path, query)[len(self._prefix) :]
 
     def _target(self, path: str, query: Optional[Mapping[str, Any]]) -> str:
         target = self._prefix + path
@@ -133,7 +125,6 @@ class Transport:
         query: Optional[Mapping[str, Any]] = None,
         json_body: Any = None,
         body: Optional[Body] = None,
-        content_type: Optional[str] = None,
         headers: Optional[Mapping[str, str]] = None,
         idempotent: bool = True,
         timeout: Optional[float] = None,
@@ -153,8 +144,6 @@ class Transport:
         if json_body is not None:
             payload = json.dumps(json_body).encode("utf-8")
             hdrs["Content-Type"] = "application/json"
-        if content_type:
-            hdrs["Content-Type"] = content_type
         if headers:
             hdrs.update(headers)
         if self.token:
@@ -171,12 +160,13 @@ class Transport:
                         return resp.read()
                     finally:
                         conn.close()
+                hint = ""
+                if resp.status in (301, 302, 303, 307, 308):
+                    hint = f"; the coordinator URL {self.url!r} is redirected to {resp.getheader('Location')!r}: use that URL"
                 try:
-                    err = _api_error(resp, method, path)
+                    err = _api_error(resp, method, path, hint)
                 finally:
                     conn.close()
-                if resp.status in (301, 302, 303, 307, 308):
-                    err.message += f"; the coordinator URL {self.url!r} is redirected to {resp.getheader('Location')!r}: use that URL"
                 if retryable and resp.status in RETRY_STATUSES and attempt < self.retries:
                     self.sleep(self._delay(attempt, _retry_after(resp.getheader("Retry-After"))))
                     attempt += 1
@@ -188,7 +178,7 @@ class Transport:
                     attempt += 1
                     continue
                 tries = f" (tried {attempt + 1} times)" if attempt else ""
-                raise NetworkError(f"{method} {self.endpoint(path, query)}: {e or type(e).__name__}{tries}") from e
+                raise NetworkError(f"{method} {self._scheme}://{self._netloc}{target}: {e or type(e).__name__}{tries}") from e
 
     def _send(
         self,
@@ -209,8 +199,6 @@ class Transport:
                 headers["Content-Length"] = str(body.length)
             else:
                 chunked = True
-        if self._proxy and self._scheme == "http":
-            target = f"http://{self._netloc}{target}"  # absolute form, to a proxy
         try:
             try:
                 conn.request(method, target, body=data, headers=headers, encode_chunked=chunked)
@@ -230,15 +218,6 @@ class Transport:
             raise
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        if self._proxy is not None:
-            phost, pport, pauth = self._proxy
-            if self._scheme == "https":
-                conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                    phost, pport, timeout=timeout, context=ssl.create_default_context()
-                )
-                conn.set_tunnel(self._host, self._port, headers=pauth)
-                return conn
-            return _ProxiedConnection(phost, pport, pauth, timeout)
         if self._scheme == "https":
             return http.client.HTTPSConnection(
                 self._host, self._port, timeout=timeout, context=ssl.create_default_context()
@@ -249,37 +228,6 @@ class Transport:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER) + random.uniform(0, 0.1)
         return min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1.0)
-
-
-class _ProxiedConnection(http.client.HTTPConnection):
-    """A plain HTTP connection to a proxy, with its credentials on each request."""
-
-    def __init__(self, host: str, port: int, auth: Dict[str, str], timeout: float) -> None:
-        super().__init__(host, port, timeout=timeout)
-        self._auth = auth
-
-    def endheaders(self, *args: Any, **kwargs: Any) -> None:
-        for k, v in self._auth.items():
-            self.putheader(k, v)
-        super().endheaders(*args, **kwargs)
-
-
-def _proxy_for(scheme: str, host: str) -> Optional[Tuple[str, int, Dict[str, str]]]:
-    """The proxy the environment names for URLs of scheme on host, if any:
-    its host, its port and the header of its credentials."""
-    proxy = urllib.request.getproxies().get(scheme)
-    if not proxy or urllib.request.proxy_bypass(host):
-        return None
-    if "://" not in proxy:
-        proxy = "http://" + proxy
-    p = urllib.parse.urlsplit(proxy)
-    if not p.hostname:
-        return None
-    auth: Dict[str, str] = {}
-    if p.username:
-        cred = f"{urllib.parse.unquote(p.username)}:{urllib.parse.unquote(p.password or '')}"
-        auth["Proxy-Authorization"] = "Basic " + base64.b64encode(cred.encode()).decode()
-    return p.hostname, p.port or 80, auth
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:
@@ -300,11 +248,11 @@ def _retry_after(value: Optional[str]) -> Optional[float]:
     return max(0.0, when.timestamp() - time.time())
 
 
-def _api_error(resp: http.client.HTTPResponse, method: str, path: str) -> APIError:
-    """Reads an error answer into an APIError."""
+def _api_error(resp: http.client.HTTPResponse, method: str, path: str, hint: str = "") -> APIError:
+    """Reads an error answer into an APIError, hint added to its message."""
     try:
         raw = resp.read(1 << 20)
-    except (OSError, http.client.HTTPException, socket.timeout):
+    except (OSError, http.client.HTTPException):
         raw = b""
     code, message = APIError.code_for(resp.status), ""
     try:
@@ -318,5 +266,5 @@ def _api_error(resp: http.client.HTTPResponse, method: str, path: str) -> APIErr
     if not message:
         message = resp.reason or http.client.responses.get(resp.status, "")
     return APIError(
-        resp.status, code, message, method=method, path=path, request_id=resp.getheader("X-Request-ID")
+        resp.status, code, message + hint, method=method, path=path, request_id=resp.getheader("X-Request-ID")
     )

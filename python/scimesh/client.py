@@ -76,7 +76,7 @@ class Client:
         coordinator checks the CSV as it arrives: a bad record is an
         :class:`APIError` 400 ``invalid_argument`` naming its line."""
         body = body_of(source)
-        raw = self._t.call("POST", "/upload", body=body, content_type="text/csv", idempotent=True)
+        raw = self._t.call("POST", "/upload", body=body, headers={"Content-Type": "text/csv"})
         return json.loads(raw)
 
     def submit(
@@ -188,7 +188,7 @@ class Client:
         return json.loads(self._t.call(method, path, **kwargs))
 
     def _get_job(self, job_id: str, wait: int = 0, after: Optional[str] = None) -> Dict[str, Any]:
-        if wait and after:
+        if after:
             # The coordinator may hold the call for wait seconds: the read
             # timeout must outlast it.
             return self._json(
@@ -289,12 +289,7 @@ class Job:
                             f"({self.tasks.get('completed', 0)}/{self.tasks.get('total', 0)} chunks)"
                         )
                     wait = max(1, min(wait, math.ceil(left)))
-                token = self.data.get("progress_token")
-                if token:
-                    self.data = self.client._get_job(self.id, wait=wait, after=token)
-                else:  # a coordinator without long polls: ask each second
-                    time.sleep(min(1.0, wait))
-                    self.refresh()
+                self.data = self.client._get_job(self.id, wait=wait, after=self.data["progress_token"])
         finally:
             if bar is not None:
                 bar.close()

@@ -16,7 +16,6 @@ _CODES = {
     404: "not_found",
     409: "conflict",
     413: "too_large",
-    500: "internal",
     502: "unavailable",
     503: "unavailable",
     504: "unavailable",
@@ -58,6 +57,11 @@ class APIError(Exception):
         if status in _CODES:
             return _CODES[status]
         return "internal" if status >= 500 else "unknown"
+
+
+class SourceError(Exception):
+    """What is being uploaded could not be read (a file that cannot be
+    opened or read): not the network's fault, so never retried."""
 
 
 class NetworkError(ConnectionError):

@@ -41,9 +41,8 @@ def test_submit_file_objects(client: scimesh.Client, table, tmp_path: Path) -> N
     with open(path, "rb") as f:
         job = client.submit(f, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=500)
     assert parse(job.wait(progress=False).result()) == want
-    text = io.StringIO(path.read_text())
-    text.read(10)  # a file object is sent from where it stands
-    text.seek(0)
+    text = io.StringIO("not part of the table\n" + path.read_text())
+    text.readline()  # a file object is sent from where it stands
     job = client.submit(text, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=500)
     assert parse(job.wait(progress=False).result()) == want
     job.download(tmp_path / "out.csv")
@@ -261,3 +260,16 @@ def test_run_workload_persistent(coord, client: scimesh.Client, tmp_path: Path) 
     lines = starts.read_text().splitlines()
     assert len(lines) == 2, lines
     assert all(line.endswith(" frames/1") for line in lines), lines
+
+
+def test_unreadable_source_is_not_a_network_error(client: scimesh.Client, tmp_path: Path) -> None:
+    # A file that cannot be read fails at once, as itself: not retried, not a NetworkError.
+    with pytest.raises(scimesh.SourceError, match="cannot open"):
+        client.submit(tmp_path, workload="tanimoto")  # a directory
+    f = tmp_path / "locked.csv"
+    f.write_text("id,x\na,1\n")
+    f.chmod(0)
+    if os.access(f, os.R_OK):  # root reads it anyway
+        return
+    with pytest.raises(scimesh.SourceError):
+        client.submit(f, workload="tanimoto")
