@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"slices"
 	"strings"
 	"time"
 
@@ -129,13 +130,8 @@ func (o *slurmOptions) check(cmd *cobra.Command) error {
 	if u, err := url.Parse(o.coordinator); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--coordinator %q: give an http:// or https:// URL", o.coordinator)
 	}
-	if len(o.workloads) == 0 {
-		return fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
-	}
-	for _, spec := range o.workloads {
-		if _, err := worker.ParseWorkload(spec); err != nil {
-			return err
-		}
+	if _, err := parseWorkloads(o.workloads); err != nil {
+		return err
 	}
 	if o.jobs < 1 {
 		return fmt.Errorf("--jobs %d: give how many workers to run, at least 1", o.jobs)
@@ -299,6 +295,11 @@ func (o *slurmOptions) script() string {
 	return b.String()
 }
 
+// keptFromSbatch are the variables of the submitting environment that
+// sbatch, which hands the job the environment it is given, is not given.
+var keptFromSbatch = []string{"SCIMESH_TOKEN", "CLIENT_AUTH_TOKEN", "PEER_AUTH_TOKEN", "WORKER_AUTH_TOKEN", "DATABASE_URL",
+	"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
+
 // sbatch submits script with sbatch and returns the job ID. A token is
 // handed to it in its environment (never on its command line), which it
 // passes on to the job; without one, SCIMESH_TOKEN is kept from it.
@@ -311,11 +312,10 @@ func sbatch(script string, args []string, token string) (string, error) {
 	// sbatch hands the job the environment it was given, and slurmctld
 	// keeps it: the other roles' tokens, the database's and the blob
 	// store's credentials stay out of it.
-	env := os.Environ()
-	for _, k := range []string{"SCIMESH_TOKEN", "CLIENT_AUTH_TOKEN", "PEER_AUTH_TOKEN", "WORKER_AUTH_TOKEN", "DATABASE_URL",
-		"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"} {
-		env = slicesDeleteEnv(env, k)
-	}
+	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(keptFromSbatch, k)
+	})
 	if token != "" {
 		env = append(env, "SCIMESH_TOKEN="+token)
 	}
@@ -333,13 +333,3 @@ func sbatch(script string, args []string, token string) (string, error) {
 	return id, nil
 }
 
-// slicesDeleteEnv removes the entries of key from env.
-func slicesDeleteEnv(env []string, key string) []string {
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, key+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}

@@ -88,6 +88,31 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 	if _, err := os.Stat(ran); err == nil {
 		t.Error("sbatch ran for bad input")
 	}
+	// A real submission to the fake sbatch: of the credentials in the
+	// environment, only the worker token reaches it (and so the job).
+	envFile := filepath.Join(dir, "sbatch-env")
+	if err := os.WriteFile(filepath.Join(bin, "sbatch"), []byte("#!/bin/sh\nenv >"+envFile+"\necho 42\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	creds := []string{"CLIENT_AUTH_TOKEN=client-secret", "PEER_AUTH_TOKEN=peer-secret", "DATABASE_URL=postgres://u:db-secret@h/d",
+		"AWS_SECRET_ACCESS_KEY=aws-secret", "AWS_SESSION_TOKEN=aws-session"}
+	out, err := runStdout(t, dir, append(append([]string{fakePath}, env...), creds...), append(base, "--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00")...)
+	if err != nil || strings.TrimSpace(out) != "42" {
+		t.Fatalf("submit to the fake sbatch: %v %q", err, out)
+	}
+	seen, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"client-secret", "peer-secret", "db-secret", "aws-secret", "aws-session"} {
+		if strings.Contains(string(seen), s) {
+			t.Errorf("sbatch was given %s in its environment", s)
+		}
+	}
+	if !strings.Contains(string(seen), "SCIMESH_TOKEN="+secret) {
+		t.Errorf("sbatch was not given the worker token:\n%s", seen)
+	}
+
 	// No sbatch at all: the PATH of run has none but the system's, so
 	// give an empty one.
 	msg, err := run(t, dir, append([]string{"PATH=" + t.TempDir()}, env...), append(base, "--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00")...)
@@ -140,11 +165,7 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	if !regexp.MustCompile(`^\d+$`).MatchString(array) {
 		t.Fatalf("slurm submit printed %q, want a job ID", out)
 	}
-	workerWaitFor(t, 90*time.Second, "the job to complete", func() bool {
-		var j jobOut
-		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
-		return j.Status == "completed"
-	})
+	waitCompleted(t, p.url, jobID, 90*time.Second)
 	t.Logf("the job completed %v after slurm submit", time.Since(began).Round(time.Millisecond))
 	var got string
 	workerGetText(t, p.url+"/jobs/"+jobID+"/result", &got)
@@ -235,11 +256,7 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 	}
 
 	start(t, dir, workerEnv(p.url), "worker", "--id", "plain", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
-	workerWaitFor(t, 30*time.Second, "the job to complete", func() bool {
-		var j jobOut
-		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
-		return j.Status == "completed"
-	})
+	waitCompleted(t, p.url, jobID, 30*time.Second)
 	if tk := task(); tk.Attempt != 2 || tk.LeaseOwner != "plain" {
 		t.Errorf("the task at the end: %+v; want completed by plain at attempt 2", tk)
 	}

@@ -83,17 +83,12 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 			if err != nil {
 				return err
 			}
-			if len(workloads) == 0 {
-				return fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
+			wls, err := parseWorkloads(workloads)
+			if err != nil {
+				return err
 			}
-			var wls []worker.Workload
-			for _, spec := range workloads {
-				wl, err := worker.ParseWorkload(spec)
-				if err != nil {
-					return err
-				}
-				wl.Persistent = slices.Contains(persistent, wl.Name)
-				wls = append(wls, wl)
+			for i := range wls {
+				wls[i].Persistent = slices.Contains(persistent, wls[i].Name)
 			}
 			for _, name := range persistent {
 				if !slices.ContainsFunc(wls, func(wl worker.Workload) bool { return wl.Name == name }) {
@@ -153,4 +148,21 @@ func workerDefaultID() string {
 		id = id[len(id)-128:]
 	}
 	return id
+}
+
+// parseWorkloads reads the --workload flags, of which there must be one
+// at least.
+func parseWorkloads(specs []string) ([]worker.Workload, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
+	}
+	wls := make([]worker.Workload, 0, len(specs))
+	for _, spec := range specs {
+		wl, err := worker.ParseWorkload(spec)
+		if err != nil {
+			return nil, err
+		}
+		wls = append(wls, wl)
+	}
+	return wls, nil
 }
