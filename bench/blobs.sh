@@ -114,14 +114,6 @@ serve_start() {
 	wait_ready "$url" "$server" "$work/serve.log" || exit 1
 }
 
-serve_stop() {
-	kill "$server"
-	wait "$server" || true
-	server=
-	if [ -s "$work/serve.log" ]; then
-		sed 's/^/  serve: /' "$work/serve.log" >&2
-	fi
-}
 
 bucket_seq=0
 # new_bucket creates a new, empty bucket; $blobs is its --blobs URL.
@@ -134,7 +126,6 @@ new_bucket() {
 # kv KEY LINE prints KEY's value in a line of KEY=VALUE pairs.
 kv() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<" $2"; }
 
-load() { uptime | sed 's/.*load average: /load average /'; }
 
 # profile_start NAME starts CPU profiles of serve and weed, in the
 # background, PROFILE_SECONDS long; profile_end waits for them.

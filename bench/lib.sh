@@ -31,3 +31,17 @@ wait_ready() {
 	echo "serve not ready after 30 s" >&2
 	return 1
 }
+
+# serve_stop stops the serve process $server and shows its log,
+# $work/serve.log, when it wrote one.
+serve_stop() {
+	kill "$server"
+	wait "$server" || true
+	server=
+	if [ -s "$work/serve.log" ]; then
+		sed 's/^/  serve: /' "$work/serve.log" >&2
+	fi
+}
+
+# load prints the machine's load average.
+load() { uptime | sed 's/.*load average: /load average /'; }

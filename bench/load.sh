@@ -81,14 +81,6 @@ serve_start() {
 	wait_ready "$url" "$server" "$work/serve.log" || exit 1
 }
 
-serve_stop() {
-	kill "$server"
-	wait "$server" || true
-	server=
-	if [ -s "$work/serve.log" ]; then
-		sed 's/^/  serve: /' "$work/serve.log" >&2
-	fi
-}
 
 # newdb STORE NAME prints a fresh database's URL.
 newdb() {

@@ -7,13 +7,11 @@
 # Usage: bench/waitjob.sh [RUNS]   (default 9; prints every run in ms, then
 # the median). WORKLOAD=tanimoto (default: 4 chunks of 1,000 fingerprints,
 # a job of about 0.1 s) or slow (a command that takes 0.7 s a chunk).
-# BIN=PATH measures another build of scimesh; PORT (18930) the listener.
+# BIN=PATH measures another build of scimesh; PORT (a free one) the listener.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-9}
 workload=${WORKLOAD:-tanimoto}
-port=${PORT:-18930}
-url=http://127.0.0.1:$port
 dir=$(mktemp -d)
 bin=${BIN:-$dir/scimesh}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
@@ -37,6 +35,8 @@ SH
 chmod +x "$dir/slow.sh"
 
 . bench/lib.sh
+port=${PORT:-$(freeport)}
+url=http://127.0.0.1:$port
 "$bin" serve --addr 127.0.0.1:$port --data-dir "$dir/data" --db "sqlite:$dir/data/scimesh.db" >"$dir/serve.log" 2>&1 &
 serve=$!
 trap 'kill $(jobs -p) 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"' EXIT
