@@ -9,8 +9,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -150,6 +150,9 @@ func (o *slurmOptions) check(cmd *cobra.Command) error {
 	o.releaseBefore = o.releaseBefore.Round(time.Second)
 	if o.releaseBefore < time.Second || o.releaseBefore > d-worker.DefaultDeadlineLease {
 		return fmt.Errorf("--release-before %v: give at least 1s, and leave more than %v of the %v walltime to work in", o.releaseBefore, worker.DefaultDeadlineLease, d)
+	}
+	if err := checkWorkerArgs(o.workerArgs); err != nil {
+		return err
 	}
 	if cmd.Flags().Changed("cpus-per-task") && o.cpusPerTask < 1 {
 		return fmt.Errorf("--cpus-per-task %d: give at least 1", o.cpusPerTask)
@@ -333,3 +336,24 @@ func sbatch(script string, args []string, token string) (string, error) {
 	return id, nil
 }
 
+// scriptSets are the worker flags the batch script sets itself, which a
+// --worker-arg must not set again (the last would win over the script's).
+var scriptSets = []string{"coordinator", "token", "id", "concurrency", "max-runtime", "until", "work-dir", "workload"}
+
+// checkWorkerArgs refuses --worker-arg values that scimesh worker would
+// refuse, or that set what the script sets, before anything is submitted.
+func checkWorkerArgs(args []string) error {
+	f := newWorkerCmd().Flags()
+	if err := f.Parse(args); err != nil {
+		return fmt.Errorf("--worker-arg %s: %w (see scimesh worker --help)", strings.Join(args, " "), err)
+	}
+	for _, name := range scriptSets {
+		if f.Changed(name) {
+			return fmt.Errorf("--worker-arg sets --%s, which scimesh slurm submit sets itself: use its own flag", name)
+		}
+	}
+	if f.NArg() > 0 {
+		return fmt.Errorf("--worker-arg %q: scimesh worker takes flags only", f.Arg(0))
+	}
+	return nil
+}

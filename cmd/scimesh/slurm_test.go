@@ -79,6 +79,8 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 		{"no time", env, []string{"--workload", "tanimoto", "--jobs", "2"}, "--time"},
 		{"bad workload", env, []string{"--workload", "=x", "--jobs", "2", "--time", "01:00:00"}, "workload"},
 		{"no token", nil, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00"}, "SCIMESH_TOKEN"},
+		{"unknown worker flag", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--worker-arg=--bogus"}, "--bogus"},
+		{"worker flag the script sets", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--worker-arg=--max-runtime=1h"}, "--max-runtime"},
 	} {
 		msg, err := run(t, dir, append([]string{fakePath}, c.env...), append(base, c.args...)...)
 		if err == nil || !strings.Contains(msg, c.want) {
