@@ -164,13 +164,16 @@ func TestWorkerReleasesOnSIGUSR1(t *testing.T) {
 		t.Fatalf("submit: %v %s", err, jobID)
 	}
 	jobID = strings.TrimSpace(jobID)
+	running := filepath.Join(dir, "running")
 	w := start(t, dir, workerEnv(p.url), "worker", "--id", "told", "--grace", "10m",
-		"--work-dir", filepath.Join(dir, "w"), "--workload", copyWorkload("sleep 600; "))
-	var tk deadlineTask
-	workerWaitFor(t, 20*time.Second, "the task to be leased", func() bool {
-		call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
-		return tk.State == "leased"
+		"--work-dir", filepath.Join(dir, "w"), "--workload", copyWorkload("touch "+running+"; sleep 600; "))
+	// The command started, so the worker holds the task: a lease in the
+	// database alone may belong to a claim whose answer is still on its way.
+	workerWaitFor(t, 20*time.Second, "the task's command to start", func() bool {
+		_, err := os.Stat(running)
+		return err == nil
 	})
+	var tk deadlineTask
 	if err := w.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

@@ -142,8 +142,9 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 400, 10)
 	// The first worker hangs on every task; it is the one killed.
+	running := filepath.Join(dir, "running")
 	doomed := start(t, dir, workerEnv(p.url), "worker", "--id", "doomed", "--work-dir", filepath.Join(dir, "w1"),
-		"--workload", copyWorkload("sleep 600; "))
+		"--workload", copyWorkload("touch "+running+"; sleep 600; "))
 	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
 		"--chunk-rows", "100", "--lease-seconds", "5")
 	if err != nil {
@@ -152,7 +153,13 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	jobID = strings.TrimSpace(jobID)
 	var leasedAttempt int
 	var leaseEnds time.Time
-	workerWaitFor(t, 20*time.Second, "the doomed worker to lease a task", func() bool {
+	// Once a command runs, the worker holds its task: a claim killed
+	// before its answer arrived would give the task back at once.
+	workerWaitFor(t, 20*time.Second, "the doomed worker to run a task", func() bool {
+		_, err := os.Stat(running)
+		return err == nil
+	})
+	workerWaitFor(t, 20*time.Second, "the doomed worker to lease chunk 0", func() bool {
 		var tk struct {
 			State          string    `json:"state"`
 			Attempt        int       `json:"attempt"`

@@ -140,12 +140,33 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 	for i, t := range tasks {
 		var err error
 		if views[i], err = e.taskView(ctx, t); err != nil {
+			e.releaseUnreceived(ctx, tasks, err)
 			return nil, err
 		}
 		e.presign(ctx, views[i])
 		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
 	}
+	// A caller that went away while its claim ran (a worker shutting
+	// down, a closed connection) never receives the tasks: they go back
+	// at once rather than wait out a lease that nobody holds.
+	if err := ctx.Err(); err != nil && len(tasks) > 0 {
+		e.releaseUnreceived(ctx, tasks, err)
+		return nil, err
+	}
 	return views, nil
+}
+
+// releaseUnreceived gives back tasks just leased whose claim could not be
+// answered (why), without holding the attempt against them.
+func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, why error) {
+	ctx = context.WithoutCancel(ctx)
+	for _, t := range tasks {
+		reason := fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why)
+		if _, err := e.FailTask(ctx, FailTaskParams{TaskID: t.ID, WorkerID: t.LeaseOwner, Attempt: t.Attempt, Error: reason, Release: true}); err != nil {
+			e.log.WarnContext(ctx, "could not release a task whose claim was not answered; its lease will expire",
+				"task_id", t.ID, "worker_id", t.LeaseOwner, "attempt", t.Attempt, "error", err)
+		}
+	}
 }
 
 // claim leases up to len(owners) tasks of kind and workloads in one

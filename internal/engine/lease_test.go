@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -237,6 +238,32 @@ func TestLeaseRelease(t *testing.T) {
 	}
 	b.checkRefused(t, "the released attempt", "w1", 1, domain.ErrLeaseLost)
 	b.claim(t, "w2", 2) // at once: no backoff passes on the clock
+}
+
+// TestClaimOfAGoneCaller checks that a claim whose caller went away while
+// it ran gives its task back at once, the attempt not held against it,
+// rather than leave it leased to nobody until the lease expires.
+func TestClaimOfAGoneCaller(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Now: c.Now, Jitter: func() float64 { return 0 }})
+	sp := spec(1)
+	sp.MaxAttempts = 1
+	if _, _, err := e.CreateJob(t.Context(), sp, ""); err != nil {
+		t.Fatal(err)
+	}
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	if tasks, err := e.ClaimTasks(gone, engine.ClaimTasksParams{WorkerID: "w1"}); !errors.Is(err, context.Canceled) || len(tasks) != 0 {
+		t.Fatalf("the claim of a gone caller = %+v, %v; want no task, context.Canceled", tasks, err)
+	}
+	b := &leaseBundle{e: e, s: s, clock: c}
+	b.task = b.claim(t, "w2", 2) // at once, and the one attempt allowed is not spent
+	if got := b.stored(t); got.MaxAttempts != 2 || got.LeaseOwner != "w2" {
+		t.Fatalf("the task after the gone claim and a new one: %+v; want leased to w2 with max_attempts 2", got)
+	}
+	b.checkRefused(t, "the unanswered claim's attempt", "w1", 1, domain.ErrLeaseLost)
 }
 
 // TestLeaseExpiryByReaper checks the reaper: a lease renewed in time is
