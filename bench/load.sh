@@ -14,6 +14,10 @@
 # runs each case on a serve built earlier (e.g. from the commit before a
 # change), alternating with this tree's, so both are measured on the same
 # machine at the same time; the load comes from this tree's bench.
+# The store "floor" (STORES="floor sqlite …") runs bench/floor in serve's
+# place for the REST forms: a server that answers the same calls with
+# bodies like serve's and no queue behind them, the most any coordinator
+# behind this API could do on this machine.
 # PROFILE=DIR profiles serve instead, once per store, under the single
 # form (or the form PROFILE_FORM names): a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
 # DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
@@ -34,6 +38,7 @@ builds=now
 [ -z "$before" ] || builds="now before"
 
 go build -o bin/scimesh ./cmd/scimesh
+go build -o bin/floor ./bench/floor
 (cd bench/river && go build -o ../../bin/river-bench .)
 
 . bench/lib.sh
@@ -75,6 +80,12 @@ serve_start() {
 	local db=$1
 	shift
 	url=http://127.0.0.1:$(freeport)
+	if [ "$db" = floor ]; then
+		bin/floor -addr "${url#http://}" 2>"$work/serve.log" &
+		server=$!
+		wait_ready "$url" "$server" "$work/serve.log" || exit 1
+		return
+	fi
 	# warn: info would log a line per request, which costs the server.
 	"$serve_bin" serve --addr "${url#http://}" --db "$db" --migrate --log-level warn "$@" 2>"$work/serve.log" &
 	server=$!
@@ -84,7 +95,9 @@ serve_start() {
 
 # newdb STORE NAME prints a fresh database's URL.
 newdb() {
-	if [ "$1" = sqlite ]; then
+	if [ "$1" = floor ]; then
+		echo floor
+	elif [ "$1" = sqlite ]; then
 		mkdir -p "$work/$2"
 		echo "sqlite:$work/$2/scimesh.db"
 	else
@@ -94,7 +107,7 @@ newdb() {
 }
 
 dropdb() {
-	if [ "$1" = sqlite ]; then rm -rf "${work:?}/$2"; else sql "DROP DATABASE $2 WITH (FORCE)"; fi
+	if [ "$1" = floor ]; then :; elif [ "$1" = sqlite ]; then rm -rf "${work:?}/$2"; else sql "DROP DATABASE $2 WITH (FORCE)"; fi
 }
 
 formargs() {
@@ -162,7 +175,9 @@ for round in $(seq "$rounds"); do
 				rates[$store.$form.now]+="$(sed -E 's/.* = ([0-9,]+) jobs\/s.*/\1/; s/,//g' <<<"$line") "
 				continue
 			fi
+			[ "$store" != floor ] || [ "$form" != grpc ] || continue
 			for build in $builds; do
+				[ "$store" != floor ] || [ "$build" = now ] || continue
 				serve_bin=bin/scimesh
 				[ "$build" = now ] || serve_bin=$before
 				name=scimesh_${round}_${form}_$build
@@ -187,7 +202,9 @@ for store in $stores; do
 			echo "  postgres, river $(cd bench/river && go list -m -f '{{.Version}}' github.com/riverqueue/river) (in-process, 2,000 workers): $(median <<<"${rates[$store.$form.now]}") jobs/s"
 			continue
 		fi
+		[ "$store" != floor ] || [ "$form" != grpc ] || continue
 		for build in $builds; do
+			[ "$store" != floor ] || [ "$build" = now ] || continue
 			echo "  $store, $form, $build: $(median <<<"${rates[$store.$form.$build]}") lifecycles/s"
 		done
 	done
