@@ -81,12 +81,16 @@ func TestClaimAtScale(t *testing.T) {
 	owners := slices.Repeat([]string{"w"}, 10)
 	anyWorkload := []any{owners, now, []string{"chunk"}, []string{}, 10}
 	named := []any{owners, now, []string{"chunk"}, []string{"tanimoto", "rare"}, 10}
+	oneNamed := []any{owners, now, []string{"chunk"}, []string{"tanimoto"}, 10}
 	for _, c := range []struct {
 		sql, index string
 		args       []any
 	}{
 		{postgres.SQLTaskClaim, "tasks_claim", anyWorkload},
+		{postgres.SQLTaskClaimLarge, "tasks_claim", anyWorkload},
 		{postgres.SQLTaskClaimWorkloads, "tasks_claim_workload", named},
+		{postgres.SQLTaskClaimKind, "tasks_claim", anyWorkload},
+		{postgres.SQLTaskClaimKindWorkload, "tasks_claim_workload", oneNamed},
 		{postgres.SQLTaskClaimStitch, "tasks_claim_stitch", anyWorkload},
 		{postgres.SQLTaskMakeRunnable, "tasks_backoff", []any{now, 1000}},
 	} {
@@ -122,6 +126,38 @@ func TestClaimAtScale(t *testing.T) {
 				t.Errorf("%s: the claim plan does not scan %s:\n%s", mode, c.index, b)
 			}
 		}
+	}
+
+	// A claim is planned once per connection and size, not at every call:
+	// after its first custom plans PostgreSQL keeps the generic one, which
+	// costs no more. (With the LIMIT a parameter it planned every claim.)
+	if _, err := conn.Exec(ctx, `SET plan_cache_mode = auto`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		rows, err := tx.Query(ctx, postgres.SQLTaskClaimKind, anyWorkload...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			t.Fatalf("claim in a transaction: %v", err)
+		}
+	}
+	var generic, custom int64
+	if err := tx.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`,
+		postgres.SQLTaskClaimKind).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the claim's plans: %v", err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if generic < 4 {
+		t.Errorf("10 claims of one connection made %d generic and %d custom plans; want the generic plan kept after the first few", generic, custom)
 	}
 
 	start = time.Now()

@@ -1,9 +1,14 @@
 package postgres
 
-// The claim statements, exposed to the tests, which EXPLAIN them.
+// The claim statements, exposed to the tests, which EXPLAIN them: each
+// as a claim of 10 tasks writes it, and the one of claims too large for
+// a literal LIMIT.
 var (
-	SQLTaskClaim          = sqlTaskClaim
-	SQLTaskClaimWorkloads = sqlTaskClaimWorkloads
-	SQLTaskClaimStitch    = sqlTaskClaimStitch
-	SQLTaskMakeRunnable   = sqlTaskMakeRunnable
+	SQLTaskClaim             = sqlTaskClaim.of(10)
+	SQLTaskClaimWorkloads    = sqlTaskClaimWorkloads.of(10)
+	SQLTaskClaimKind         = sqlTaskClaimKind.of(10)
+	SQLTaskClaimKindWorkload = sqlTaskClaimKindWorkload.of(10)
+	SQLTaskClaimStitch       = sqlTaskClaimStitch.of(10)
+	SQLTaskClaimLarge        = sqlTaskClaim.of(2000)
+	SQLTaskMakeRunnable      = sqlTaskMakeRunnable
 )
