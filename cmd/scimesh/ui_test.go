@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // browser starts a headless Chromium for the test, or skips the test
@@ -25,10 +27,7 @@ func browser(t *testing.T) context.Context {
 		}
 	}
 	if path == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("no Chromium on PATH: install Debian's chromium (.ci/run does)")
-		}
-		t.Skip("SKIPPED: no Chromium on PATH; install Debian's chromium to run the dashboard's browser tests")
+		testenv.Missing(t, "no Chromium on PATH; install Debian's chromium (.ci/run does) to run the dashboard's browser tests")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
 		chromedp.WindowSize(1280, 900), chromedp.UserDataDir(t.TempDir()))
