@@ -36,6 +36,10 @@ var errDeadline = errors.New("the worker's deadline came")
 // errReleased is the cause of the same when Release was called.
 var errReleased = errors.New("the worker was told to release its tasks")
 
+// errNoLeaseLeft is the cause of the end of the worker's run when no slot
+// will claim again before the deadline and nothing runs.
+var errNoLeaseLeft = errors.New("less than a lease is left before the deadline")
+
 // errGraceOver is the cause of killing the tasks still running at the end
 // of the grace period of a shutdown.
 var errGraceOver = errors.New("the grace period ran out")

@@ -262,23 +262,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		close(done)
 	}()
 
+	// Why claims end, once: it sets the grace period, and whether running
+	// tasks are released or failed when killed.
+	var cause error
 	select {
-	case <-claimCtx.Done():
+	case <-claimCtx.Done(): // the caller's context, or a refusal for good
+		cause = context.Cause(claimCtx)
 	case <-done: // no slot claims any more before the deadline, and nothing runs
+		cause = errNoLeaseLeft
 	case <-atDeadline:
-		stopClaims(errDeadline)
+		cause = errDeadline
 	case <-w.ending.release:
-		stopClaims(errReleased)
+		cause = errReleased
 	}
-	grace := w.cfg.Grace
-	if releaseCause(context.Cause(claimCtx)) != nil {
-		grace = 0
+	stopClaims(cause)
+	grace, killCause := w.cfg.Grace, errGraceOver
+	if releaseCause(cause) != nil {
+		grace, killCause = 0, cause
 	}
-	reason := "less than a lease is left before the deadline"
-	if cause := context.Cause(claimCtx); cause != nil {
-		reason = cause.Error()
-	}
-	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", grace, "reason", reason)
+	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", grace, "reason", cause.Error())
 	graceOver := time.NewTimer(grace)
 	defer graceOver.Stop()
 	killNow := func(cause error) {
@@ -291,18 +293,14 @@ func (w *Worker) Run(ctx context.Context) error {
 	select {
 	case <-done:
 	case <-graceOver.C:
-		cause := releaseCause(context.Cause(claimCtx))
-		if cause == nil {
-			cause = errGraceOver
-		}
-		killNow(cause)
+		killNow(killCause)
 	case <-atDeadline: // during the grace period
 		killNow(errDeadline)
 	case <-w.ending.release:
 		killNow(errReleased)
 	}
 	var fatal *fatalError
-	if errors.As(context.Cause(claimCtx), &fatal) {
+	if errors.As(cause, &fatal) {
 		w.log.Error("worker stopped", "error", fatal.err)
 		return fatal.err
 	}
