@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/scimesh/scimesh/internal/domain"
 )
@@ -36,6 +37,13 @@ func ParseOutput(output []byte, scoreColumn string, topK int) (*Output, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every result is parsed here, most of a few rows: their reader's
+	// buffer comes from a pool rather than 4 KiB of garbage each.
+	s.buf = outputReaders.Get().(*bufio.Reader)
+	defer func() {
+		s.buf.Reset(nil)
+		outputReaders.Put(s.buf)
+	}()
 	s.start(output, false, 0)
 	if err := s.readHeader(); err != nil {
 		if err == io.EOF {
@@ -108,6 +116,9 @@ type scanner struct {
 	scoreIndex int
 	rows       int // data rows read so far
 }
+
+// outputReaders are the buffered readers ParseOutput lends its scanners.
+var outputReaders = sync.Pool{New: func() any { return bufio.NewReader(nil) }}
 
 func newScanner(scoreColumn string) (*scanner, error) {
 	if err := checkScoreColumn(scoreColumn); err != nil {
