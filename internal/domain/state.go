@@ -1,5 +1,7 @@
 package domain
 
+import "slices"
+
 // TaskState is where a task is in its life.
 type TaskState string
 
@@ -18,14 +20,11 @@ func (s TaskState) Final() bool {
 	return s == TaskCompleted || s == TaskFailed || s == TaskCancelled
 }
 
+// TaskStates are the task states, in the order of a task's life.
+var TaskStates = []TaskState{TaskWaiting, TaskPending, TaskLeased, TaskCompleted, TaskFailed, TaskCancelled}
+
 // Valid reports whether s is one of the task states.
-func (s TaskState) Valid() bool {
-	switch s {
-	case TaskWaiting, TaskPending, TaskLeased, TaskCompleted, TaskFailed, TaskCancelled:
-		return true
-	}
-	return false
-}
+func (s TaskState) Valid() bool { return slices.Contains(TaskStates, s) }
 
 // JobStatus is where a job is in its life.
 type JobStatus string

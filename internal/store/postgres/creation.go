@@ -25,10 +25,10 @@ ORDER BY updated_at LIMIT $2`
 WHERE id = $1 AND creating AND (updated_at < $2 OR status = 'cancelled')`
 
 	sqlAbandonedLogsDelete = `DELETE FROM task_logs WHERE task_id IN (
-	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, chunk_index LIMIT $2)`
+	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, state, chunk_index LIMIT $2)`
 
 	sqlAbandonedTasksDelete = `DELETE FROM tasks WHERE id IN (
-	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, chunk_index LIMIT $2)`
+	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, state, chunk_index LIMIT $2)`
 
 	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = $1 AND creating`
 )

@@ -12,3 +12,15 @@ var (
 	SQLTaskClaimLarge        = sqlTaskClaim.of(2000)
 	SQLTaskMakeRunnable      = sqlTaskMakeRunnable
 )
+
+// The statements over one job's tasks, which tasks_job serves.
+var (
+	SQLTaskList             = sqlTaskList
+	SQLTaskListState        = sqlTaskListState
+	SQLTaskResultList       = sqlTaskResultList
+	SQLTaskCountByJob       = sqlTaskCountByJob
+	SQLTaskCountFinished    = sqlTaskCountFinished
+	SQLTaskRetryJob         = sqlTaskRetryJob
+	SQLTaskCancelJob        = sqlTaskCancelJob
+	SQLAbandonedTasksDelete = sqlAbandonedTasksDelete
+)

@@ -28,6 +28,19 @@ func migrations(t *testing.T) []migrate.Migration {
 }
 
 // connect opens a plain connection to url, closed when t ends.
+// openStore opens a store on a fresh migrated database, closed when t
+// ends, and returns it with the database's URL.
+func openStore(t *testing.T) (*postgres.Store, string) {
+	t.Helper()
+	url := pgtest.URL(t)
+	s, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, url
+}
+
 func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
@@ -51,12 +64,7 @@ func TestMigrateDownUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ms := migrations(t)
-	url := pgtest.URL(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, url := openStore(t)
 	conn := connect(t, url)
 	if err := s.CheckMigrated(ctx); err != nil {
 		t.Fatalf("CheckMigrated on a migrated database: %v", err)
@@ -80,7 +88,7 @@ func TestMigrateDownUp(t *testing.T) {
 			t.Errorf("table %s survived the down migrations", table)
 		}
 	}
-	err = s.CheckMigrated(ctx)
+	err := s.CheckMigrated(ctx)
 	if !errors.Is(err, postgres.ErrNotMigrated) || !strings.Contains(err.Error(), "scimesh migrate up") {
 		t.Errorf("CheckMigrated after Down = %v; want ErrNotMigrated naming `scimesh migrate up`", err)
 	}
@@ -105,18 +113,13 @@ func TestMigrateDownUp(t *testing.T) {
 func TestCheckMigrated(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	s, err := postgres.Open(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	s, url := openStore(t)
 	conn := connect(t, url)
 
 	if _, err := conn.Exec(ctx, `INSERT INTO scimesh_migrations (version, name) VALUES (9999, 'future')`); err != nil {
 		t.Fatal(err)
 	}
-	err = s.CheckMigrated(ctx)
+	err := s.CheckMigrated(ctx)
 	if !errors.Is(err, postgres.ErrNotMigrated) || !strings.Contains(err.Error(), "newer scimesh") {
 		t.Errorf("CheckMigrated with an unknown migration = %v; want ErrNotMigrated asking for a newer scimesh", err)
 	}

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -27,6 +28,16 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
 
+// everyState joins one query per task state with UNION ALL: branch, with
+// %s for the state.
+func everyState(branch string) string {
+	parts := make([]string, len(domain.TaskStates))
+	for i, st := range domain.TaskStates {
+		parts[i] = fmt.Sprintf(branch, st)
+	}
+	return strings.Join(parts, "\nUNION ALL ")
+}
+
 // taskListColumns are taskColumns as lists select them: without the
 // chunk output, which only TaskGet (and the stitcher's TaskResultList) reads.
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
@@ -34,10 +45,12 @@ var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "inpu
 var (
 	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
 
-	// TaskList with and without a state; both read tasks_job_kind_index in
-	// order. A NULL limit is no limit.
-	sqlTaskList = `SELECT ` + taskListColumns + ` FROM tasks
-WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint
+	// TaskList with and without a state; both read tasks_job in chunk
+	// order: with a state, its range; without, the ranges of every state,
+	// merged (each as long as a page at most). A NULL limit is no limit.
+	sqlTaskList = `SELECT ` + taskListColumns + ` FROM (` + everyState(`(SELECT * FROM tasks
+	WHERE job_id = $1 AND kind = $2 AND state = '%s' AND chunk_index > $3::bigint
+	ORDER BY chunk_index LIMIT $4)`) + `) AS t
 ORDER BY chunk_index LIMIT $4`
 	sqlTaskListState = `SELECT ` + taskListColumns + ` FROM tasks
 WHERE job_id = $1 AND kind = $2 AND chunk_index > $3::bigint AND state = $5
