@@ -2,8 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -306,5 +308,45 @@ func TestLeaseExpiryByReaper(t *testing.T) {
 	job, err := b.e.GetJob(ctx, b.job)
 	if err != nil || job.Status != domain.JobFailed || !strings.Contains(job.Error, "after 2 attempt(s)") {
 		t.Fatalf("job after its chunk's last lease expired: %+v, %v; want failed", job, err)
+	}
+}
+
+// argsFailStore fails reading a task's arguments while fail is set, as a
+// database that goes away between a tree task's claim and that read does.
+type argsFailStore struct {
+	store.Store
+	fail atomic.Bool
+}
+
+func (s *argsFailStore) TaskArgList(ctx context.Context, taskID string) ([]domain.TaskArg, error) {
+	if s.fail.Load() {
+		return nil, errors.New("the database went away")
+	}
+	return s.Store.TaskArgList(ctx, taskID)
+}
+
+// TestPollTreeUnanswered checks that a tree task whose claim cannot be
+// answered (its arguments could not be read) is given back at once, its
+// one attempt not spent, rather than left leased to a caller that never
+// got it.
+func TestPollTreeUnanswered(t *testing.T) {
+	t.Parallel()
+	s := &argsFailStore{Store: openStore(t)}
+	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+	e := newEngine(s, engine.Config{Shard: "s0", Now: c.Now})
+	ids, _, err := e.SubmitTree(t.Context(), &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+		{ID: "s0:a", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("1")}}, MaxAttempts: 1},
+	}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.fail.Store(true)
+	if task, err := e.PollTree(t.Context(), "w1", []string{"num"}, 0); err == nil || task != nil {
+		t.Fatalf("PollTree while the arguments cannot be read = %+v, %v; want an error", task, err)
+	}
+	s.fail.Store(false)
+	task, err := e.PollTree(t.Context(), "w2", []string{"num"}, 0)
+	if err != nil || task == nil || task.ID != ids["s0:a"] || task.Attempt != 2 || task.MaxAttempts != 2 || string(task.Args[0]) != "1" {
+		t.Fatalf("PollTree after = %+v, %v; want the task at once, attempt 2 of 2", task, err)
 	}
 }

@@ -179,6 +179,9 @@ func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string
 	t := views[0].Task
 	args, err := e.store.TaskArgList(ctx, t.ID)
 	if err != nil {
+		// The caller never gets the task (its context may have ended
+		// meanwhile): give it back at once, as an unanswered claim does.
+		e.releaseUnreceived(ctx, []*domain.Task{t}, err)
 		return nil, mapStoreErr(fmt.Errorf("arguments of task %s: %w", t.ID, err))
 	}
 	out := &TreeTask{Task: t, Args: make([]json.RawMessage, len(args))}
