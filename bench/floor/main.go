@@ -1,7 +1,8 @@
 // Command floor is the HTTP floor of bench/load.sh's REST forms: a server
 // that answers the calls `scimesh bench --coordinator` makes (POST /jobs,
 // POST /tasks/claim, POST /tasks/{id}/result, POST /tasks/results, GET
-// /jobs/{id}) with bodies like a coordinator's, checking the bearer token
+// /jobs/{id}) with bodies like a coordinator's (internal/client's
+// types), checking the bearer token
 // and decoding and encoding JSON with the standard library as serve does,
 // but with no queue behind them: a claim is a counter. What the load
 // generator gets from it is what the HTTP and JSON of a lifecycle cost on
@@ -24,48 +25,15 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/client"
 )
 
-// task is a claimed (or completed) task as a coordinator writes it.
-type task struct {
-	TaskID         string          `json:"task_id"`
-	JobID          string          `json:"job_id"`
-	ChunkIndex     int64           `json:"chunk_index"`
-	Attempt        int             `json:"attempt"`
-	MaxAttempts    int             `json:"max_attempts"`
-	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
-	Workload       string          `json:"workload"`
-	Parameters     json.RawMessage `json:"parameters"`
-	TopK           int             `json:"top_k"`
-	ScoreColumn    string          `json:"score_column"`
-	Order          string          `json:"order"`
-	HasHeader      bool            `json:"has_header"`
-	TimeoutSeconds int             `json:"timeout_seconds"`
-	Input          struct {
-		URL    string `json:"url"`
-		SHA256 string `json:"sha256"`
-		Bytes  int64  `json:"bytes"`
-	} `json:"input"`
-	State      string    `json:"state"`
-	LeaseOwner string    `json:"lease_owner"`
-	Error      *string   `json:"error"`
-	CreatedAt  time.Time `json:"created_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
-}
-
+// claimRequest is POST /tasks/claim's body, the batch form's max_tasks
+// included.
 type claimRequest struct {
-	WorkerID    string   `json:"worker_id"`
-	Workloads   []string `json:"workloads"`
-	MaxTasks    int      `json:"max_tasks"`
-	WaitSeconds float64  `json:"wait_seconds"`
-}
-
-type result struct {
-	TaskID   string          `json:"task_id"`
-	WorkerID string          `json:"worker_id"`
-	Attempt  int             `json:"attempt"`
-	Output   string          `json:"output"`
-	Metrics  json.RawMessage `json:"metrics"`
+	client.ClaimRequest
+	MaxTasks int `json:"max_tasks"`
 }
 
 type server struct {
@@ -155,19 +123,27 @@ func (s *server) getJob(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.job())
 }
 
-// next is the n-th task as claimed by worker.
-func (s *server) next(worker string, now time.Time) task {
-	n := s.claimed.Add(1) - 1
-	expires := now.Add(10 * time.Minute)
-	t := task{
-		TaskID: fmt.Sprintf("%s-%d", jobID, n), JobID: jobID, ChunkIndex: n, Attempt: 1, MaxAttempts: 3,
-		LeaseExpiresAt: &expires, Workload: s.workload.Load().(string), Parameters: json.RawMessage("{}"), TopK: 1,
-		ScoreColumn: "score", Order: "desc", HasHeader: true, State: "leased", LeaseOwner: worker,
+// task is task id (chunk n) as a coordinator answers for it, in state and
+// held by owner.
+func (s *server) task(id string, n, attempt int, state, owner string, now time.Time) client.Task {
+	t := client.Task{
+		TaskID: id, JobID: jobID, ChunkIndex: n, Attempt: attempt, MaxAttempts: 3,
+		Workload: s.workload.Load().(string), Parameters: json.RawMessage("{}"), TopK: 1,
+		ScoreColumn: "score", Order: "desc", HasHeader: true, State: state, LeaseOwner: owner,
 		CreatedAt: s.created, UpdatedAt: now,
+		Input: client.TaskInput{URL: fmt.Sprintf("https://bench.invalid/%d", n), SHA256: strings.Repeat("0", 64)},
 	}
-	t.Input.URL = fmt.Sprintf("https://bench.invalid/%d", n)
-	t.Input.SHA256 = strings.Repeat("0", 64)
+	if state == client.TaskLeased {
+		expires := now.Add(10 * time.Minute)
+		t.LeaseExpiresAt = &expires
+	}
 	return t
+}
+
+// next is the next task, claimed by worker.
+func (s *server) next(worker string, now time.Time) client.Task {
+	n := int(s.claimed.Add(1) - 1)
+	return s.task(fmt.Sprintf("%s-%d", jobID, n), n, 1, client.TaskLeased, worker, now)
 }
 
 func (s *server) claim(w http.ResponseWriter, r *http.Request) {
@@ -180,35 +156,25 @@ func (s *server) claim(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, s.next(req.WorkerID, now))
 		return
 	}
-	tasks := make([]task, req.MaxTasks)
+	tasks := make([]client.Task, req.MaxTasks)
 	for i := range tasks {
 		tasks[i] = s.next(req.WorkerID, now)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 }
 
-// completed is the task of r as a coordinator answers a result.
-func (s *server) completed(id string, r result, now time.Time) task {
-	s.done.Add(1)
-	t := task{TaskID: id, JobID: jobID, Attempt: r.Attempt, MaxAttempts: 3, Workload: s.workload.Load().(string),
-		Parameters: json.RawMessage("{}"), TopK: 1, ScoreColumn: "score", Order: "desc", HasHeader: true,
-		State: "completed", LeaseOwner: r.WorkerID, CreatedAt: s.created, UpdatedAt: now}
-	t.Input.URL = "https://bench.invalid/0"
-	t.Input.SHA256 = strings.Repeat("0", 64)
-	return t
-}
-
 func (s *server) result(w http.ResponseWriter, r *http.Request) {
-	var res result
+	var res client.Result
 	if !decode(w, r, &res) {
 		return
 	}
-	writeJSON(w, http.StatusOK, s.completed(r.PathValue("id"), res, time.Now().UTC()))
+	s.done.Add(1)
+	writeJSON(w, http.StatusOK, s.task(r.PathValue("id"), 0, res.Attempt, client.TaskCompleted, res.WorkerID, time.Now().UTC()))
 }
 
 func (s *server) results(w http.ResponseWriter, r *http.Request) {
 	var req struct {
-		Results []result `json:"results"`
+		Results []client.Result `json:"results"`
 	}
 	if !decode(w, r, &req) {
 		return
