@@ -121,6 +121,9 @@ type claimAnswer struct {
 }
 
 func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err // gone already: claim nothing to give back
+	}
 	e.sweepBeforeClaim(ctx)
 	kind := cmp.Or(p.kind, domain.KindChunk)
 	// Claims that arrive together share one statement.
@@ -135,38 +138,93 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 	// No WaitJob is woken: a lease does not move a job's marker but for
 	// its first, which makes the job running, and the waiters' own
 	// re-reads see that well within the second they hold such a change.
-	tasks := a.tasks
-	views := make([]*TaskView, len(tasks))
-	for i, t := range tasks {
-		var err error
-		if views[i], err = e.taskView(ctx, t); err != nil {
-			e.releaseUnreceived(ctx, tasks, err)
-			return nil, err
-		}
-		e.presign(ctx, views[i])
-		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
+	views, err := e.claimViews(ctx, a.tasks)
+	if err == nil {
+		// A caller that went away while its claim ran (a worker
+		// shutting down, a closed connection) never receives the tasks.
+		err = ctx.Err()
 	}
-	// A caller that went away while its claim ran (a worker shutting
-	// down, a closed connection) never receives the tasks: they go back
-	// at once rather than wait out a lease that nobody holds.
-	if err := ctx.Err(); err != nil && len(tasks) > 0 {
-		e.releaseUnreceived(ctx, tasks, err)
+	if err != nil {
+		// They go back at once rather than wait out a lease that nobody
+		// holds.
+		e.releaseUnreceived(ctx, a.tasks, err)
 		return nil, err
+	}
+	for _, t := range a.tasks {
+		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
 	}
 	return views, nil
 }
 
-// releaseUnreceived gives back tasks just leased whose claim could not be
-// answered (why), without holding the attempt against them.
-func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, why error) {
-	ctx = context.WithoutCancel(ctx)
-	for _, t := range tasks {
-		reason := fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why)
-		if _, err := e.FailTask(ctx, FailTaskParams{TaskID: t.ID, WorkerID: t.LeaseOwner, Attempt: t.Attempt, Error: reason, Release: true}); err != nil {
-			e.log.WarnContext(ctx, "could not release a task whose claim was not answered; its lease will expire",
-				"task_id", t.ID, "worker_id", t.LeaseOwner, "attempt", t.Attempt, "error", err)
+// claimViews are the answers to a claim of tasks: each with its job's
+// settings, a signed input when presigning, and a tree task's arguments.
+func (e *Engine) claimViews(ctx context.Context, tasks []*domain.Task) ([]*TaskView, error) {
+	views := make([]*TaskView, len(tasks))
+	for i, t := range tasks {
+		v, err := e.taskView(ctx, t)
+		if err != nil {
+			return nil, err
 		}
+		if t.Kind == domain.KindTree {
+			args, err := e.store.TaskArgList(ctx, t.ID)
+			if err != nil {
+				return nil, mapStoreErr(fmt.Errorf("arguments of task %s: %w", t.ID, err))
+			}
+			for _, a := range args {
+				v.Args = append(v.Args, a.Value)
+			}
+		}
+		e.presign(ctx, v)
+		views[i] = v
 	}
+	return views, nil
+}
+
+// releaseUnreceived gives back, in one transaction, tasks just leased
+// whose claim could not be answered (why), without holding the attempt
+// against them; a task no longer held by that claim is left as it is.
+func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, why error) {
+	if len(tasks) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	var released []*domain.Task
+	err := e.tx(ctx, func(q store.Querier) error {
+		released = released[:0]
+		stored, err := getTasks(ctx, q, ids)
+		if err != nil {
+			return err
+		}
+		now := e.now()
+		for _, t := range tasks {
+			s := stored[t.ID]
+			if s == nil || domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
+				continue
+			}
+			domain.Release(s, fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why), now)
+			released = append(released, s)
+		}
+		return q.TaskUpdateMany(ctx, released)
+	})
+	if err != nil {
+		e.log.WarnContext(ctx, "could not give back the tasks of a claim that was not answered; their leases will expire",
+			"tasks", len(tasks), "error", err)
+		return
+	}
+	byWorkload := map[string]int{}
+	for _, t := range released {
+		byWorkload[t.Workload]++
+	}
+	for wl, n := range byWorkload {
+		e.notifyWork(tasks[0].Kind, wl, n) // after the commit, so that woken claimers see them
+	}
+	e.jobChanged(released...)
+	e.log.InfoContext(ctx, "tasks of an unanswered claim given back", "tasks", len(released), "reason", why)
 }
 
 // claim leases up to len(owners) tasks of kind and workloads in one

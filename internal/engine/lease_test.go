@@ -242,28 +242,59 @@ func TestLeaseRelease(t *testing.T) {
 	b.claim(t, "w2", 2) // at once: no backoff passes on the clock
 }
 
+// cancelAfterClaim cancels its caller's context the moment a claim
+// statement returned, as a worker that shuts down mid-claim does.
+type cancelAfterClaim struct {
+	store.Store
+	cancel atomic.Pointer[context.CancelFunc]
+}
+
+func (s *cancelAfterClaim) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*domain.Task, error) {
+	tasks, err := s.Store.TaskClaim(ctx, p)
+	if c := s.cancel.Load(); c != nil {
+		(*c)()
+	}
+	return tasks, err
+}
+
 // TestClaimOfAGoneCaller checks that a claim whose caller went away while
 // it ran gives its task back at once, the attempt not held against it,
-// rather than leave it leased to nobody until the lease expires.
+// rather than leave it leased to nobody until the lease expires; and that
+// a caller gone before its claim claims nothing.
 func TestClaimOfAGoneCaller(t *testing.T) {
 	t.Parallel()
-	s := openStore(t)
+	s := &cancelAfterClaim{Store: openStore(t)}
 	c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	e := newEngine(s, engine.Config{Now: c.Now, Jitter: func() float64 { return 0 }})
 	sp := spec(1)
 	sp.MaxAttempts = 1
-	if _, _, err := e.CreateJob(t.Context(), sp, ""); err != nil {
+	v, _, err := e.CreateJob(t.Context(), sp, "")
+	if err != nil {
 		t.Fatal(err)
 	}
+	b := &leaseBundle{e: e, s: s, clock: c}
+	if _, err := e.GetTask(t.Context(), v.ID+"-0"); err != nil { // the job's settings cached, as after any claim
+		t.Fatal(err)
+	}
+
 	gone, cancel := context.WithCancel(t.Context())
 	cancel()
-	if tasks, err := e.ClaimTasks(gone, engine.ClaimTasksParams{WorkerID: "w1"}); !errors.Is(err, context.Canceled) || len(tasks) != 0 {
-		t.Fatalf("the claim of a gone caller = %+v, %v; want no task, context.Canceled", tasks, err)
+	if tasks, err := e.ClaimTasks(gone, engine.ClaimTasksParams{WorkerID: "w0"}); !errors.Is(err, context.Canceled) || len(tasks) != 0 {
+		t.Fatalf("the claim of a caller gone before it = %+v, %v; want no task, context.Canceled", tasks, err)
 	}
-	b := &leaseBundle{e: e, s: s, clock: c}
+	if got, err := s.TaskGet(t.Context(), v.ID+"-0"); err != nil || got.Attempt != 0 {
+		t.Fatalf("the task after a claim by a caller gone before it: %+v, %v; want never claimed", got, err)
+	}
+
+	leaving, cancel := context.WithCancel(t.Context())
+	s.cancel.Store(&cancel)
+	if tasks, err := e.ClaimTasks(leaving, engine.ClaimTasksParams{WorkerID: "w1"}); !errors.Is(err, context.Canceled) || len(tasks) != 0 {
+		t.Fatalf("the claim of a caller that left during it = %+v, %v; want no task, context.Canceled", tasks, err)
+	}
+	s.cancel.Store(nil)
 	b.task = b.claim(t, "w2", 2) // at once, and the one attempt allowed is not spent
 	if got := b.stored(t); got.MaxAttempts != 2 || got.LeaseOwner != "w2" {
-		t.Fatalf("the task after the gone claim and a new one: %+v; want leased to w2 with max_attempts 2", got)
+		t.Fatalf("the task after the unanswered claim and a new one: %+v; want leased to w2 with max_attempts 2", got)
 	}
 	b.checkRefused(t, "the unanswered claim's attempt", "w1", 1, domain.ErrLeaseLost)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -74,6 +75,9 @@ type TaskView struct {
 	// Input, when set, is where the worker reads a claimed chunk of an
 	// upload straight from the blob store (Config.Presign).
 	Input *SignedInput
+	// Args, of a tree task handed out by a claim, are its arguments by
+	// position.
+	Args []json.RawMessage
 }
 
 // GetTask returns a task with its job's settings.

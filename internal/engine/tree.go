@@ -176,19 +176,7 @@ func (e *Engine) PollTree(ctx context.Context, worker string, workloads []string
 	if err != nil || len(views) == 0 {
 		return nil, err
 	}
-	t := views[0].Task
-	args, err := e.store.TaskArgList(ctx, t.ID)
-	if err != nil {
-		// The caller never gets the task (its context may have ended
-		// meanwhile): give it back at once, as an unanswered claim does.
-		e.releaseUnreceived(ctx, []*domain.Task{t}, err)
-		return nil, mapStoreErr(fmt.Errorf("arguments of task %s: %w", t.ID, err))
-	}
-	out := &TreeTask{Task: t, Args: make([]json.RawMessage, len(args))}
-	for i, a := range args {
-		out.Args[i] = a.Value
-	}
-	return out, nil
+	return &TreeTask{Task: views[0].Task, Args: views[0].Args}, nil
 }
 
 // CompleteTree records a tree task's JSON result for the live lease
