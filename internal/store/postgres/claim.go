@@ -79,7 +79,9 @@ WHERE id IN (
 
 // claimLimits are the LIMITs a claim's candidates are written with: a
 // claim of n tasks uses the least one of at least n, and keeps the first
-// n candidates (the others stay locked until it commits, a moment later).
+// n candidates. The others, fewer than n, stay locked until the statement
+// ends, a moment later: a claim of another process (or of other workloads)
+// passes over them meanwhile, as over any row a claim holds.
 // A literal LIMIT lets PostgreSQL plan a claim once per connection and
 // size: with a parameter it plans for a tenth of the index range, a
 // generic plan far dearer than the custom one of a small LIMIT, and so it
@@ -87,16 +89,17 @@ WHERE id IN (
 var claimLimits = [...]int{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
 
 // claimStatement is one claim, written once per LIMIT of claimLimits and
-// once with the LIMIT $5 of claims larger than the last.
+// once with the LIMIT $5 of claims larger than the last (which the engine,
+// claiming at most 1,000 at once, does not make).
 type claimStatement struct {
-	sized [len(claimLimits)]string
-	any   string
+	sized     [len(claimLimits)]string
+	unbounded string
 }
 
 // claimStatements writes the claim whose candidates ({limit} in
 // candidates is their LIMIT) come from candidates.
 func claimStatements(candidates string) *claimStatement {
-	c := &claimStatement{any: claimSQL(strings.ReplaceAll(candidates, "{limit}", "$5"))}
+	c := &claimStatement{unbounded: claimSQL(strings.ReplaceAll(candidates, "{limit}", "$5"))}
 	for i, l := range claimLimits {
 		c.sized[i] = claimSQL(strings.ReplaceAll(candidates, "{limit}", strconv.Itoa(l)))
 	}
@@ -110,7 +113,7 @@ func (c *claimStatement) of(n int) string {
 			return c.sized[i]
 		}
 	}
-	return c.any
+	return c.unbounded
 }
 
 // claimSQL is the claim whose candidates come from candidates (a FROM

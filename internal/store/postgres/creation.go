@@ -24,11 +24,14 @@ ORDER BY updated_at LIMIT $2`
 	version = version + 1
 WHERE id = $1 AND creating AND (updated_at < $2 OR status = 'cancelled')`
 
-	sqlAbandonedLogsDelete = `DELETE FROM task_logs WHERE task_id IN (
-	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, state, chunk_index LIMIT $2)`
-
-	sqlAbandonedTasksDelete = `DELETE FROM tasks WHERE id IN (
-	SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, state, chunk_index LIMIT $2)`
+	// One statement deletes a step of the job's tasks and their logs, so
+	// that both name the same tasks whatever moves meanwhile.
+	sqlAbandonedTasksDelete = `WITH gone AS (
+	DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE job_id = $1 ORDER BY job_id, kind, state, chunk_index LIMIT $2) RETURNING id
+), logs AS (
+	DELETE FROM task_logs WHERE task_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone`
 
 	sqlAbandonedJobDelete = `DELETE FROM jobs WHERE id = $1 AND creating`
 )
@@ -70,14 +73,11 @@ func (q *querier) JobDeleteAbandoned(ctx context.Context, p *store.JobDeleteAban
 		if tag.RowsAffected() == 0 {
 			return fmt.Errorf("it is not creating, or its creation went on: %w", store.ErrNotFound)
 		}
-		if _, err := db.Exec(ctx, sqlAbandonedLogsDelete, p.ID, limit); err != nil {
+		var deleted int
+		if err := db.QueryRow(ctx, sqlAbandonedTasksDelete, p.ID, limit).Scan(&deleted); err != nil {
 			return err
 		}
-		tag, err = db.Exec(ctx, sqlAbandonedTasksDelete, p.ID, limit)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() >= int64(limit) {
+		if deleted >= limit {
 			return nil
 		}
 		if _, err := db.Exec(ctx, sqlAbandonedJobDelete, p.ID); err != nil {

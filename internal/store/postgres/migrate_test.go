@@ -28,19 +28,6 @@ func migrations(t *testing.T) []migrate.Migration {
 }
 
 // connect opens a plain connection to url, closed when t ends.
-// openStore opens a store on a fresh migrated database, closed when t
-// ends, and returns it with the database's URL.
-func openStore(t *testing.T) (*postgres.Store, string) {
-	t.Helper()
-	url := pgtest.URL(t)
-	s, err := postgres.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, url
-}
-
 func connect(t *testing.T, url string) *pgx.Conn {
 	t.Helper()
 	conn, err := pgx.Connect(context.Background(), url)
@@ -64,7 +51,7 @@ func TestMigrateDownUp(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	ms := migrations(t)
-	s, url := openStore(t)
+	s, url := openURL(t)
 	conn := connect(t, url)
 	if err := s.CheckMigrated(ctx); err != nil {
 		t.Fatalf("CheckMigrated on a migrated database: %v", err)
@@ -113,7 +100,7 @@ func TestMigrateDownUp(t *testing.T) {
 func TestCheckMigrated(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	s, url := openStore(t)
+	s, url := openURL(t)
 	conn := connect(t, url)
 
 	if _, err := conn.Exec(ctx, `INSERT INTO scimesh_migrations (version, name) VALUES (9999, 'future')`); err != nil {
