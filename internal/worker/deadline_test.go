@@ -22,7 +22,7 @@ func TestReleaseDuringGrace(t *testing.T) {
 	sh := readPID(t, filepath.Join(pids, "0.sh"), 10*time.Second)
 	child := readPID(t, filepath.Join(pids, "0.child"), 10*time.Second)
 	r.cancel() // a shutdown, with a minute of grace
-	time.Sleep(200 * time.Millisecond)
+	r.waitLog(t, "shutting down: no more claims", 5*time.Second)
 	began := time.Now()
 	r.worker.Release()
 	r.worker.Release() // twice is harmless

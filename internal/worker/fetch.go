@@ -70,7 +70,7 @@ func newFetcher(policy *hostPolicy, userAgent string) *fetcher {
 // close. A refused host is a permanent error naming the host and the flag
 // that allows it.
 func (f *fetcher) get(ctx context.Context, rawURL string) (io.ReadCloser, error) {
-	return f.do(ctx, f.hc, rawURL, "", http.StatusOK)
+	return f.do(ctx, f.hc, rawURL, "", 0)
 }
 
 // getRange downloads the byte range rng ("bytes=FIRST-LAST") of the
@@ -79,6 +79,8 @@ func (f *fetcher) getRange(ctx context.Context, rawURL, rng string) (io.ReadClos
 	return f.do(ctx, f.signed, rawURL, rng, http.StatusPartialContent)
 }
 
+// do GETs rawURL with hc, with the Range header rng when set, and takes
+// an answer of status want, or of any 2xx when want is 0.
 func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, want int) (io.ReadCloser, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil {
@@ -105,13 +107,12 @@ func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, w
 		// A *url.Error quotes the whole URL, a signature included.
 		var ue *url.Error
 		if errors.As(err, &ue) {
-			ue.URL = redact(u)
 			err = ue.Err
 		}
 		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
 	}
 	switch {
-	case resp.StatusCode == want:
+	case resp.StatusCode == want, want == 0 && resp.StatusCode >= 200 && resp.StatusCode <= 299:
 		return resp.Body, nil
 	case rng != "" && resp.StatusCode == http.StatusOK:
 		resp.Body.Close()

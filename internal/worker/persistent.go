@@ -222,7 +222,11 @@ func (w *Worker) runPersistent(ctx context.Context, wl Workload, t *client.Task,
 	}()
 
 	sent := make(chan error, 1)
-	go func() { sent <- sendChunk(p.stdin, task, input, fi.Size()) }()
+	go func() {
+		buf := w.readers.Get().(*bufio.Reader)
+		defer w.readers.Put(buf)
+		sent <- sendChunk(p.stdin, task, input, fi.Size(), buf)
+	}()
 	type parse struct {
 		best *table.Selection
 		err  error
@@ -238,7 +242,10 @@ func (w *Worker) runPersistent(ctx context.Context, wl Workload, t *client.Task,
 	select {
 	case r = <-parsed:
 	case <-p.exited:
-		r = <-parsed // its stdout ended with it, after what it answered
+		// Its stdout ends with it, after what it answered, unless a
+		// process it started holds it open: then waitDelay later.
+		_ = p.stdout.SetReadDeadline(time.Now().Add(waitDelay))
+		r = <-parsed
 	case <-ctx.Done():
 		p.kill()
 		<-parsed
@@ -302,16 +309,20 @@ func waitSent(ctx context.Context, sent <-chan error, p *persistentProc) error {
 }
 
 // sendChunk writes a task frame and an input frame of size bytes from
-// input.
-func sendChunk(w io.Writer, task []byte, input io.Reader, size int64) error {
+// input, through buf (its large buffer, so that the command is woken
+// seldom).
+func sendChunk(w io.Writer, task []byte, input io.Reader, size int64, buf *bufio.Reader) error {
 	if _, err := fmt.Fprintf(w, "task %d\n%s", len(task), task); err != nil {
 		return err
 	}
 	if _, err := fmt.Fprintf(w, "input %d\n", size); err != nil {
 		return err
 	}
-	// Hide input's WriterTo, so the copy goes through a large buffer.
-	_, err := io.CopyBuffer(w, struct{ io.Reader }{io.LimitReader(input, size)}, make([]byte, 256<<10))
+	// Hide w's ReadFrom, which would copy in small pieces: the copy goes
+	// through buf.
+	buf.Reset(io.LimitReader(input, size))
+	_, err := buf.WriteTo(struct{ io.Writer }{w})
+	buf.Reset(nil)
 	return err
 }
 

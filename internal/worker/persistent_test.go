@@ -6,19 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/testenv"
 	"github.com/scimesh/scimesh/internal/worker"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // framesWorkload is testdata/frames.py as a persistent workload named
@@ -166,16 +167,15 @@ func TestPersistentStopsWithTheWorker(t *testing.T) {
 	if err := r.stop(t); err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(readFile(t, starts)), "\n")
-	for _, l := range lines {
+	var pids []int
+	for _, l := range strings.Split(strings.TrimSpace(readFile(t, starts)), "\n") {
 		pid, err := strconv.Atoi(strings.Fields(l)[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := syscall.Kill(pid, 0); err == nil {
-			t.Errorf("persistent process %d still runs after the worker stopped", pid)
-		}
+		pids = append(pids, pid)
 	}
+	waitGone(t, 5*time.Second, pids...) // the persistent processes end with the worker
 	if !strings.Contains(r.logs.String(), "persistent command started") {
 		t.Error("the worker did not log its persistent commands' starts")
 	}
@@ -189,6 +189,20 @@ func TestPersistentNeedsACommand(t *testing.T) {
 	_, err := worker.New(worker.Config{Client: client.New("http://127.0.0.1:1", "t"), ID: "w", Concurrency: 1, Workloads: []worker.Workload{wl}, WorkDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "persistent") {
 		t.Fatalf("New with a persistent built-in = %v, want an error saying only commands can be persistent", err)
+	}
+}
+
+// TestPersistentIsNoTreeCommand refuses tree slots whose only command is
+// persistent: a tree task's command gets its arguments on stdin, not in
+// frames, so a persistent one is never offered tree tasks.
+func TestPersistentIsNoTreeCommand(t *testing.T) {
+	t.Parallel()
+	wl := mustWorkload(t, "sum=cat")
+	wl.Persistent = true
+	_, err := worker.New(worker.Config{Client: client.New("http://127.0.0.1:1", "t"), ID: "w", Concurrency: 1, Workloads: []worker.Workload{wl},
+		WorkDir: t.TempDir(), TreeSlots: 1, Trees: scimeshv1connect.NewWorkerClient(http.DefaultClient, "http://127.0.0.1:1")})
+	if err == nil || !strings.Contains(err.Error(), "not --persistent") {
+		t.Fatalf("New with tree slots and only a persistent command = %v, want an error saying tree tasks need a command that is not persistent", err)
 	}
 }
 

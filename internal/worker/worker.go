@@ -100,17 +100,18 @@ type Config struct {
 // coordinator and runs them. See the package documentation for its life
 // cycle.
 type Worker struct {
-	cfg       Config
-	client    *client.Client
-	log       *slog.Logger
-	workloads map[string]Workload
-	names     []string
-	treeNames []string     // workloads with a command, for tree tasks
-	fetch     *fetcher     // of hosted inputs
-	readers   *sync.Pool   // of *bufio.Reader, for commands' input and output
-	running   atomic.Int64 // tasks being handled
-	started   atomic.Bool
-	ending    *ending // the deadline and Release
+	cfg         Config
+	client      *client.Client
+	log         *slog.Logger
+	workloads   map[string]Workload
+	names       []string
+	treeNames   []string     // workloads with a command started per task, for tree tasks
+	hasCommands bool         // some workload runs a command, in the work directory
+	fetch       *fetcher     // of hosted inputs
+	readers     *sync.Pool   // of *bufio.Reader, for commands' input and output
+	running     atomic.Int64 // tasks being handled
+	started     atomic.Bool
+	ending      *ending // the deadline and Release
 }
 
 // New checks cfg and returns a worker ready to Run.
@@ -148,7 +149,7 @@ func New(cfg Config) (*Worker, error) {
 		needDir = needDir || wl.Command != ""
 		w.workloads[wl.Name] = wl
 		w.names = append(w.names, wl.Name)
-		if wl.Command != "" {
+		if wl.Command != "" && !wl.Persistent { // a tree task's command gets its arguments on stdin, not frames
 			w.treeNames = append(w.treeNames, wl.Name)
 		}
 	}
@@ -158,8 +159,9 @@ func New(cfg Config) (*Worker, error) {
 	case cfg.TreeSlots > 0 && cfg.Trees == nil:
 		return nil, errors.New("worker: tree slots need the coordinator's Worker service")
 	case cfg.TreeSlots > 0 && len(w.treeNames) == 0:
-		return nil, errors.New("tree tasks run commands: give a --workload NAME=COMMAND for them")
+		return nil, errors.New("tree tasks run commands, each started for its task: give a --workload NAME=COMMAND for them that is not --persistent")
 	}
+	w.hasCommands = needDir
 	if needDir {
 		if cfg.WorkDir == "" {
 			return nil, errors.New("no work directory: commands run in WORK_DIR/TASK_ID/ATTEMPT/ (set --work-dir)")
@@ -235,7 +237,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	defer kill(nil)
 
 	defer w.fetch.close()
-	if len(w.treeNames) > 0 { // workloads with a command, which need it
+	if w.hasCommands { // workloads with a command, which need it
 		release, err := w.openWorkDir()
 		if err != nil {
 			return err
@@ -299,8 +301,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	case <-w.ending.release:
 		killNow(errReleased)
 	}
+	// Claims' own cause, not the select's: a slot that stopped claims for
+	// good (a refused token) also closed done, and the select may have
+	// taken that.
 	var fatal *fatalError
-	if errors.As(cause, &fatal) {
+	if errors.As(context.Cause(claimCtx), &fatal) {
 		w.log.Error("worker stopped", "error", fatal.err)
 		return fatal.err
 	}
