@@ -214,5 +214,6 @@ def test_network_errors(coord: Coordinator) -> None:
     c._t.sleep = slept.append
     with pytest.raises(scimesh.NetworkError):
         c.job("s0:x")
+    assert len(slept) == 6, slept
     for n, d in enumerate(slept):
         assert min(8, 2**n) * 0.5 <= d <= min(8, 2**n), slept
