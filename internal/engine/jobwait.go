@@ -214,7 +214,7 @@ func (e *Engine) jobEnded(id string) {
 // jobChanged wakes the WaitJob calls waiting on the jobs of tasks; a task
 // that failed for good failed its job.
 func (e *Engine) jobChanged(tasks ...*domain.Task) {
-	last := "" // the job just woken: a run's tasks of one job come together
+	last := "" // the job just woken: a repeat of it right after is skipped
 	for _, t := range tasks {
 		switch {
 		case t == nil || t.JobID == "":

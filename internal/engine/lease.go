@@ -348,7 +348,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 			return err
 		}
 		var changed []*domain.Task
-		renewed := map[string]bool{} // a task heartbeated twice is written once
+		renewed := make(map[string]bool, len(calls)) // a task heartbeated twice is written once
 		now := e.now()
 		for i, c := range calls {
 			out[i] = renewAnswer{}

@@ -143,8 +143,9 @@ func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*Prune
 		}
 	}
 	if e.cfg.Blobs != nil {
-		// Files are aged by the file system's clock, which wrote their
-		// times, not by the engine's.
+		// Leftovers are aged by the blob store's clock, which wrote their
+		// times (a file's, or the last part of an unfinished multipart
+		// upload), not by the engine's.
 		age := OrphanAge
 		if p.OrphanAge > 0 {
 			age = p.OrphanAge

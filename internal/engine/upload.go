@@ -44,8 +44,7 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 	defer w.Abort()
 	raw := newPipelinedHash()
 	defer raw.Close()
-	out := &countingWriter{w: w}
-	stats, err := table.Normalize(out, io.TeeReader(r, raw))
+	stats, err := table.Normalize(w, io.TeeReader(r, raw))
 	if err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
@@ -56,7 +55,7 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 		Bytes:     n,
 		Rows:      stats.Rows,
 		BlobKey:   key,
-		BlobBytes: out.n,
+		BlobBytes: stats.Bytes,
 		CreatedAt: e.now(),
 	}
 	if err := e.tx(ctx, func(q store.Querier) error { return q.UploadInsert(ctx, u) }); err != nil {
@@ -75,18 +74,6 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 	}
 	e.log.InfoContext(ctx, "upload stored", "upload_id", u.ID, "bytes", u.Bytes, "rows", u.Rows)
 	return u, nil
-}
-
-// countingWriter counts the bytes written through it.
-type countingWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // pipelinedHash hashes what is written to it on a goroutine of its own, so
