@@ -72,10 +72,8 @@ func (e *ending) sawLease(deadline time.Time) {
 // deadline. Without a deadline, any claim may be made, and wait long;
 // after Release, none.
 func (e *ending) claimWindow(wait time.Duration) (time.Duration, bool) {
-	select {
-	case <-e.release:
+	if e.released() {
 		return 0, false
-	default:
 	}
 	if e.deadline.IsZero() {
 		return wait, true
@@ -85,6 +83,16 @@ func (e *ending) claimWindow(wait time.Duration) (time.Duration, bool) {
 		return 0, false
 	}
 	return min(wait, left), true
+}
+
+// released reports whether Release was called.
+func (e *ending) released() bool {
+	select {
+	case <-e.release:
+		return true
+	default:
+		return false
+	}
 }
 
 // timer returns a channel that receives at the deadline, nil (never)

@@ -452,17 +452,27 @@ func newSharedLines(log *slog.Logger) *sharedLines {
 }
 
 // to sends the lines to emit from now on, and those waiting in the pipe
-// first to where they went so far; nil sends them to the log.
+// first to where they went so far; nil sends them to the log. A task's
+// lines, a last one without "\n" included, are its own, and so are the
+// last lines its error quotes.
 func (s *sharedLines) to(emit func(string)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.drain()
+	if emit == nil {
+		s.w.flush()
+	} else {
+		s.w.tail, s.w.tailNext = s.w.tail[:0], 0
+	}
 	s.task = emit
 }
 
+// lastLines are the last lines of the current task, those waiting in the
+// pipe included.
 func (s *sharedLines) lastLines() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.drain()
 	return s.w.lastLines()
 }
 

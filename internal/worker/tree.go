@@ -51,7 +51,7 @@ func (w *Worker) treeSlot(claimCtx, runCtx context.Context, stop context.CancelC
 			w.log.Warn("poll for tree tasks failed; backing off", "error", err, "retry_in", d.Round(time.Millisecond))
 			w.pause(claimCtx, d)
 		case res.Msg.TaskId == "":
-			if time.Since(began) < w.cfg.ClaimWait/2 {
+			if time.Since(began) < wait/2 {
 				w.pause(claimCtx, b.next())
 			}
 		default:

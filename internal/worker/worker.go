@@ -323,7 +323,9 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 	for claimCtx.Err() == nil {
 		wait, ok := w.ending.claimWindow(w.cfg.ClaimWait)
 		if !ok {
-			w.log.Info("no more claims: less than a lease is left before the deadline", "left", time.Until(w.cfg.Deadline).Round(time.Millisecond))
+			if !w.ending.released() { // Run says so after a Release
+				w.log.Info("no more claims: less than a lease is left before the deadline", "left", time.Until(w.cfg.Deadline).Round(time.Millisecond))
+			}
 			return
 		}
 		req.WaitSeconds = wait.Seconds()
@@ -343,7 +345,7 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 			// No work. A coordinator that held the claim for its wait
 			// gets the next at once (with a little jitter); one that
 			// answered at once gets growing pauses.
-			if time.Since(began) < w.cfg.ClaimWait/2 {
+			if time.Since(began) < wait/2 {
 				w.pause(claimCtx, b.next())
 			} else {
 				b.reset()
