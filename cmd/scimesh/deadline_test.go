@@ -9,15 +9,6 @@ import (
 	"time"
 )
 
-// deadlineTask is what the deadline tests read of a task.
-type deadlineTask struct {
-	State       string `json:"state"`
-	Attempt     int    `json:"attempt"`
-	MaxAttempts int    `json:"max_attempts"`
-	LeaseOwner  string `json:"lease_owner"`
-	Error       string `json:"error"`
-}
-
 // waitExit waits for p to exit and fails unless it exits 0 within timeout.
 // It returns how long that took.
 func waitExit(t *testing.T, p *proc, timeout time.Duration) time.Duration {
@@ -43,7 +34,7 @@ func waitExit(t *testing.T, p *proc, timeout time.Duration) time.Duration {
 func TestWorkerMaxRuntimeReleases(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 200, 10)
 	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
@@ -65,7 +56,7 @@ func TestWorkerMaxRuntimeReleases(t *testing.T) {
 	}
 	t.Logf("the worker exited %v after its start", ran.Round(time.Millisecond))
 
-	var tk deadlineTask
+	var tk taskOut
 	call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 	if tk.State != "pending" || tk.Attempt != 1 || tk.MaxAttempts != 2 || !strings.Contains(tk.Error, "released the task at the worker's deadline") {
 		t.Fatalf("chunk 0 after the deadline: %+v; want pending again, released (its one attempt not counted: max_attempts 2)", tk)
@@ -97,7 +88,7 @@ func TestWorkerMaxRuntimeReleases(t *testing.T) {
 func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	writeScoredTable(t, table, 200, 10)
 	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
@@ -106,7 +97,7 @@ func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 		t.Fatalf("submit: %v %s", err, jobID)
 	}
 	jobID = strings.TrimSpace(jobID)
-	tasks := func() (out [2]deadlineTask) {
+	tasks := func() (out [2]taskOut) {
 		for i := range out {
 			call(t, "GET", p.url+"/tasks/"+jobID+"-"+string(rune('0'+i)), "ctok", nil, &out[i])
 		}
@@ -156,7 +147,7 @@ func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 func TestWorkerReleasesOnSIGUSR1(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	writeScoredTable(t, table, 10, 1)
 	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--max-attempts", "1")
@@ -169,11 +160,8 @@ func TestWorkerReleasesOnSIGUSR1(t *testing.T) {
 		"--work-dir", filepath.Join(dir, "w"), "--workload", copyWorkload("touch "+running+"; sleep 600; "))
 	// The command started, so the worker holds the task: a lease in the
 	// database alone may belong to a claim whose answer is still on its way.
-	workerWaitFor(t, 20*time.Second, "the task's command to start", func() bool {
-		_, err := os.Stat(running)
-		return err == nil
-	})
-	var tk deadlineTask
+	workerWaitFor(t, 20*time.Second, "the task's command to start", func() bool { return fileExists(running) })
+	var tk taskOut
 	if err := w.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}

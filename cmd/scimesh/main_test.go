@@ -157,6 +157,13 @@ func lastLines(s string, n int) string {
 }
 
 // serveProc starts a coordinator on a free port and waits until it is ready.
+// serveSQLite starts serve with the test tokens on a SQLite database and a
+// data directory of their own in dir.
+func serveSQLite(t *testing.T, dir string) *proc {
+	t.Helper()
+	return serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+}
+
 func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
 	return serveOn(t, dir, "127.0.0.1:0", env, args...)
@@ -277,10 +284,14 @@ type jobOut struct {
 }
 
 type taskOut struct {
-	TaskID     string `json:"task_id"`
-	JobID      string `json:"job_id"`
-	ChunkIndex int    `json:"chunk_index"`
-	Attempt    int    `json:"attempt"`
+	TaskID      string `json:"task_id"`
+	JobID       string `json:"job_id"`
+	ChunkIndex  int    `json:"chunk_index"`
+	State       string `json:"state"`
+	Attempt     int    `json:"attempt"`
+	MaxAttempts int    `json:"max_attempts"`
+	LeaseOwner  string `json:"lease_owner"`
+	Error       string `json:"error"`
 }
 
 var tokenEnv = []string{"WORKER_AUTH_TOKEN=wtok", "CLIENT_AUTH_TOKEN=ctok"}

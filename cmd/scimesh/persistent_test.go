@@ -30,7 +30,7 @@ func TestWorkerPersistentFlag(t *testing.T) {
 	if err == nil || !strings.Contains(out, "--persistent b names no workload") {
 		t.Fatalf("worker with a --persistent name of no workload: %v\n%s", err, out)
 	}
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	starts := filepath.Join(dir, "starts")
 	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", fmt.Sprintf("copy=%s %s %s 0.5", py, script, starts), "--persistent", "copy")

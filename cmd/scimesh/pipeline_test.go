@@ -140,7 +140,7 @@ func TestSubmitWaitEndToEnd(t *testing.T) {
 func TestWorkerKilledMidTask(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 400, 10)
 	// The first worker hangs on every task; it is the one killed.
@@ -157,10 +157,7 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	var leaseEnds time.Time
 	// Once a command runs, the worker holds its task: a claim killed
 	// before its answer arrived would give the task back at once.
-	workerWaitFor(t, 20*time.Second, "the doomed worker to run a task", func() bool {
-		_, err := os.Stat(running)
-		return err == nil
-	})
+	workerWaitFor(t, 20*time.Second, "the doomed worker to run a task", func() bool { return fileExists(running) })
 	workerWaitFor(t, 20*time.Second, "the doomed worker to lease chunk 0", func() bool {
 		var tk struct {
 			State          string    `json:"state"`
@@ -290,7 +287,7 @@ func TestRDKitExample(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	start(t, dir, workerEnv(p.url), "worker", "--id", "rdkit-1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", "morgan=PYTHONPATH="+shellQuote(pkg)+" "+python+" "+shellQuote(filepath.Join(example, "score.py")))
 	out := filepath.Join(dir, "out.csv")

@@ -123,14 +123,6 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 	}
 }
 
-// slurmTask is what the Slurm tests read of a task.
-type slurmTask struct {
-	State      string `json:"state"`
-	Attempt    int    `json:"attempt"`
-	LeaseOwner string `json:"lease_owner"`
-	Error      string `json:"error"`
-}
-
 // TestSlurmSubmitRunsWorkers starts a real single-node Slurm cluster and
 // a coordinator, and `scimesh slurm submit --jobs 2` runs two workers as
 // the jobs of one array: they complete a tanimoto job with the exact
@@ -139,7 +131,7 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	t.Parallel()
 	cluster := slurmtest.Start(t)
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "fps.csv")
 	query, err := demo.WriteFingerprints(table, demo.Data{Rows: 20000, Bits: 512, Density: 0.1, Seed: 3})
 	if err != nil {
@@ -176,7 +168,7 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	}
 	owner := regexp.MustCompile(`^` + regexp.QuoteMeta(cluster.Node) + `-` + array + `_[01]$`)
 	for i := range 20 {
-		var tk slurmTask
+		var tk taskOut
 		call(t, "GET", fmt.Sprintf("%s/tasks/%s-%d", p.url, jobID, i), "ctok", nil, &tk)
 		if !owner.MatchString(tk.LeaseOwner) {
 			t.Errorf("chunk %d was completed by %q, not by a worker of array %s", i, tk.LeaseOwner, array)
@@ -202,7 +194,7 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 	t.Parallel()
 	cluster := slurmtest.Start(t)
 	dir := t.TempDir()
-	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 300, 10)
 	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
@@ -223,7 +215,7 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 		t.Fatalf("slurm submit: %v\n%s", err, out)
 	}
 	array := strings.TrimSpace(out)
-	task := func() (tk slurmTask) {
+	task := func() (tk taskOut) {
 		call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 		return tk
 	}

@@ -116,13 +116,10 @@ func (w *Worker) Release() {
 	w.ending.once.Do(func() { close(w.ending.release) })
 }
 
-// releaseCause is the cause that makes Run kill its running tasks at once,
-// or nil.
-func releaseCause(cause error) error {
-	if errors.Is(cause, errDeadline) || errors.Is(cause, errReleased) {
-		return cause
-	}
-	return nil
+// killsAtOnce reports whether cause, why claims ended, makes Run kill its
+// running tasks at once, without a grace period.
+func killsAtOnce(cause error) bool {
+	return errors.Is(cause, errDeadline) || errors.Is(cause, errReleased)
 }
 
 // releaseReason is the error a task killed for cause is released with.
@@ -140,10 +137,6 @@ func (w *Worker) releaseReason(cause error) string {
 // before the deadline, so that a worker with nothing more to claim ends
 // when it should.
 func (w *Worker) pause(ctx context.Context, d time.Duration) {
-	if left, ok := w.ending.claimWindow(d); ok {
-		d = left
-	} else {
-		d = 0
-	}
+	d, _ = w.ending.claimWindow(d) // 0 when no claim may come
 	sleep(ctx, d)
 }

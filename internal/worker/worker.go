@@ -279,7 +279,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	}
 	stopClaims(cause)
 	grace, killCause := w.cfg.Grace, errGraceOver
-	if releaseCause(cause) != nil {
+	if killsAtOnce(cause) {
 		grace, killCause = 0, cause
 	}
 	w.log.Info("shutting down: no more claims", "running", w.running.Load(), "grace", grace, "reason", cause.Error())
