@@ -223,7 +223,9 @@ func TestBehindTLSProxy(t *testing.T) {
 		if string(got) != want {
 			t.Fatalf("result through %s differs from brute force:\n%s\nwant:\n%s", coordinator, got, want)
 		}
-		if strings.Contains(w.stderr.String(), "401") || strings.Contains(w.stderr.String(), "unauthenticated") {
+		// A refusal reads "POST /tasks/claim: 401 unauthenticated: …"; a
+		// bare "401" would match a timestamp's milliseconds.
+		if strings.Contains(w.stderr.String(), " 401 ") || strings.Contains(w.stderr.String(), "unauthenticated") {
 			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, lastLines(w.stderr.String(), 20))
 		}
 		_ = w.cmd.Process.Kill() // the next round's worker goes the other way

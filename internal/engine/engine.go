@@ -134,6 +134,7 @@ type Engine struct {
 	uploadKeys map[string]string
 
 	seenLog seenLog
+	held    *held // the leases handed out here, as last written
 
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.
@@ -204,6 +205,7 @@ func New(s store.Store, cfg Config) *Engine {
 		jobs:        map[string]*domain.Job{},
 		uploadKeys:  map[string]string{},
 		seenLog:     seenLog{last: map[string]seenAt{}},
+		held:        newHeld(),
 		pageBytes:   stitchPageBytes,
 	}
 	e.claims = newGroups(claimRunMax, e.claimRun)

@@ -220,6 +220,7 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 	for _, t := range released {
 		byWorkload[t.Workload]++
 	}
+	e.held.forget(tasks...)
 	for wl, n := range byWorkload {
 		e.notifyWork(tasks[0].Kind, wl, n) // after the commit, so that woken claimers see them
 	}
@@ -243,6 +244,7 @@ func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, own
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
 	}
+	e.held.keep(e.now(), tasks...)
 	e.cfg.Observer.Claimed(kind, len(tasks), time.Since(start))
 	slices.SortFunc(tasks, claimOrder)
 	return tasks, nil
@@ -338,18 +340,22 @@ func (e *Engine) renewRun(ctx context.Context, calls []renewCall) []renewAnswer 
 // as a whole (every call then carries it).
 func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAnswer, error) {
 	out := make([]renewAnswer, len(calls))
+	leases := make([]leaseRef, len(calls))
+	for i, c := range calls {
+		leases[i] = leaseRef{task: c.taskID, worker: c.worker, attempt: c.attempt}
+	}
+	var changed []*domain.Task
+	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
-		ids := make([]string, len(calls))
-		for i, c := range calls {
-			ids[i] = c.taskID
-		}
-		tasks, err := getTasks(ctx, q, ids)
+		runs++
+		now := e.now()
+		// A run that lost a race reads every task.
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
 		if err != nil {
 			return err
 		}
-		var changed []*domain.Task
+		changed = changed[:0]
 		renewed := make(map[string]bool, len(calls)) // a task heartbeated twice is written once
-		now := e.now()
 		for i, c := range calls {
 			out[i] = renewAnswer{}
 			t := tasks[c.taskID]
@@ -374,8 +380,10 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 		for i := range out {
 			out[i] = renewAnswer{err: err}
 		}
+		return out, err
 	}
-	return out, err
+	e.held.keep(e.now(), changed...)
+	return out, nil
 }
 
 // getTasks reads the tasks of ids in one statement, by ID.
@@ -493,20 +501,25 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		return out, nil
 	}
 	written := make([]*domain.Task, len(items))
+	leases := make([]leaseRef, len(valid))
+	for k, i := range valid {
+		leases[k] = leaseRef{task: items[i].TaskID, worker: items[i].WorkerID, attempt: items[i].Attempt}
+	}
+	var changed []*domain.Task
 	stitchReady := false
 	completed := 0 // tasks completed, replays left out
+	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
+		runs++
 		stitchReady = false
 		completed = 0
-		ids := make([]string, 0, len(valid))
-		for _, i := range valid {
-			ids = append(ids, items[i].TaskID)
-		}
-		tasks, err := getTasks(ctx, q, ids)
+		changed = changed[:0]
+		now := e.now()
+		// A run that lost a race reads every task.
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
 		if err != nil {
 			return err
 		}
-		var changed []*domain.Task
 		done := map[string]int{} // downstream ID → newly completed upstreams
 		for _, i := range valid {
 			p := items[i]
@@ -532,7 +545,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 					continue
 				}
 			}
-			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, e.now())
+			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, now)
 			if err != nil {
 				out[i].Err = err
 				continue
@@ -552,7 +565,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
-			d, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: done[id], Now: e.now()})
+			d, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: id, N: done[id], Now: now})
 			if err != nil {
 				return err
 			}
@@ -568,6 +581,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		return out, err
 	}
+	e.held.forget(changed...)
 	if stitchReady {
 		e.stitch.Notify()
 	}
@@ -676,6 +690,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}
+	e.held.forget(task)
 	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
 		e.notifyWork(task.Kind, task.Workload, 1) // after the commit, so that woken claimers see the task
 	}
@@ -853,6 +868,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	if ended == nil {
 		return false, nil
 	}
+	e.held.forget(ended)
 	e.jobChanged(ended)
 	if timedOut {
 		e.cfg.Observer.Failed(ended.Kind, ended.State == domain.TaskFailed)

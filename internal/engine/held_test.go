@@ -1,0 +1,130 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/engine/enginetest"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// countReads counts the reads of many tasks at once in its transactions,
+// which a heartbeat or a result makes when the engine does not know its
+// lease.
+type countReads struct {
+	store.Store
+	reads atomic.Int64
+}
+
+func (s *countReads) InTx(ctx context.Context, fn func(q store.Querier) error) error {
+	return s.Store.InTx(ctx, func(q store.Querier) error { return fn(countingQuerier{q, &s.reads}) })
+}
+
+type countingQuerier struct {
+	store.Querier
+	reads *atomic.Int64
+}
+
+func (q countingQuerier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	q.reads.Add(1)
+	return q.Querier.TaskGetMany(ctx, ids)
+}
+
+// TestHeldLeases checks the leases an engine remembers: the heartbeats and
+// results of leases it handed out are written without a read, and when
+// another coordinator wrote the task in between (a heartbeat, a result, a
+// cancel), the call is answered as if the engine had read it: what it
+// remembers never decides an answer the database does not give.
+func TestHeldLeases(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		counted := &countReads{Store: s}
+		a := newEngine(counted, engine.Config{Now: c.Now, Jitter: func() float64 { return 0 }}) // hands out the leases
+		b := newEngine(s, engine.Config{Now: c.Now, Jitter: func() float64 { return 0 }})       // another coordinator
+		v, _, err := a.CreateJob(ctx, spec(4), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		tasks, err := a.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: 4})
+		if err != nil || len(tasks) != 4 {
+			t.Fatalf("claim: %d tasks, %v; want 4", len(tasks), err)
+		}
+		stored := func(id string) *domain.Task {
+			t.Helper()
+			got, err := s.TaskGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		result := func(id, output string) engine.CompleteTaskParams {
+			return engine.CompleteTaskParams{TaskID: id, WorkerID: "w", Attempt: 1, Output: []byte(output)}
+		}
+		const out = "id,score\na,1\n"
+
+		// A heartbeat and a result through the engine that leased: no read.
+		c.Advance(10 * time.Second)
+		expires, err := a.RenewLease(ctx, tasks[0].ID, "w", 1)
+		if err != nil || !expires.Equal(c.Now().Add(60*time.Second)) {
+			t.Fatalf("heartbeat = %v, %v; want the lease renewed to %v", expires, err, c.Now().Add(60*time.Second))
+		}
+		if got, err := a.CompleteTask(ctx, result(tasks[0].ID, out)); err != nil || got.State != domain.TaskCompleted {
+			t.Fatalf("result = %+v, %v; want completed", got, err)
+		}
+		if n := counted.reads.Load(); n != 0 {
+			t.Errorf("a heartbeat and a result of a lease handed out here read tasks %d times; want none", n)
+		}
+		if got := stored(tasks[0].ID); got.State != domain.TaskCompleted || string(got.Result) != out {
+			t.Errorf("stored: %s with %q; want completed with %q", got.State, got.Result, out)
+		}
+
+		// A heartbeat through the other coordinator, then the result here.
+		if _, err := b.RenewLease(ctx, tasks[1].ID, "w", 1); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := a.CompleteTask(ctx, result(tasks[1].ID, out)); err != nil || got.State != domain.TaskCompleted {
+			t.Fatalf("result after a heartbeat elsewhere = %+v, %v; want completed", got, err)
+		}
+		if got := stored(tasks[1].ID); got.State != domain.TaskCompleted {
+			t.Errorf("stored after a heartbeat elsewhere: %s; want completed", got.State)
+		}
+
+		// The result recorded through the other coordinator, then sent here
+		// again (a replay) and with another output (a conflict).
+		if _, err := b.CompleteTask(ctx, result(tasks[2].ID, out)); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := a.CompleteTask(ctx, result(tasks[2].ID, out)); err != nil || got.State != domain.TaskCompleted {
+			t.Fatalf("the replay of a result recorded elsewhere = %+v, %v; want its task, completed", got, err)
+		}
+		before := stored(tasks[2].ID)
+		if _, err := a.CompleteTask(ctx, result(tasks[2].ID, "id,score\nb,2\n")); !errors.Is(err, domain.ErrConflict) {
+			t.Errorf("another output for a task completed elsewhere: %v; want ErrConflict", err)
+		}
+		if after := stored(tasks[2].ID); after.Version != before.Version || string(after.Result) != out {
+			t.Errorf("the refused output changed the task: version %d → %d, result %q", before.Version, after.Version, after.Result)
+		}
+
+		// The job cancelled through the other coordinator: the lease this
+		// engine remembers as live is gone.
+		if _, err := b.CancelJob(ctx, v.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.RenewLease(ctx, tasks[3].ID, "w", 1); !errors.Is(err, domain.ErrCancelled) {
+			t.Errorf("a heartbeat here after a cancel elsewhere: %v; want ErrCancelled", err)
+		}
+		if _, err := a.CompleteTask(ctx, result(tasks[3].ID, out)); !errors.Is(err, domain.ErrCancelled) {
+			t.Errorf("a result here after a cancel elsewhere: %v; want ErrCancelled", err)
+		}
+		if got := stored(tasks[3].ID); got.State != domain.TaskCancelled || got.Result != nil {
+			t.Errorf("stored after the cancel: %s with %q; want cancelled, no result", got.State, got.Result)
+		}
+	})
+}
