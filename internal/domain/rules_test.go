@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -200,5 +201,30 @@ func TestTaskCounts(t *testing.T) {
 	}
 	if (TaskCounts{}).Progress() != 0 {
 		t.Fatal("empty progress not 0")
+	}
+}
+
+// TestValidName checks the names workloads and worker IDs take against the
+// pattern the API documents, ^[A-Za-z0-9._:-]{1,128}$, on edge cases and
+// on every string of up to two bytes from a set that mixes allowed and
+// refused characters.
+func TestValidName(t *testing.T) {
+	pattern := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	cases := []string{"", "a", "w-1", "Z.9_x:y", strings.Repeat("a", 128), strings.Repeat("a", 129),
+		"a b", "a\n", "\na", "a/b", "é", "a\x00", "-", "..", "x\u00e9y"}
+	set := []byte("aZ09._:-/ \n\x00\xff@[`{")
+	for _, a := range set {
+		cases = append(cases, string([]byte{a}))
+		for _, b := range set {
+			cases = append(cases, string([]byte{a, b}))
+		}
+	}
+	for _, c := range cases {
+		if got, want := ValidWorkerID(c), pattern.MatchString(c); got != want {
+			t.Errorf("ValidWorkerID(%q) = %v; the pattern says %v", c, got, want)
+		}
+		if got, want := ValidWorkload(c), pattern.MatchString(c); got != want {
+			t.Errorf("ValidWorkload(%q) = %v; the pattern says %v", c, got, want)
+		}
 	}
 }
