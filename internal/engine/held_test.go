@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -125,6 +126,53 @@ func TestHeldLeases(t *testing.T) {
 		}
 		if got := stored(tasks[3].ID); got.State != domain.TaskCancelled || got.Result != nil {
 			t.Errorf("stored after the cancel: %s with %q; want cancelled, no result", got.State, got.Result)
+		}
+	})
+}
+
+// TestHeldTreeLeases checks the same for tree tasks (Worker.Keepalive and
+// Done): a result through the engine that leased is written without a
+// read, flows to its downstream, and one after a heartbeat through another
+// coordinator is still recorded.
+func TestHeldTreeLeases(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		counted := &countReads{Store: s}
+		a := newEngine(counted, engine.Config{Shard: "s0"})
+		b := newEngine(s, engine.Config{Shard: "s0"})
+		ids, root, err := a.SubmitTree(ctx, &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+			{ID: "s0:root", Workload: "sum", Args: []domain.TreeArg{{Ref: "s0:x"}, {Ref: "s0:y"}}},
+			{ID: "s0:x", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("1")}}},
+			{ID: "s0:y", Workload: "num", Args: []domain.TreeArg{{Value: json.RawMessage("2")}}},
+		}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x, err := a.PollTree(ctx, "w", []string{"num"}, 0)
+		if err != nil || x == nil {
+			t.Fatalf("PollTree = %+v, %v", x, err)
+		}
+		y, err := a.PollTree(ctx, "w", []string{"num"}, 0)
+		if err != nil || y == nil {
+			t.Fatalf("PollTree = %+v, %v", y, err)
+		}
+		before := counted.reads.Load()
+		if err := a.CompleteTree(ctx, x.ID, "w", 1, json.RawMessage("10")); err != nil {
+			t.Fatal(err)
+		}
+		if n := counted.reads.Load() - before; n != 0 {
+			t.Errorf("the result of a tree lease handed out here read tasks %d times; want none", n)
+		}
+		if _, err := b.RenewLease(ctx, y.ID, "w", 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.CompleteTree(ctx, y.ID, "w", 1, json.RawMessage("20")); err != nil {
+			t.Fatalf("a tree result after a heartbeat elsewhere: %v", err)
+		}
+		sum, err := a.PollTree(ctx, "w", []string{"sum"}, 0)
+		if err != nil || sum == nil || sum.ID != root || len(sum.Args) != 2 || string(sum.Args[0]) != "10" || string(sum.Args[1]) != "20" {
+			t.Fatalf("the root after both results: %+v, %v; want %s with arguments 10 and 20", sum, err, ids["s0:root"])
 		}
 	})
 }

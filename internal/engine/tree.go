@@ -221,18 +221,23 @@ func (e *Engine) treeDoneRun(ctx context.Context, items []treeDone) []error {
 // failed as a whole (every item then carries it).
 func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, error) {
 	out := make([]error, len(items))
+	leases := make([]leaseRef, len(items))
+	for i, c := range items {
+		leases[i] = leaseRef{task: c.taskID, worker: c.worker, attempt: c.attempt}
+	}
 	runnable, completed := 0, 0
+	var changed []*domain.Task
+	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
+		runs++
 		runnable, completed = 0, 0
-		ids := make([]string, len(items))
-		for i, c := range items {
-			ids[i] = c.taskID
-		}
-		tasks, err := getTasks(ctx, q, ids)
+		changed = changed[:0]
+		now := e.now()
+		// A run that lost a race reads every task.
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
 		if err != nil {
 			return err
 		}
-		var changed []*domain.Task
 		for i, c := range items {
 			out[i] = nil
 			t := tasks[c.taskID] // shared by the items of one task: each sees those before it
@@ -244,7 +249,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 				out[i] = fmt.Errorf("task %s is not a tree task; report it through the REST API: %w", c.taskID, domain.ErrInvalidArgument)
 				continue
 			}
-			outcome, err := domain.Complete(t, c.worker, c.attempt, c.result, nil, e.now())
+			outcome, err := domain.Complete(t, c.worker, c.attempt, c.result, nil, now)
 			if err != nil {
 				out[i] = err
 				continue
@@ -278,6 +283,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 		}
 		return out, err
 	}
+	e.held.forget(changed...)
 	for i, c := range items {
 		if out[i] != nil {
 			out[i] = fmt.Errorf("complete task %s: %w", c.taskID, out[i])
