@@ -13,7 +13,9 @@
 # no-op jobs on the same cluster, in the same rounds. BEFORE=BINARY also
 # runs each case on a serve built earlier (e.g. from the commit before a
 # change), alternating with this tree's, so both are measured on the same
-# machine at the same time; the load comes from this tree's bench.
+# machine at the same time; the load comes from this tree's bench, or with
+# BEFORE_LOAD=1 from the earlier build's for its runs (for a change to the
+# client the load generator shares with workers).
 # The store "floor" (STORES="floor sqlite …") runs bench/floor in serve's
 # place for the REST forms: a server that answers the same calls with
 # bodies like serve's and no queue behind them, the most any coordinator
@@ -119,7 +121,8 @@ formargs() {
 	esac
 }
 
-bench() { bin/scimesh bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
+load_bin=bin/scimesh
+bench() { "$load_bin" bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
 
 echo "$(nproc) cores;$(uptime | sed 's/.*load average/ load average/')"
 [ -z "$admin" ] || echo "PostgreSQL $(sql 'SHOW server_version'), fsync=$(sql 'SHOW fsync'), synchronous_commit=$(sql 'SHOW synchronous_commit')"
@@ -181,6 +184,8 @@ for round in $(seq "$rounds"); do
 				[ "$store" != floor ] || [ "$build" = now ] || continue
 				serve_bin=bin/scimesh
 				[ "$build" = now ] || serve_bin=$before
+				load_bin=bin/scimesh
+				[ "$build" = now ] || [ -z "${BEFORE_LOAD:-}" ] || load_bin=$before
 				name=scimesh_${round}_${form}_$build
 				db=$(newdb "$store" "$name")
 				serve_start "$db"

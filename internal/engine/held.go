@@ -9,8 +9,8 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// heldMax bounds the leases an engine remembers (see held): some 16 MiB
-// of tasks at the most.
+// heldMax bounds the leases an engine remembers (see held): a task takes
+// some 700 bytes with its strings, so about 22 MiB at the most.
 const heldMax = 32768
 
 // held remembers the tasks this engine leased, each as its last write here
