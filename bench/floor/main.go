@@ -3,7 +3,7 @@
 // POST /tasks/claim, POST /tasks/{id}/result, POST /tasks/results, GET
 // /jobs/{id}) with bodies like a coordinator's (internal/client's
 // types), checking the bearer token
-// and decoding and encoding JSON with the standard library as serve does,
+// and decoding and encoding JSON with segmentio/encoding/json as serve does,
 // but with no queue behind them: a claim is a counter. What the load
 // generator gets from it is what the HTTP and JSON of a lifecycle cost on
 // this machine, with no engine, store or middleware: the most any
@@ -16,15 +16,17 @@ package main
 
 import (
 	"crypto/subtle"
-	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/segmentio/encoding/json"
 
 	"github.com/scimesh/scimesh/internal/client"
 )
@@ -87,7 +89,11 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"code": "invalid_argument", "message": "send JSON"}})
 		return false
 	}
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<20)).Decode(v); err != nil {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 64<<20))
+	if err == nil {
+		err = json.Unmarshal(data, v)
+	}
+	if err != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]string{"code": "invalid_argument", "message": err.Error()}})
 		return false
 	}
