@@ -30,8 +30,9 @@ type held struct {
 func newHeld() *held { return &held{m: map[string]domain.Task{}} }
 
 // keep remembers tasks as just written, and forgets those no longer
-// leased. When it is full, the leases expired by now are let go, or all of
-// them when none were.
+// leased. When it is full, the leases expired by now are let go, and all
+// of them when that frees less than a quarter (so that a full memory of
+// live leases is not swept at every lease).
 func (h *held) keep(now time.Time, tasks ...*domain.Task) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -46,7 +47,7 @@ func (h *held) keep(now time.Time, tasks ...*domain.Task) {
 					delete(h.m, id)
 				}
 			}
-			if len(h.m) >= heldMax {
+			if len(h.m) > heldMax*3/4 {
 				clear(h.m)
 			}
 		}
