@@ -52,8 +52,7 @@ func newRetention(t *testing.T, s store.Store) *retentionBundle {
 
 // onBothStores runs body on a SQLite file and on a PostgreSQL database.
 func onBothStores(t *testing.T, body func(t *testing.T, s store.Store)) {
-	t.Run("sqlite", func(t *testing.T) { t.Parallel(); body(t, openStore(t)) })
-	t.Run("postgres", func(t *testing.T) { t.Parallel(); body(t, openPG(t, pgtest.URL(t))) })
+	bothStores(t, func(t *testing.T, open func() store.Store) { body(t, open()) })
 }
 
 func openPG(t *testing.T, url string) store.Store {
