@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -9,13 +10,18 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// heldMax bounds the leases an engine remembers (see held): a task takes
-// some 700 bytes with its strings, so about 22 MiB at the most.
-const heldMax = 32768
+// Bounds of the leases an engine remembers (see held): heldMax tasks, each
+// of at most heldBytes in its strings and bytes (a task takes about 470
+// bytes more, its fixed fields), so about 24 MiB at the most. A task with
+// more (a long error of an earlier attempt, a long input URL) is read.
+const (
+	heldMax   = 16384
+	heldBytes = 1024
+)
 
 // held remembers the tasks this engine leased, each as its last write here
-// left it, so that a heartbeat or a result for a lease it handed out needs
-// no read before its write. A snapshot is a guess, never the truth: every
+// left it (the claim, then its heartbeats here), so that a heartbeat or a
+// result for a lease it handed out needs no read before its write. A snapshot is a guess, never the truth: every
 // write of a task checks the version it was read at, so a task written
 // since by anybody else (another coordinator, the reaper, a cancel) fails
 // that check, and the transaction runs again, reading the task from the
@@ -29,15 +35,15 @@ type held struct {
 
 func newHeld() *held { return &held{m: map[string]domain.Task{}} }
 
-// keep remembers tasks as just written, and forgets those no longer
-// leased. When it is full, the leases expired by now are let go, and all
-// of them when that frees less than a quarter (so that a full memory of
-// live leases is not swept at every lease).
+// keep remembers tasks as just claimed. When it is full, the leases
+// expired by now are let go, and all of them when that frees less than a
+// quarter (so that a full memory of live leases is not swept at every
+// lease).
 func (h *held) keep(now time.Time, tasks ...*domain.Task) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range tasks {
-		if t.State != domain.TaskLeased {
+		if t.State != domain.TaskLeased || heldSize(t) > heldBytes {
 			delete(h.m, t.ID)
 			continue
 		}
@@ -55,6 +61,25 @@ func (h *held) keep(now time.Time, tasks ...*domain.Task) {
 	}
 }
 
+// refresh updates the snapshots of tasks just written here (renewed), and
+// adds none: a lease handed out elsewhere is not remembered on the
+// strength of a heartbeat, which the next one, sent elsewhere again,
+// would make stale.
+func (h *held) refresh(tasks ...*domain.Task) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, t := range tasks {
+		if _, ok := h.m[t.ID]; !ok {
+			continue
+		}
+		if t.State != domain.TaskLeased || heldSize(t) > heldBytes {
+			delete(h.m, t.ID)
+			continue
+		}
+		h.m[t.ID] = *t
+	}
+}
+
 // forget lets go of tasks whose leases ended here.
 func (h *held) forget(tasks ...*domain.Task) {
 	h.mu.Lock()
@@ -62,6 +87,22 @@ func (h *held) forget(tasks ...*domain.Task) {
 	for _, t := range tasks {
 		delete(h.m, t.ID)
 	}
+}
+
+// drop lets go of the snapshots of ids, which a lost race showed stale or
+// may have.
+func (h *held) drop(ids []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, id := range ids {
+		delete(h.m, id)
+	}
+}
+
+// heldSize is what a snapshot of t holds beyond its fixed fields.
+func heldSize(t *domain.Task) int {
+	return len(t.ID) + len(t.JobID) + len(t.Kind) + len(t.Workload) + len(t.State) + len(t.LeaseOwner) +
+		len(t.InputURI) + len(t.InputSHA256) + len(t.Result) + len(t.Metrics) + len(t.Error) + len(t.DownstreamID)
 }
 
 // lease returns a copy of the snapshot of task id when it shows the live
@@ -82,35 +123,38 @@ type leaseRef struct {
 	attempt      int
 }
 
-// leaseTasks returns the tasks of leases by ID, nil for those that do not
-// exist: from e.held the snapshots that show their lease live at now (when
-// fromHeld), the others read in q, in one statement. A task named twice is
-// looked up by its first lease.
-func (e *Engine) leaseTasks(ctx context.Context, q store.Querier, leases []leaseRef, now time.Time, fromHeld bool) (map[string]*domain.Task, error) {
-	m := make(map[string]*domain.Task, len(leases))
+// leaseTasks returns the tasks of leases by ID, none for those that do not
+// exist: on a transaction's first run (run 1) from e.held the snapshots
+// that show their lease live at now, the others read in q, in one
+// statement. A later run, after a lost race, reads every task and lets go
+// of their snapshots. A task named twice is looked up by its first lease.
+func (e *Engine) leaseTasks(ctx context.Context, q store.Querier, leases []leaseRef, now time.Time, run int) (map[string]*domain.Task, error) {
+	held := map[string]*domain.Task{}
+	seen := make(map[string]bool, len(leases))
 	var read []string
 	for _, l := range leases {
-		if _, ok := m[l.task]; ok {
+		if seen[l.task] {
 			continue
 		}
-		var t *domain.Task
-		if fromHeld {
-			t = e.held.lease(l.task, l.worker, l.attempt, now)
+		seen[l.task] = true
+		if run == 1 {
+			if t := e.held.lease(l.task, l.worker, l.attempt, now); t != nil {
+				held[l.task] = t
+				continue
+			}
 		}
-		m[l.task] = t
-		if t == nil {
-			read = append(read, l.task)
-		}
+		read = append(read, l.task)
+	}
+	if run > 1 {
+		e.held.drop(read)
 	}
 	if len(read) == 0 {
-		return m, nil
+		return held, nil
 	}
-	got, err := q.TaskGetMany(ctx, read)
+	m, err := getTasks(ctx, q, read)
 	if err != nil {
 		return nil, err
 	}
-	for _, t := range got {
-		m[t.ID] = t
-	}
+	maps.Copy(m, held)
 	return m, nil
 }

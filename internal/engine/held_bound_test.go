@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,13 @@ func TestHeldBound(t *testing.T) {
 	h.keep(now, lease(heldMax, now.Add(time.Minute)))
 	if len(h.m) != 1 {
 		t.Errorf("%d leases remembered after a sweep that freed 10; want only the newest", len(h.m))
+	}
+
+	big := lease(-1, now.Add(time.Minute))
+	big.Error = strings.Repeat("x", heldBytes) // an earlier attempt's long error
+	h.keep(now, big)
+	if h.lease(big.ID, "w", 1, now) != nil {
+		t.Errorf("a task of more than heldBytes was remembered")
 	}
 
 	done := lease(2*heldMax, time.Time{})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,27 +15,42 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// countReads counts the reads of many tasks at once in its transactions,
+// countReads counts, in its transactions, the reads of many tasks at once,
 // which a heartbeat or a result makes when the engine does not know its
-// lease.
+// lease, and the writes of tasks.
 type countReads struct {
 	store.Store
-	reads atomic.Int64
+	reads, writes atomic.Int64
 }
 
 func (s *countReads) InTx(ctx context.Context, fn func(q store.Querier) error) error {
-	return s.Store.InTx(ctx, func(q store.Querier) error { return fn(countingQuerier{q, &s.reads}) })
+	return s.Store.InTx(ctx, func(q store.Querier) error { return fn(countingQuerier{q, s}) })
 }
 
 type countingQuerier struct {
 	store.Querier
-	reads *atomic.Int64
+	s *countReads
 }
 
 func (q countingQuerier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
-	q.reads.Add(1)
+	q.s.reads.Add(1)
 	return q.Querier.TaskGetMany(ctx, ids)
 }
+
+func (q countingQuerier) TaskUpdate(ctx context.Context, t *domain.Task) error {
+	q.s.writes.Add(1)
+	return q.Querier.TaskUpdate(ctx, t)
+}
+
+func (q countingQuerier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
+	if len(tasks) > 0 {
+		q.s.writes.Add(1)
+	}
+	return q.Querier.TaskUpdateMany(ctx, tasks)
+}
+
+// counts are the reads and writes so far.
+func (s *countReads) counts() (reads, writes int64) { return s.reads.Load(), s.writes.Load() }
 
 // TestHeldLeases checks the leases an engine remembers: the heartbeats and
 // results of leases it handed out are written without a read, and when
@@ -86,12 +102,17 @@ func TestHeldLeases(t *testing.T) {
 			t.Errorf("stored: %s with %q; want completed with %q", got.State, got.Result, out)
 		}
 
-		// A heartbeat through the other coordinator, then the result here.
+		// A heartbeat through the other coordinator, then the result here:
+		// the write from the stale snapshot fails, and the rerun reads.
 		if _, err := b.RenewLease(ctx, tasks[1].ID, "w", 1); err != nil {
 			t.Fatal(err)
 		}
+		reads, writes := counted.counts()
 		if got, err := a.CompleteTask(ctx, result(tasks[1].ID, out)); err != nil || got.State != domain.TaskCompleted {
 			t.Fatalf("result after a heartbeat elsewhere = %+v, %v; want completed", got, err)
+		}
+		if r, w := counted.counts(); r-reads != 1 || w-writes != 2 {
+			t.Errorf("the result after a heartbeat elsewhere read %d times and wrote %d; want the stale write, one read and its write (1, 2)", r-reads, w-writes)
 		}
 		if got := stored(tasks[1].ID); got.State != domain.TaskCompleted {
 			t.Errorf("stored after a heartbeat elsewhere: %s; want completed", got.State)
@@ -102,15 +123,24 @@ func TestHeldLeases(t *testing.T) {
 		if _, err := b.CompleteTask(ctx, result(tasks[2].ID, out)); err != nil {
 			t.Fatal(err)
 		}
+		before := stored(tasks[2].ID)
 		if got, err := a.CompleteTask(ctx, result(tasks[2].ID, out)); err != nil || got.State != domain.TaskCompleted {
 			t.Fatalf("the replay of a result recorded elsewhere = %+v, %v; want its task, completed", got, err)
 		}
-		before := stored(tasks[2].ID)
+		if after := stored(tasks[2].ID); after.Version != before.Version {
+			t.Errorf("the replay wrote the task: version %d → %d", before.Version, after.Version)
+		}
+		// The rerun let go of the stale snapshot: what comes next for
+		// this lease reads at once, without a write that fails first.
+		reads, writes = counted.counts()
 		if _, err := a.CompleteTask(ctx, result(tasks[2].ID, "id,score\nb,2\n")); !errors.Is(err, domain.ErrConflict) {
 			t.Errorf("another output for a task completed elsewhere: %v; want ErrConflict", err)
 		}
 		if after := stored(tasks[2].ID); after.Version != before.Version || string(after.Result) != out {
 			t.Errorf("the refused output changed the task: version %d → %d, result %q", before.Version, after.Version, after.Result)
+		}
+		if r, w := counted.counts(); r-reads != 1 || w-writes != 0 {
+			t.Errorf("a result after a rerun read %d times and wrote %d; want 1, 0 (the stale snapshot let go)", r-reads, w-writes)
 		}
 
 		// The job cancelled through the other coordinator: the lease this
@@ -174,5 +204,52 @@ func TestHeldTreeLeases(t *testing.T) {
 		if err != nil || sum == nil || sum.ID != root || len(sum.Args) != 2 || string(sum.Args[0]) != "10" || string(sum.Args[1]) != "20" {
 			t.Fatalf("the root after both results: %+v, %v; want %s with arguments 10 and 20", sum, err, ids["s0:root"])
 		}
+		// A result recorded through the other coordinator, then another
+		// output here: the answer is the task's own conflict, as a read
+		// gives, not its downstream's.
+		ids2, _, err := a.SubmitTree(ctx, &domain.TreeSpec{Tasks: []domain.TreeTaskSpec{
+			{ID: "s0:root2", Workload: "sum", Args: []domain.TreeArg{{Ref: "s0:z"}}},
+			{ID: "s0:z", Workload: "one", Args: []domain.TreeArg{{Value: json.RawMessage("3")}}},
+		}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, err := a.PollTree(ctx, "w", []string{"one"}, 0)
+		if err != nil || z == nil || z.ID != ids2["s0:z"] {
+			t.Fatalf("PollTree = %+v, %v", z, err)
+		}
+		if err := b.CompleteTree(ctx, z.ID, "w", 1, json.RawMessage("30")); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.CompleteTree(ctx, z.ID, "w", 1, json.RawMessage("31")); !errors.Is(err, domain.ErrConflict) || !strings.Contains(err.Error(), "already completed with a different result") {
+			t.Errorf("another output here for a tree task completed elsewhere: %v; want the task's own conflict", err)
+		}
 	})
+}
+
+// TestHeldRenewalsElsewhere checks that a heartbeat does not make an engine
+// remember a lease another handed out: with requests spread over two
+// coordinators, the next heartbeat would find it stale.
+func TestHeldRenewalsElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t)
+	counted := &countReads{Store: s}
+	a := newEngine(counted, engine.Config{})
+	b := newEngine(s, engine.Config{})
+	if _, _, err := b.CreateJob(ctx, spec(1), ""); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := b.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w"})
+	if err != nil || len(tasks) != 1 {
+		t.Fatalf("claim: %d tasks, %v", len(tasks), err)
+	}
+	for i := range 2 {
+		if _, err := a.RenewLease(ctx, tasks[0].ID, "w", 1); err != nil {
+			t.Fatal(err)
+		}
+		if r, w := counted.counts(); r != int64(i+1) || w != int64(i+1) {
+			t.Errorf("after heartbeat %d here of a lease handed out elsewhere: %d reads, %d writes; want %d each", i+1, r, w, i+1)
+		}
+	}
 }

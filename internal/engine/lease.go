@@ -349,8 +349,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 	err := e.tx(ctx, func(q store.Querier) error {
 		runs++
 		now := e.now()
-		// A run that lost a race reads every task.
-		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
 			return err
 		}
@@ -382,7 +381,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 		}
 		return out, err
 	}
-	e.held.keep(e.now(), changed...)
+	e.held.refresh(changed...)
 	return out, nil
 }
 
@@ -515,8 +514,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		completed = 0
 		changed = changed[:0]
 		now := e.now()
-		// A run that lost a race reads every task.
-		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
 			return err
 		}

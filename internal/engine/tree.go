@@ -232,9 +232,9 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 		runs++
 		runnable, completed = 0, 0
 		changed = changed[:0]
+		var results []json.RawMessage // of changed
 		now := e.now()
-		// A run that lost a race reads every task.
-		tasks, err := e.leaseTasks(ctx, q, leases, now, runs == 1)
+		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
 			return err
 		}
@@ -258,15 +258,23 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 				continue
 			}
 			changed = append(changed, t)
+			results = append(results, c.result)
 			completed++
+		}
+		// The results first: a task whose snapshot was stale fails here
+		// as stale, before its downstream hears of it.
+		if err := q.TaskUpdateMany(ctx, changed); err != nil {
+			return err
+		}
+		for k, t := range changed {
 			switch {
 			case t.DownstreamID == "":
 			case !e.local(t.DownstreamID):
-				if err := e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: c.result}); err != nil {
+				if err := e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: results[k]}); err != nil {
 					return err
 				}
 			default:
-				ok, err := e.handOver(ctx, q, t.DownstreamID, t.ID, c.result)
+				ok, err := e.handOver(ctx, q, t.DownstreamID, t.ID, results[k])
 				if err != nil {
 					return err
 				}
@@ -275,7 +283,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 				}
 			}
 		}
-		return q.TaskUpdateMany(ctx, changed)
+		return nil
 	})
 	if err != nil {
 		for i, c := range items {

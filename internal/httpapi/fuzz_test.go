@@ -80,6 +80,7 @@ func FuzzDecodeLikeStdlib(f *testing.F) {
 		`{"workloads": [1]}`, `{"worker_id": "\ud800"}`, "{\"worker_id\": \"a\xffb\"}", "{\"worker_id\":\"\t\"}",
 		`{"WORKER_ID": "x"}`, `{"worker_id": "a", "worker_id": "b"}`, ` {"max_tasks": 01}`, `{"wait_seconds": -1e400}`,
 		`{"worker_id": null, "workloads": null}`, `{"priority":1e400}`, `{"input":{"chunks":[{"uri":1}]}}`, "  \n",
+		"{\"worker_id\":\"a\"}\f", "{\"worker_id\":\"a\"}\v", "{\"worker_id\":\"a\"}\u00a0", "{\"worker_id\":\"a\"}\u3000", "\f{}", "{\"worker_id\":\"a\"} \t\r\n",
 	} {
 		f.Add([]byte(s))
 	}

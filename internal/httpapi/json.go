@@ -64,7 +64,7 @@ func bodyError(err error) error {
 
 func decodeBytes(data []byte, v any) error {
 	rest, err := json.Parse(data, v, json.DisallowUnknownFields)
-	if err == nil && len(bytes.TrimSpace(rest)) == 0 {
+	if err == nil && len(rest) == 0 { // Parse skips the JSON whitespace after the value
 		return nil
 	}
 	// A body refused is decoded again by encoding/json, whose errors say
@@ -91,8 +91,8 @@ func decodeStd(data []byte, v any) error {
 }
 
 func describeJSONError(err error) string {
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
+	var typeErr *stdjson.UnmarshalTypeError
+	var syntaxErr *stdjson.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
 		field := typeErr.Field
