@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"maps"
 	"sync"
 	"time"
 
@@ -21,11 +20,11 @@ const (
 
 // held remembers the tasks this engine leased, each as its last write here
 // left it (the claim, then its heartbeats here), so that a heartbeat or a
-// result for a lease it handed out needs no read before its write. A snapshot is a guess, never the truth: every
-// write of a task checks the version it was read at, so a task written
-// since by anybody else (another coordinator, the reaper, a cancel) fails
-// that check, and the transaction runs again, reading the task from the
-// database. A snapshot serves only the lease it shows, live, and so only
+// result for a lease it handed out needs no read before its write. A
+// snapshot is a guess, never the truth: every write of a task checks the
+// version it was read at, so a task written since by anybody else (another
+// coordinator, the reaper, a cancel) fails that check, and the transaction
+// runs again, reading the task from the database. A snapshot serves only the lease it shows, live, and so only
 // calls that write: an answer that writes nothing (a stale attempt, a
 // replay, a lost lease) always comes from a read.
 type held struct {
@@ -39,15 +38,27 @@ func newHeld() *held { return &held{m: map[string]domain.Task{}} }
 // expired by now are let go, and all of them when that frees less than a
 // quarter (so that a full memory of live leases is not swept at every
 // lease).
-func (h *held) keep(now time.Time, tasks ...*domain.Task) {
+func (h *held) keep(now time.Time, tasks ...*domain.Task) { h.put(now, true, tasks) }
+
+// refresh updates the snapshots of tasks just written here (renewed), and
+// adds none: a lease handed out elsewhere is not remembered on the
+// strength of a heartbeat, which the next one, sent elsewhere again,
+// would make stale.
+func (h *held) refresh(tasks ...*domain.Task) { h.put(time.Time{}, false, tasks) }
+
+// put is keep (add) or refresh.
+func (h *held) put(now time.Time, add bool, tasks []*domain.Task) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, t := range tasks {
-		if t.State != domain.TaskLeased || heldSize(t) > heldBytes {
+		_, ok := h.m[t.ID]
+		switch {
+		case !ok && !add:
+			continue
+		case t.State != domain.TaskLeased || heldSize(t) > heldBytes:
 			delete(h.m, t.ID)
 			continue
-		}
-		if _, ok := h.m[t.ID]; !ok && len(h.m) >= heldMax {
+		case !ok && len(h.m) >= heldMax:
 			for id, s := range h.m {
 				if !s.LeaseLive(now) {
 					delete(h.m, id)
@@ -56,25 +67,6 @@ func (h *held) keep(now time.Time, tasks ...*domain.Task) {
 			if len(h.m) > heldMax*3/4 {
 				clear(h.m)
 			}
-		}
-		h.m[t.ID] = *t
-	}
-}
-
-// refresh updates the snapshots of tasks just written here (renewed), and
-// adds none: a lease handed out elsewhere is not remembered on the
-// strength of a heartbeat, which the next one, sent elsewhere again,
-// would make stale.
-func (h *held) refresh(tasks ...*domain.Task) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, t := range tasks {
-		if _, ok := h.m[t.ID]; !ok {
-			continue
-		}
-		if t.State != domain.TaskLeased || heldSize(t) > heldBytes {
-			delete(h.m, t.ID)
-			continue
 		}
 		h.m[t.ID] = *t
 	}
@@ -123,38 +115,39 @@ type leaseRef struct {
 	attempt      int
 }
 
-// leaseTasks returns the tasks of leases by ID, none for those that do not
+// leaseTasks returns the tasks of leases by ID, nil for those that do not
 // exist: on a transaction's first run (run 1) from e.held the snapshots
 // that show their lease live at now, the others read in q, in one
 // statement. A later run, after a lost race, reads every task and lets go
 // of their snapshots. A task named twice is looked up by its first lease.
 func (e *Engine) leaseTasks(ctx context.Context, q store.Querier, leases []leaseRef, now time.Time, run int) (map[string]*domain.Task, error) {
-	held := map[string]*domain.Task{}
-	seen := make(map[string]bool, len(leases))
+	m := make(map[string]*domain.Task, len(leases)) // nil until read: what is not found stays nil
 	var read []string
 	for _, l := range leases {
-		if seen[l.task] {
+		if _, ok := m[l.task]; ok {
 			continue
 		}
-		seen[l.task] = true
+		var t *domain.Task
 		if run == 1 {
-			if t := e.held.lease(l.task, l.worker, l.attempt, now); t != nil {
-				held[l.task] = t
-				continue
-			}
+			t = e.held.lease(l.task, l.worker, l.attempt, now)
 		}
-		read = append(read, l.task)
+		m[l.task] = t
+		if t == nil {
+			read = append(read, l.task)
+		}
+	}
+	if len(read) == 0 {
+		return m, nil
 	}
 	if run > 1 {
 		e.held.drop(read)
 	}
-	if len(read) == 0 {
-		return held, nil
-	}
-	m, err := getTasks(ctx, q, read)
+	got, err := q.TaskGetMany(ctx, read)
 	if err != nil {
 		return nil, err
 	}
-	maps.Copy(m, held)
+	for _, t := range got {
+		m[t.ID] = t
+	}
 	return m, nil
 }

