@@ -20,6 +20,11 @@
 # place for the REST forms: a server that answers the same calls with
 # bodies like serve's and no queue behind them, the most any coordinator
 # behind this API could do on this machine.
+# CPU=1 also prints, for each run, the CPU time per lifecycle of serve (or
+# bench/floor), of every PostgreSQL process and of the load generator:
+# serve's and PostgreSQL's over the timed part (utime and stime from
+# /proc/PID/stat, from the seeding's end to the last lifecycle), the load
+# generator's over its whole run (/usr/bin/time), its seeding included.
 # PROFILE=DIR profiles serve instead, once per store, under the single
 # form (or the form PROFILE_FORM names): a 20 s CPU profile through serve --pprof (DIR/STORE.pprof and
 # DIR/STORE.top, `go tool pprof -top -cum`), the statements' figures from
@@ -124,6 +129,54 @@ formargs() {
 load_bin=bin/scimesh
 bench() { "$load_bin" bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
 
+# cputicks PID… prints "PID TICKS" for each process: the CPU time (clock
+# ticks) it used so far.
+cputicks() {
+	local p f
+	for p in "$@"; do
+		read -ra f <"/proc/$p/stat" 2>/dev/null && echo "$p $((f[13] + f[14]))"
+	done
+}
+
+# bench_cpu STORE ARGS… is bench ARGS…, and then prints the CPU per
+# lifecycle of serve, PostgreSQL (for STORE postgres) and the load
+# generator (see CPU= above). PostgreSQL's processes are those there at
+# the end (the pool of serve's connections grows during a run); one that
+# started during the run counts from zero.
+bench_cpu() {
+	local store=$1 load hz before
+	shift
+	/usr/bin/time -f '%U %S' -o "$work/time" "$load_bin" bench --coordinator "$url" --workers "$workers" \
+		--tasks "$tasks" --backlog "$backlog" "$@" >"$work/bench.out" &
+	load=$!
+	until grep -q seeded "$work/bench.out"; do
+		kill -0 "$load" 2>/dev/null || break
+		sleep 0.02
+	done
+	pg() { [ "$store" != postgres ] || pgrep -x postgres; }
+	# shellcheck disable=SC2046 # one PID a word
+	before=$({ cputicks "$server"; cputicks $(pg); } | sed 's/^/before /')
+	wait "$load"
+	hz=$(getconf CLK_TCK)
+	cat "$work/bench.out"
+	# shellcheck disable=SC2046
+	{
+		echo "$before"
+		cputicks "$server" | sed 's/^/serve /'
+		cputicks $(pg) | sed 's/^/pg /'
+		sed 's/^/load /' "$work/time"
+	} | awk -v hz="$hz" -v n="$tasks" -v pg="$([ "$store" = postgres ] && echo 1)" '
+		$1 == "before" { start[$2] = $3 }
+		$1 == "serve" { s = $3 - start[$2] }
+		$1 == "pg" { p += $3 - start[$2] }
+		$1 == "load" && NF == 3 { l = $2 + $3 }
+		END {
+			printf "cpu per lifecycle: serve %.0f µs", s / hz / n * 1e6
+			if (pg) printf ", PostgreSQL %.0f µs", p / hz / n * 1e6
+			printf ", load generator %.0f µs (with its seeding)\n", l / n * 1e6
+		}'
+}
+
 echo "$(nproc) cores;$(uptime | sed 's/.*load average/ load average/')"
 [ -z "$admin" ] || echo "PostgreSQL $(sql 'SHOW server_version'), fsync=$(sql 'SHOW fsync'), synchronous_commit=$(sql 'SHOW synchronous_commit')"
 
@@ -190,10 +243,18 @@ for round in $(seq "$rounds"); do
 				db=$(newdb "$store" "$name")
 				serve_start "$db"
 				# shellcheck disable=SC2046 # formargs's words are flags
-				line=$(bench $(formargs "$form") | tail -1)
+				cpu=
+				if [ -n "${CPU:-}" ]; then
+					out=$(bench_cpu "$store" $(formargs "$form"))
+					line=$(grep lifecycles/s <<<"$out")
+					cpu=$(grep 'cpu per' <<<"$out")
+				else
+					line=$(bench $(formargs "$form") | tail -1)
+				fi
 				serve_stop
 				dropdb "$store" "$name"
 				echo "$store, $form, $build: $line"
+				[ -z "$cpu" ] || echo "$store, $form, $build: $cpu"
 				rates[$store.$form.$build]+="$(sed -E 's/.* = ([0-9.]+) lifecycles\/s.*/\1/' <<<"$line") "
 			done
 		done

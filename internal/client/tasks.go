@@ -82,7 +82,7 @@ func (c *Client) Input(ctx context.Context, rawURL string) (io.ReadCloser, error
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return nil, fmt.Errorf("input URL %q: only http and https inputs can be downloaded", rawURL)
 	}
-	op := "GET " + redactURL(u)
+	op := "GET " + RedactURL(u)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -127,9 +127,9 @@ func (c *Client) OnCoordinator(rawURL string) bool {
 	return err == nil && c.sameOrigin(u)
 }
 
-// redactURL shows u without its query and user info, which may hold
-// credentials (a pre-signed URL's signature, say).
-func redactURL(u *url.URL) string {
+// RedactURL shows u without its query and user info, which may hold
+// credentials (a pre-signed URL's signature, say), for messages.
+func RedactURL(u *url.URL) string {
 	v := *u
 	v.User, v.RawQuery, v.Fragment = nil, "", ""
 	return v.String()

@@ -56,12 +56,12 @@ func newFetcher(policy *hostPolicy, userAgent string) *fetcher {
 			return fmt.Errorf("stopped after %d redirects", maxRedirects)
 		}
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
-			return fmt.Errorf("redirected to %s: only http and https inputs can be downloaded", redact(req.URL))
+			return fmt.Errorf("redirected to %s: only http and https inputs can be downloaded", client.RedactURL(req.URL))
 		}
 		return nil
 	}}
 	signed := &http.Client{Transport: transport(dialer.DialContext), CheckRedirect: func(req *http.Request, _ []*http.Request) error {
-		return fmt.Errorf("the blob store redirected a signed input to %s: signed inputs are not redirected", redact(req.URL))
+		return fmt.Errorf("the blob store redirected a signed input to %s: signed inputs are not redirected", client.RedactURL(req.URL))
 	}}
 	return &fetcher{hc: hc, signed: signed, userAgent: userAgent}
 }
@@ -88,11 +88,11 @@ func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, w
 		return nil, Permanent(errors.New("the input URL does not parse as a URL"))
 	}
 	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, Permanent(fmt.Errorf("the input URL %s: only absolute http and https URLs can be downloaded", redact(u)))
+		return nil, Permanent(fmt.Errorf("the input URL %s: only absolute http and https URLs can be downloaded", client.RedactURL(u)))
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+		return nil, fmt.Errorf("GET %s: %w", client.RedactURL(u), err)
 	}
 	req.Header.Set("User-Agent", f.userAgent)
 	if rng != "" {
@@ -102,39 +102,31 @@ func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, w
 	if err != nil {
 		var refused *hostRefusedError
 		if errors.As(err, &refused) {
-			return nil, Permanent(fmt.Errorf("GET %s: %w", redact(u), refused))
+			return nil, Permanent(fmt.Errorf("GET %s: %w", client.RedactURL(u), refused))
 		}
 		// A *url.Error quotes the whole URL, a signature included.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("GET %s: %w", redact(u), err)
+		return nil, fmt.Errorf("GET %s: %w", client.RedactURL(u), err)
 	}
 	switch {
 	case resp.StatusCode == want, want == 0 && resp.StatusCode >= 200 && resp.StatusCode <= 299:
 		return resp.Body, nil
 	case rng != "" && resp.StatusCode == http.StatusOK:
 		resp.Body.Close()
-		return nil, fmt.Errorf("GET %s (Range %s): the store answered the whole object (200), not the range: it does not honour Range requests", redact(u), rng)
+		return nil, fmt.Errorf("GET %s (Range %s): the store answered the whole object (200), not the range: it does not honour Range requests", client.RedactURL(u), rng)
 	}
 	resp.Body.Close()
 	if rng != "" && resp.StatusCode == http.StatusForbidden {
-		return nil, fmt.Errorf("GET %s: the store answered %s: the signed URL expired or does not match (is this worker's clock right?)", redact(u), resp.Status)
+		return nil, fmt.Errorf("GET %s: the store answered %s: the signed URL expired or does not match (is this worker's clock right?)", client.RedactURL(u), resp.Status)
 	}
-	return nil, fmt.Errorf("GET %s: the server answered %s", redact(resp.Request.URL), resp.Status)
+	return nil, fmt.Errorf("GET %s: the server answered %s", client.RedactURL(resp.Request.URL), resp.Status)
 }
 
 // close closes the idle connections.
 func (f *fetcher) close() { f.hc.CloseIdleConnections() }
-
-// redact shows u without its query and user info, which may hold
-// credentials (a pre-signed URL's signature, say).
-func redact(u *url.URL) string {
-	v := *u
-	v.User, v.RawQuery, v.Fragment = nil, "", ""
-	return v.String()
-}
 
 // openInput starts the download of t's input: a signed input straight
 // from the blob store, its header line first; from the coordinator with

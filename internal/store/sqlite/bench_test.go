@@ -3,6 +3,7 @@ package sqlite
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -114,6 +115,74 @@ func lifecycle(b *testing.B, f *feeder, owner string) {
 	})
 	if err != nil {
 		b.Fatalf("complete %s: %v", id, err)
+	}
+}
+
+// BenchmarkBatchLifecycle measures the store's part of the batch form's
+// lifecycles, which SQLite's one writer does one after another: a claim of
+// 50 tasks, then their results written in one transaction without a read
+// (the engine's leases remembered) and their stitch task told once. It
+// reports the writer's time per lifecycle, the bound of the batch form
+// whatever runs around it. The sub-benchmarks without an index show what
+// keeping that index up to date costs a lifecycle (an experiment: the
+// reads that need the index are not run).
+//
+//	go test -run '^$' -bench BenchmarkBatchLifecycle -benchtime 400x -count 3 ./internal/store/sqlite/
+func BenchmarkBatchLifecycle(b *testing.B) {
+	for _, without := range []string{"", "tasks_job_kind_state", "tasks_lease_expiry", "tasks_claim_workload",
+		"tasks_job_kind_state,tasks_lease_expiry,tasks_claim_workload"} {
+		name := "indexes=all"
+		if without != "" {
+			name = "without=" + without
+		}
+		b.Run(name, func(b *testing.B) {
+			s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+			if err != nil {
+				b.Fatalf("Open: %v", err)
+			}
+			defer s.Close()
+			for ix := range strings.SplitSeq(without, ",") {
+				if ix == "" {
+					continue
+				}
+				if _, err := s.writer.ExecContext(b.Context(), "DROP INDEX "+ix); err != nil {
+					b.Fatal(err)
+				}
+			}
+			f := &feeder{s: s}
+			f.fill(b, 60_000)
+			ctx := b.Context()
+			now := storetest.Epoch().Add(time.Hour)
+			owners := make([]string, 50)
+			for i := range owners {
+				owners[i] = fmt.Sprintf("w%d", i)
+			}
+			n := 0
+			for b.Loop() {
+				ts, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: owners, Kinds: chunkOnly, Now: now})
+				if err != nil {
+					b.Fatalf("claim: %v", err)
+				}
+				if len(ts) < len(owners) {
+					b.Fatalf("claimed %d tasks, want %d: the backlog ran dry", len(ts), len(owners))
+				}
+				n += len(ts)
+				err = s.InTx(ctx, func(q store.Querier) error {
+					for _, t := range ts {
+						t.State, t.Result, t.LeaseExpiresAt, t.UpdatedAt, t.FinishedAt = domain.TaskCompleted, []byte("id,score\n1,0.5\n"), time.Time{}, now, now
+					}
+					if err := q.TaskUpdateMany(ctx, ts); err != nil {
+						return err
+					}
+					_, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: ts[0].DownstreamID, N: len(ts), Now: now})
+					return err
+				})
+				if err != nil {
+					b.Fatalf("results: %v", err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(n), "µs/lifecycle")
+		})
 	}
 }
 
