@@ -157,6 +157,12 @@ type TaskInput struct {
 	body   io.Closer
 	n      int64 // bytes read
 	e      *Engine
+
+	// Where the input is: the chunk's range of an upload's blob, after the
+	// header line.
+	key            string
+	offset, length int64
+	header         []byte
 }
 
 // Read reads the input.
@@ -186,6 +192,22 @@ type InputObserver interface {
 // OpenTaskInput opens the input of a chunk task cut from an upload. A task
 // whose input is hosted elsewhere is ErrNotFound, naming where it is.
 func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, error) {
+	in, err := e.StatTaskInput(ctx, taskID)
+	if err != nil {
+		return nil, err
+	}
+	body, err := e.cfg.Blobs.OpenRange(ctx, in.key, in.offset, in.length)
+	if err != nil {
+		return nil, fmt.Errorf("input of task %s: %w", taskID, err)
+	}
+	in.r, in.body = io.MultiReader(bytes.NewReader(in.header), body), body
+	return in, nil
+}
+
+// StatTaskInput is OpenTaskInput without opening the blob: the input's
+// size and sha256 from the task's record (for a HEAD), to be closed but
+// not read.
+func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (*TaskInput, error) {
 	t, err := e.store.TaskGet(ctx, taskID)
 	if err != nil {
 		return nil, notFound(err, "task %q", taskID)
@@ -204,16 +226,16 @@ func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, 
 	if err != nil {
 		return nil, fmt.Errorf("upload of task %s: %w", taskID, err)
 	}
-	body, err := e.cfg.Blobs.OpenRange(ctx, key, t.InputOffset, t.InputLength)
-	if err != nil {
-		return nil, fmt.Errorf("input of task %s: %w", taskID, err)
-	}
 	return &TaskInput{
-		r:      io.MultiReader(bytes.NewReader(j.InputHeader), body),
 		Size:   int64(len(j.InputHeader)) + t.InputLength,
 		SHA256: t.InputSHA256,
-		body:   body,
+		r:      bytes.NewReader(nil),
+		body:   io.NopCloser(nil),
 		e:      e,
+		key:    key,
+		offset: t.InputOffset,
+		length: t.InputLength,
+		header: j.InputHeader,
 	}, nil
 }
 

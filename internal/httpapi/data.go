@@ -48,8 +48,14 @@ func (s *Server) denyUpload(w http.ResponseWriter, r *http.Request, e *auth.Erro
 	deny(w, r, e)
 }
 
+// taskInput serves a chunk's input; a HEAD answers from the task's record
+// without reading the blob store.
 func (s *Server) taskInput(w http.ResponseWriter, r *http.Request) {
-	in, err := s.engine.OpenTaskInput(r.Context(), r.PathValue("task_id"))
+	open := s.engine.OpenTaskInput
+	if r.Method == http.MethodHead {
+		open = s.engine.StatTaskInput
+	}
+	in, err := open(r.Context(), r.PathValue("task_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return

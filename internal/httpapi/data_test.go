@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/csv"
 	"encoding/hex"
@@ -12,8 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/blob"
 )
 
 type uploadOut struct {
@@ -105,6 +109,65 @@ func TestUploadChunksAndInput(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("input with the client token: %d, want 403", resp.StatusCode)
+	}
+}
+
+// openCounter counts the blob reads an engine opens.
+type openCounter struct {
+	blob.Store
+	opens atomic.Int64
+}
+
+func (c *openCounter) OpenRange(ctx context.Context, key string, offset, length int64) (io.ReadCloser, error) {
+	c.opens.Add(1)
+	return c.Store.OpenRange(ctx, key, offset, length)
+}
+
+// A HEAD of a task's input says its size and sha256 as the GET does,
+// from the task's record: it sends no body and reads nothing of the blob
+// store (with a bucket, a read is a GET of the range).
+func TestTaskInputHead(t *testing.T) {
+	t.Parallel()
+	blobs := &openCounter{}
+	b := setup(t, options{tokens: tokens, wrapBlobs: func(s blob.Store) blob.Store { blobs.Store = s; return blobs }})
+	u := b.upload("id,smiles\nm1,C\nm2,CC\nm3,CCC\n")
+	b.createJob(0, map[string]any{"input": map[string]any{"upload_id": u.UploadID}, "chunk_rows": 2})
+	tk, ok := b.claim("w", nil)
+	if !ok {
+		t.Fatal("no task to claim")
+	}
+	before := blobs.opens.Load() // the job's creation read the upload
+	req, _ := http.NewRequest("HEAD", b.url+tk.Input.URL, nil)
+	req.Header.Set("Authorization", "Bearer "+b.tokens.Worker)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if n := blobs.opens.Load() - before; n != 0 {
+		t.Errorf("HEAD opened the blob store %d times, want none", n)
+	}
+	status, data, h := b.download(tk.Input.URL)
+	if n := blobs.opens.Load() - before; n != 1 {
+		t.Errorf("GET opened the blob store %d times, want once", n)
+	}
+	if resp.StatusCode != 200 || status != 200 || string(data) != "id,smiles\nm1,C\nm2,CC\n" {
+		t.Fatalf("HEAD %d, GET %d %q", resp.StatusCode, status, data)
+	}
+	for _, k := range []string{"Content-Length", "X-Content-SHA256", "ETag", "Content-Type"} {
+		if resp.Header.Get(k) != h.Get(k) || h.Get(k) == "" {
+			t.Errorf("%s: HEAD says %q, GET %q", k, resp.Header.Get(k), h.Get(k))
+		}
+	}
+	// A task that is not a chunk of an upload is 404 to a HEAD as to a GET.
+	req, _ = http.NewRequest("HEAD", b.url+"/tasks/nope/input", nil)
+	req.Header.Set("Authorization", "Bearer "+b.tokens.Worker)
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNotFound {
+		t.Errorf("HEAD of an unknown task's input: %d, want 404", resp.StatusCode)
 	}
 }
 

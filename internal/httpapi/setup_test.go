@@ -53,6 +53,8 @@ type options struct {
 	// wrap, when set, stands between the engine and the store: a test
 	// watches or breaks the store's calls through it.
 	wrap func(store.Store) store.Store
+	// wrapBlobs, when set, stands between the engine and its blob store.
+	wrapBlobs func(blob.Store) blob.Store
 }
 
 func sqliteStore(t *testing.T) store.Store {
@@ -94,12 +96,16 @@ func setup(t *testing.T, opts options) *bundle {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var engBlobs blob.Store = blobs
+	if opts.wrapBlobs != nil {
+		engBlobs = opts.wrapBlobs(blobs)
+	}
 	engStore := st
 	if opts.wrap != nil {
 		engStore = opts.wrap(st)
 	}
 	eng := engine.New(engStore, engine.Config{
-		Shard: "s0", Logger: log, Now: c.Now, Blobs: blobs,
+		Shard: "s0", Logger: log, Now: c.Now, Blobs: engBlobs,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 	})
 	gate := auth.NewGate(opts.tokens)
