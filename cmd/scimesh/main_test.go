@@ -157,16 +157,16 @@ func lastLines(s string, n int) string {
 }
 
 // serveProc starts a coordinator on a free port and waits until it is ready.
+func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
+	t.Helper()
+	return serveOn(t, dir, "127.0.0.1:0", env, args...)
+}
+
 // serveSQLite starts serve with the test tokens on a SQLite database and a
 // data directory of their own in dir.
 func serveSQLite(t *testing.T, dir string) *proc {
 	t.Helper()
 	return serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
-}
-
-func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
-	t.Helper()
-	return serveOn(t, dir, "127.0.0.1:0", env, args...)
 }
 
 // readyClient probes readiness; an address that accepts connections but

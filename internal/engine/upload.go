@@ -148,21 +148,20 @@ func (e *Engine) splitUpload(ctx context.Context, spec *domain.JobSpec) (*table.
 	return c, nil
 }
 
+// TaskInputInfo is what a chunk task's input is, without its bytes.
+type TaskInputInfo struct {
+	Size   int64
+	SHA256 string
+}
+
 // TaskInput is what a worker downloads for a chunk task of an upload: the
 // header line, then the chunk's byte range of the normalized upload.
 type TaskInput struct {
-	Size   int64
-	SHA256 string
-	r      io.Reader
-	body   io.Closer
-	n      int64 // bytes read
-	e      *Engine
-
-	// Where the input is: the chunk's range of an upload's blob, after the
-	// header line.
-	key            string
-	offset, length int64
-	header         []byte
+	TaskInputInfo
+	r    io.Reader
+	body io.Closer
+	n    int64 // bytes read
+	e    *Engine
 }
 
 // Read reads the input.
@@ -192,51 +191,60 @@ type InputObserver interface {
 // OpenTaskInput opens the input of a chunk task cut from an upload. A task
 // whose input is hosted elsewhere is ErrNotFound, naming where it is.
 func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, error) {
-	in, err := e.StatTaskInput(ctx, taskID)
+	t, j, key, err := e.taskInput(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
-	body, err := e.cfg.Blobs.OpenRange(ctx, in.key, in.offset, in.length)
+	body, err := e.cfg.Blobs.OpenRange(ctx, key, t.InputOffset, t.InputLength)
 	if err != nil {
 		return nil, fmt.Errorf("input of task %s: %w", taskID, err)
 	}
-	in.r, in.body = io.MultiReader(bytes.NewReader(in.header), body), body
-	return in, nil
+	return &TaskInput{
+		TaskInputInfo: taskInputInfo(t, j),
+		r:             io.MultiReader(bytes.NewReader(j.InputHeader), body),
+		body:          body,
+		e:             e,
+	}, nil
 }
 
-// StatTaskInput is OpenTaskInput without opening the blob: the input's
-// size and sha256 from the task's record (for a HEAD), to be closed but
-// not read.
-func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (*TaskInput, error) {
+// StatTaskInput is what OpenTaskInput would open, from the task's record
+// alone (for a HEAD): the blob store is not read.
+func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (TaskInputInfo, error) {
+	t, j, _, err := e.taskInput(ctx, taskID)
+	if err != nil {
+		return TaskInputInfo{}, err
+	}
+	return taskInputInfo(t, j), nil
+}
+
+// taskInput returns the chunk task taskID, its job's settings and the blob
+// name of its upload.
+func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *domain.Job, string, error) {
 	t, err := e.store.TaskGet(ctx, taskID)
 	if err != nil {
-		return nil, notFound(err, "task %q", taskID)
+		return nil, nil, "", notFound(err, "task %q", taskID)
 	}
 	if t.Kind != domain.KindChunk {
-		return nil, fmt.Errorf("task %s has no input to download: %w", taskID, domain.ErrNotFound)
+		return nil, nil, "", fmt.Errorf("task %s has no input to download: %w", taskID, domain.ErrNotFound)
 	}
 	j, err := e.jobSettings(ctx, t.JobID)
 	if err != nil {
-		return nil, err
+		return nil, nil, "", err
 	}
 	if j.UploadID == "" {
-		return nil, fmt.Errorf("task %s's input is hosted at %s, not on this coordinator: %w", taskID, t.InputURI, domain.ErrNotFound)
+		return nil, nil, "", fmt.Errorf("task %s's input is hosted at %s, not on this coordinator: %w", taskID, t.InputURI, domain.ErrNotFound)
 	}
 	key, err := e.uploadKey(ctx, j.UploadID)
 	if err != nil {
-		return nil, fmt.Errorf("upload of task %s: %w", taskID, err)
+		return nil, nil, "", fmt.Errorf("upload of task %s: %w", taskID, err)
 	}
-	return &TaskInput{
-		Size:   int64(len(j.InputHeader)) + t.InputLength,
-		SHA256: t.InputSHA256,
-		r:      bytes.NewReader(nil),
-		body:   io.NopCloser(nil),
-		e:      e,
-		key:    key,
-		offset: t.InputOffset,
-		length: t.InputLength,
-		header: j.InputHeader,
-	}, nil
+	return t, j, key, nil
+}
+
+// taskInputInfo is what the input of chunk task t of job j is: its
+// header line, then its byte range.
+func taskInputInfo(t *domain.Task, j *domain.Job) TaskInputInfo {
+	return TaskInputInfo{Size: int64(len(j.InputHeader)) + t.InputLength, SHA256: t.InputSHA256}
 }
 
 // uploadKey returns the blob name of the upload id.

@@ -51,27 +51,34 @@ func (s *Server) denyUpload(w http.ResponseWriter, r *http.Request, e *auth.Erro
 // taskInput serves a chunk's input; a HEAD answers from the task's record
 // without reading the blob store.
 func (s *Server) taskInput(w http.ResponseWriter, r *http.Request) {
-	open := s.engine.OpenTaskInput
+	id := r.PathValue("task_id")
 	if r.Method == http.MethodHead {
-		open = s.engine.StatTaskInput
+		info, err := s.engine.StatTaskInput(r.Context(), id)
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		inputHeaders(w.Header(), info)
+		return
 	}
-	in, err := open(r.Context(), r.PathValue("task_id"))
+	in, err := s.engine.OpenTaskInput(r.Context(), id)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	defer in.Close()
-	h := w.Header()
-	h.Set("Content-Type", "text/csv; charset=utf-8")
-	h.Set("Content-Length", strconv.FormatInt(in.Size, 10))
-	h.Set("X-Content-SHA256", in.SHA256)
-	h.Set("ETag", `"sha256:`+in.SHA256+`"`)
-	if r.Method == http.MethodHead {
-		return
-	}
+	inputHeaders(w.Header(), in.TaskInputInfo)
 	if _, err := io.Copy(w, in); err != nil {
-		s.log.WarnContext(r.Context(), "task input cut short", "task_id", r.PathValue("task_id"), "error", err)
+		s.log.WarnContext(r.Context(), "task input cut short", "task_id", id, "error", err)
 	}
+}
+
+// inputHeaders are the headers of a chunk's input.
+func inputHeaders(h http.Header, info engine.TaskInputInfo) {
+	h.Set("Content-Type", "text/csv; charset=utf-8")
+	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	h.Set("X-Content-SHA256", info.SHA256)
+	h.Set("ETag", `"sha256:`+info.SHA256+`"`)
 }
 
 type logsRequest struct {
