@@ -5,7 +5,11 @@
 # -serve), with tokens, and drives it from a second process with
 # `scimesh bench --coordinator`: REST single form (claim, then result),
 # REST batch 50 (max_tasks 50, POST /tasks/results) and gRPC (Worker.Poll,
-# then Done, on single-task trees).
+# then Done, on single-task trees). The forms single_lean and
+# batch50_lean are single and batch50 driven by the lean load generator
+# (`bench --load lean`: fasthttp's requests on connections of its own, a
+# fraction of net/http's CPU per request), so that less of the two cores
+# the load generator shares with serve goes to the client.
 # Usage: bench/load.sh [ROUNDS]   (default 3; prints every run, then medians)
 # TASKS (50000), BACKLOG (10000), WORKERS (64), STORES ("sqlite postgres")
 # and FORMS ("single batch50 grpc") change what is run; the form "river"
@@ -121,6 +125,8 @@ formargs() {
 	case $1 in
 	single) echo --batch 1 ;;
 	batch50) echo --batch 50 ;;
+	single_lean) echo --batch 1 --load lean ;;
+	batch50_lean) echo --batch 50 --load lean ;;
 	grpc) echo --protocol grpc ;;
 	*) echo "unknown form $1" >&2; exit 1 ;;
 	esac

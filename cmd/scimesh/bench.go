@@ -57,6 +57,7 @@ CLIENT_AUTH_TOKEN from the environment unless --worker-token and
 	f.StringVar(&c.WorkerToken, "worker-token", "", "with --coordinator, the worker token (default $WORKER_AUTH_TOKEN)")
 	f.StringVar(&c.ClientToken, "client-token", "", "with --coordinator, the client token, for seeding and counting (default $CLIENT_AUTH_TOKEN)")
 	f.StringVar(&c.Protocol, "protocol", bench.ProtocolREST, "with --coordinator, how the workers talk: rest (claim and result) or grpc (Worker.Poll and Done on tree tasks; --batch 1)")
+	f.StringVar(&c.Load, "load", bench.LoadClient, "the REST load generator: client (internal/client on net/http, the worker's own) or lean (fasthttp, a fraction of its CPU per request, for a figure that is more the server's on cores the two share)")
 	f.StringVar(&c.Shard, "shard", "s0", "with --protocol grpc, the coordinator's shard, which the seeded trees name")
 	f.TextVar(&level, "log-level", &level, "the server's log level, to stderr: info logs every request as serve does by default")
 	return cmd

@@ -73,6 +73,9 @@ type Config struct {
 	// Shard is the coordinator's shard, which the placeholder IDs of the
 	// trees seeded for ProtocolGRPC name; "" means "s0", serve's default.
 	Shard string
+	// Load is the REST load generator: LoadClient (the default, "") or
+	// LoadLean.
+	Load string
 }
 
 // The protocols of Config.Protocol.
@@ -96,6 +99,15 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		}
 	default:
 		return fmt.Errorf("--protocol %q: use rest or grpc", c.Protocol)
+	}
+	switch c.Load {
+	case "", LoadClient:
+	case LoadLean:
+		if c.Protocol == ProtocolGRPC {
+			return fmt.Errorf("--load lean drives REST only: leave it out with --protocol grpc")
+		}
+	default:
+		return fmt.Errorf("--load %q: use client or lean", c.Load)
 	}
 	if c.Coordinator != "" {
 		_, err := runRemote(ctx, out, c)
@@ -139,6 +151,10 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		err := create(ctx, out, base, c)
 		stop()
 		return err
+	}
+	drive := drive
+	if c.Load == LoadLean {
+		drive = driveLean
 	}
 	res := drive(ctx, base, "", nil, c)
 	stop()

@@ -16,16 +16,20 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// TestRun runs bench small on SQLite, with the single and the batch forms:
-// every lifecycle is done, the backlog is left, and the line reads as
-// docs/PERFORMANCE.md quotes it.
+// TestRun runs bench small on SQLite, with the single and the batch forms
+// and both load generators: every lifecycle is done, the backlog is left,
+// and the line reads as docs/PERFORMANCE.md quotes it.
 func TestRun(t *testing.T) {
 	t.Parallel()
-	for _, batch := range []int{1, 8} {
-		t.Run(fmt.Sprintf("batch%d", batch), func(t *testing.T) {
+	for _, run := range []struct {
+		batch int
+		load  string
+	}{{1, LoadClient}, {8, LoadClient}, {1, LoadLean}, {8, LoadLean}} {
+		batch := run.batch
+		t.Run(fmt.Sprintf("batch%d-%s", batch, run.load), func(t *testing.T) {
 			t.Parallel()
 			var out strings.Builder
-			if err := Run(context.Background(), &out, Config{DB: "sqlite", Workers: 4, Tasks: 203, Backlog: 17, Batch: batch}); err != nil {
+			if err := Run(context.Background(), &out, Config{DB: "sqlite", Workers: 4, Tasks: 203, Backlog: 17, Batch: batch, Load: run.load}); err != nil {
 				t.Fatalf("bench: %v\n%s", err, out.String())
 			}
 			got := out.String()

@@ -14,7 +14,8 @@ import (
 )
 
 // TestRunRemote drives a coordinator that bench did not start, with
-// tokens, over REST single and batch forms and over gRPC, one run after
+// tokens, over REST single and batch forms (with either load generator)
+// and over gRPC, one run after
 // another on the same coordinator; after each, the coordinator itself
 // (GET /jobs/{id}, Queue.Query of every tree) must count every measured
 // task completed and the backlog pending, none leased: a lifecycle the
@@ -37,13 +38,13 @@ func TestRunRemote(t *testing.T) {
 
 	const tasks, backlog = 200, 13
 	for _, run := range []struct {
-		protocol string
-		batch    int
-	}{{ProtocolREST, 1}, {ProtocolREST, 50}, {ProtocolGRPC, 1}} {
-		name := fmt.Sprintf("%s batch %d", run.protocol, run.batch)
+		protocol, load string
+		batch          int
+	}{{ProtocolREST, LoadClient, 1}, {ProtocolREST, LoadClient, 50}, {ProtocolREST, LoadLean, 1}, {ProtocolREST, LoadLean, 50}, {ProtocolGRPC, "", 1}} {
+		name := fmt.Sprintf("%s %s batch %d", run.protocol, run.load, run.batch)
 		var out strings.Builder
 		c := Config{Coordinator: srv.URL(), WorkerToken: tokens.Worker, ClientToken: tokens.Client, Protocol: run.protocol,
-			Workers: 4, Tasks: tasks, Backlog: backlog, Batch: run.batch}
+			Workers: 4, Tasks: tasks, Backlog: backlog, Batch: run.batch, Load: run.load}
 		s, err := runRemote(ctx, &out, c)
 		if err != nil {
 			t.Fatalf("%s: %v\n%s", name, err, out.String())
@@ -88,6 +89,8 @@ func TestRunRemoteRefuses(t *testing.T) {
 		{Config{Coordinator: "http://127.0.0.1:1", Protocol: ProtocolGRPC, Workers: 1, Tasks: 10, Batch: 2}, "no batch form"},
 		{Config{Coordinator: "http://127.0.0.1:1", Protocol: "soap", Workers: 1, Tasks: 10, Batch: 1}, `--protocol "soap"`},
 		{Config{Coordinator: "http://127.0.0.1:1", Workers: 1, Tasks: 10, Batch: 1, CreateChunks: 10}, "--create-chunks"},
+		{Config{Coordinator: "http://127.0.0.1:1", Workers: 1, Tasks: 10, Batch: 1, Load: "wrk"}, `--load "wrk"`},
+		{Config{Coordinator: "http://127.0.0.1:1", Protocol: ProtocolGRPC, Workers: 1, Tasks: 10, Batch: 1, Load: LoadLean}, "REST only"},
 		{Config{DB: "sqlite", Protocol: ProtocolGRPC, Workers: 1, Tasks: 10, Batch: 1}, "--coordinator"},
 	} {
 		if err := Run(context.Background(), &strings.Builder{}, c.c); err == nil || !strings.Contains(err.Error(), c.want) {
