@@ -3,7 +3,8 @@
 // with their chunking (RunUpload). Each builds its coordinator with
 // internal/server, as `scimesh serve` does, on a real loopback listener,
 // and drives it over HTTP through internal/client, as workers and users
-// do; or, with Config.Coordinator, Run drives a coordinator already
+// do (or, with Config.Load LoadLean, through a leaner client, lean.go);
+// or, with Config.Coordinator, Run drives a coordinator already
 // running in another process (remote.go), so that the load and the server
 // do not share one process. `scimesh bench` is its command;
 // docs/PERFORMANCE.md quotes its output lines and the commands that print

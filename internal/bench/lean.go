@@ -19,10 +19,11 @@ const (
 	// LoadClient drives the coordinator through internal/client on
 	// net/http, the worker's own client.
 	LoadClient = "client"
-	// LoadLean drives it through fasthttp, a client that costs a fraction
-	// of net/http's CPU per request, so that on a machine whose cores the
-	// load generator shares with the server the figure is more the
-	// server's and less the client's.
+	// LoadLean drives it with fasthttp's requests and responses on
+	// connections of its own (driveLean), at about half the client's CPU
+	// per lifecycle, so that on a machine whose cores the load generator
+	// shares with the server the figure is more the server's and less the
+	// client's.
 	LoadLean = "lean"
 )
 
