@@ -79,6 +79,14 @@ type Config struct {
 	Load string
 }
 
+// driveREST is the REST load generator c.Load names: drive or driveLean.
+func (c Config) driveREST() func(ctx context.Context, base, token string, workloads []string, c Config) result {
+	if c.Load == LoadLean {
+		return driveLean
+	}
+	return drive
+}
+
 // The protocols of Config.Protocol.
 const (
 	ProtocolREST = "rest"
@@ -153,11 +161,7 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		stop()
 		return err
 	}
-	drive := drive
-	if c.Load == LoadLean {
-		drive = driveLean
-	}
-	res := drive(ctx, base, "", nil, c)
+	res := c.driveREST()(ctx, base, "", nil, c)
 	stop()
 	if res.err != nil {
 		return res.err

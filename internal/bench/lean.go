@@ -12,6 +12,8 @@ import (
 
 	"github.com/segmentio/encoding/json"
 	"github.com/valyala/fasthttp"
+
+	"github.com/scimesh/scimesh/internal/client"
 )
 
 // The load generators of Config.Load.
@@ -158,26 +160,22 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 			return status, &statusError{status: status, body: string(lc.resp.Body())}
 		}
 	}
+	// The requests are internal/client's types, so that their bodies are
+	// the Go client's; of an answer only what the next request needs is
+	// decoded.
 	type claimed struct {
 		TaskID  string `json:"task_id"`
 		Attempt int    `json:"attempt"`
 	}
 	type claimBody struct {
-		WorkerID  string   `json:"worker_id"`
-		Workloads []string `json:"workloads,omitempty"`
-		MaxTasks  int      `json:"max_tasks,omitempty"`
-	}
-	type resultBody struct {
-		TaskID   string `json:"task_id,omitempty"`
-		WorkerID string `json:"worker_id"`
-		Attempt  int    `json:"attempt"`
-		Output   string `json:"output"`
+		client.ClaimRequest
+		MaxTasks int `json:"max_tasks,omitempty"`
 	}
 	try := func(f func() error) (time.Duration, int, error) { return retry(leanRetryable, f) }
 	return work(ctx, c, func(id string, n int) (lifecycle, error) {
 		var tasks []claimed
 		took, claimRetried, err := try(func() error {
-			body := claimBody{WorkerID: id, Workloads: workloads}
+			body := claimBody{ClaimRequest: client.ClaimRequest{WorkerID: id, Workloads: workloads}}
 			if n == 1 {
 				var t claimed
 				status, err := call("/tasks/claim", body, &t)
@@ -205,15 +203,15 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 		var retried int
 		if n == 1 {
 			t := tasks[0]
-			var out claimed
+			var task struct{} // the task as recorded: only its status counts
 			resultTook, retried, err = try(func() error {
-				_, err := call("/tasks/"+url.PathEscape(t.TaskID)+"/result", resultBody{WorkerID: id, Attempt: t.Attempt, Output: noopOutput}, &out)
+				_, err := call("/tasks/"+url.PathEscape(t.TaskID)+"/result", client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput}, &task)
 				return err
 			})
 		} else {
-			items := make([]resultBody, len(tasks))
+			items := make([]client.Result, len(tasks))
 			for i, t := range tasks {
-				items[i] = resultBody{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
+				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
 			}
 			var out struct {
 				Results []struct {
@@ -222,7 +220,7 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 			}
 			resultTook, retried, err = try(func() error {
 				_, err := call("/tasks/results", struct {
-					Results []resultBody `json:"results"`
+					Results []client.Result `json:"results"`
 				}{items}, &out)
 				return err
 			})

@@ -63,10 +63,8 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 	var res result
 	if c.Protocol == ProtocolGRPC {
 		res = driveGRPC(ctx, base, s.workload, c)
-	} else if c.Load == LoadLean {
-		res = driveLean(ctx, base, c.WorkerToken, []string{s.workload}, c)
 	} else {
-		res = drive(ctx, base, c.WorkerToken, []string{s.workload}, c)
+		res = c.driveREST()(ctx, base, c.WorkerToken, []string{s.workload}, c)
 	}
 	stop()
 	if res.err != nil {

@@ -142,12 +142,8 @@ func (e *Engine) leaseTasks(ctx context.Context, q store.Querier, leases []lease
 	if run > 1 {
 		e.held.drop(read)
 	}
-	got, err := q.TaskGetMany(ctx, read)
-	if err != nil {
+	if err := getTasks(ctx, q, read, m); err != nil {
 		return nil, err
-	}
-	for _, t := range got {
-		m[t.ID] = t
 	}
 	return m, nil
 }

@@ -196,8 +196,8 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 	var released []*domain.Task
 	err := e.tx(ctx, func(q store.Querier) error {
 		released = released[:0]
-		stored, err := getTasks(ctx, q, ids)
-		if err != nil {
+		stored := make(map[string]*domain.Task, len(ids))
+		if err := getTasks(ctx, q, ids, stored); err != nil {
 			return err
 		}
 		now := e.now()
@@ -385,17 +385,17 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 	return out, nil
 }
 
-// getTasks reads the tasks of ids in one statement, by ID.
-func getTasks(ctx context.Context, q store.Querier, ids []string) (map[string]*domain.Task, error) {
+// getTasks reads the tasks of ids in one statement into m, by ID; an ID
+// with no task leaves m as it was.
+func getTasks(ctx context.Context, q store.Querier, ids []string, m map[string]*domain.Task) error {
 	got, err := q.TaskGetMany(ctx, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	m := make(map[string]*domain.Task, len(got))
 	for _, t := range got {
 		m[t.ID] = t
 	}
-	return m, nil
+	return nil
 }
 
 // CompleteTaskParams is a worker's result for one task.
