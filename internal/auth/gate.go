@@ -64,14 +64,39 @@ func (g *Gate) Sessions() *Sessions { return g.sessions }
 func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if e := g.admit(r, rt); e != nil {
+			if r.ContentLength != 0 {
+				letGo(w, r) // nothing of the body is read, and nothing will be
+			}
 			deny(w, r, e)
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody && !rt.Stream {
-			r.Body = g.bound(w, r.Body, rt.MaxBody)
+			r.Body = g.bound(w, r, rt.MaxBody)
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// drainTime is how long what is left of a body that will not be read may
+// still take to arrive once the answer has gone out, before the
+// connection is closed.
+const drainTime = time.Second
+
+// letGo makes sure that the answer to a request whose body will not be
+// read to its end goes out at once and that the connection is then let
+// go. Left alone, net/http would read what is left of a small body, at
+// the client's pace and without a deadline, before it answered (HTTP/1
+// when the connection stays open) or before it let the connection go: a
+// client that trickles its body would hold the connection for as long as
+// it likes. An HTTP/1 connection is closed after the answer, and what is
+// left of the body gets drainTime to arrive (so that a client still
+// sending reads the answer before the close resets the connection); an
+// HTTP/2 stream is reset instead.
+func letGo(w http.ResponseWriter, r *http.Request) {
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainTime))
+	if r.ProtoMajor == 1 {
+		w.Header().Set("Connection", "close")
+	}
 }
 
 // admit says whether r may call rt, reading nothing of its body.
@@ -117,13 +142,14 @@ func (e *SlowBodyError) Error() string {
 		e.Rate>>10, e.Grace)
 }
 
-// bound returns body cut off after limit bytes (with *http.MaxBytesError)
-// and when it arrives too slowly (with *SlowBodyError), by read deadlines
-// on the connection that move on as the body arrives; once the body is
-// read the deadline is lifted, so that a long-poll or a stream can then
-// wait as long as it needs.
-func (g *Gate) bound(w http.ResponseWriter, body io.ReadCloser, limit int64) io.ReadCloser {
-	b := &boundBody{ReadCloser: http.MaxBytesReader(w, body, limit), rc: http.NewResponseController(w),
+// bound returns r's body cut off after limit bytes (with
+// *http.MaxBytesError) and when it arrives too slowly (with
+// *SlowBodyError), by read deadlines on the connection that move on as
+// the body arrives; once the body is read to its end the deadline is
+// lifted, so that a long-poll or a stream can then wait as long as it
+// needs. A body cut off lets its connection go (letGo).
+func (g *Gate) bound(w http.ResponseWriter, r *http.Request, limit int64) io.ReadCloser {
+	b := &boundBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), w: w, r: r, rc: http.NewResponseController(w),
 		g: g, start: time.Now()}
 	b.deadline = b.start.Add(g.BodyGrace)
 	if b.rc.SetReadDeadline(b.deadline) != nil {
@@ -134,6 +160,8 @@ func (g *Gate) bound(w http.ResponseWriter, body io.ReadCloser, limit int64) io.
 
 type boundBody struct {
 	io.ReadCloser
+	w        http.ResponseWriter
+	r        *http.Request
 	rc       *http.ResponseController
 	g        *Gate
 	start    time.Time
@@ -150,8 +178,11 @@ func (b *boundBody) Read(p []byte) (int, error) {
 	}
 	if err != nil {
 		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-		if errors.Is(err, os.ErrDeadlineExceeded) {
+		switch {
+		case err == io.EOF:
+			_ = b.rc.SetReadDeadline(time.Time{})
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			letGo(b.w, b.r)
 			err = &SlowBodyError{Rate: b.g.BodyRate, Grace: b.g.BodyGrace}
 		}
 		return n, err

@@ -11,6 +11,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -47,7 +48,7 @@ func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(str
 	)
 	handle := func(role auth.Role, stream bool) func(string, http.Handler) {
 		rt := auth.Route{Role: role, MaxBody: maxRawBody, Stream: stream}
-		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, deny, h)) }
+		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, deny, slowBody(h))) }
 	}
 	handle(auth.Client, false)(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts))
 	handle(auth.Worker, false)(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts))
@@ -60,6 +61,28 @@ func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(str
 	// by one (opts), its body as a whole is not.
 	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1(reflector, opts))
 	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1Alpha(reflector, opts))
+}
+
+// slowBody answers a request whose body trickled in and was cut off by the
+// gate as the client's error, invalid_argument, in the caller's protocol:
+// connect-go would otherwise take the cut for the caller's going away.
+func slowBody(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			r.Body = slowBodyReader{r.Body}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+type slowBodyReader struct{ io.ReadCloser }
+
+func (b slowBodyReader) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if slow := (*auth.SlowBodyError)(nil); errors.As(err, &slow) {
+		err = connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	return n, err
 }
 
 // errorWriter writes the gate's refusals in the caller's protocol.

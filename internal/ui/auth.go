@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -43,6 +44,9 @@ func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		session, _ := u.sessions.Session(r) // the gate admitted it
+		if r.Method == http.MethodPost && !readForm(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && session != auth.BearerSession && !u.sessions.CheckForm(session, r.PostFormValue("csrf")) {
 			http.Error(w, "this form is stale or did not come from the dashboard; reload the page and try again", http.StatusForbidden)
 			return
@@ -71,6 +75,9 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/ui/jobs", http.StatusSeeOther)
 		return
 	}
+	if !readForm(w, r) {
+		return
+	}
 	next := safeNext(r.PostFormValue("next"))
 	if !u.sessions.Login(r.PostFormValue("token")) {
 		u.render(w, r, http.StatusUnauthorized, "login", "Log in", "",
@@ -90,6 +97,22 @@ func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/ui/", MaxAge: -1,
 		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)
+}
+
+// readForm reads a POST's form, and answers a body that could not be read
+// (too large, cut off for arriving too slowly, malformed) itself: a form
+// read in part must not pass for an empty one.
+func readForm(w http.ResponseWriter, r *http.Request) bool {
+	err := r.ParseForm()
+	if err == nil {
+		return true
+	}
+	status := http.StatusBadRequest
+	if tooBig := (*http.MaxBytesError)(nil); errors.As(err, &tooBig) {
+		status = http.StatusRequestEntityTooLarge
+	}
+	http.Error(w, "the form could not be read: "+err.Error(), status)
+	return false
 }
 
 // overHTTPS says whether the browser reached the dashboard over HTTPS:
