@@ -182,9 +182,18 @@ var hostileClient = &http.Client{Timeout: 60 * time.Second}
 
 func (h *hostile) send(t *testing.T, a attempt) answer {
 	t.Helper()
-	req, err := http.NewRequest(a.method, h.url+a.path, a.body)
+	ans, err := h.try(a)
 	if err != nil {
 		t.Fatal(err)
+	}
+	return ans
+}
+
+// try is send for a goroutine of a test: it returns what went wrong.
+func (h *hostile) try(a attempt) (answer, error) {
+	req, err := http.NewRequest(a.method, h.url+a.path, a.body)
+	if err != nil {
+		return answer{}, err
 	}
 	if a.length != 0 {
 		req.ContentLength = a.length
@@ -204,7 +213,7 @@ func (h *hostile) send(t *testing.T, a attempt) answer {
 	}
 	resp, err := hostileClient.Do(req)
 	if err != nil {
-		t.Fatalf("%s %s: %v", a.method, a.path, err)
+		return answer{}, fmt.Errorf("%s %s: %w", a.method, a.path, err)
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
@@ -221,7 +230,7 @@ func (h *hostile) send(t *testing.T, a attempt) answer {
 	if json.Unmarshal(data, &e) == nil {
 		ans.code = e.Error.Code + e.Code
 	}
-	return ans
+	return ans, nil
 }
 
 // counting is a body of n bytes of one byte repeated that counts what was
@@ -596,21 +605,7 @@ func TestHostileMemory(t *testing.T) {
 	env := []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
 	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
 	h := &hostile{url: p.url}
-	peak := func() int64 {
-		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
-		if err != nil {
-			t.Skipf("no /proc here: %v", err)
-		}
-		for _, l := range strings.Split(string(data), "\n") {
-			if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-				var kb int64
-				fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-				return kb << 10
-			}
-		}
-		t.Fatal("no VmHWM in /proc/PID/status")
-		return 0
-	}
+	peak := func() int64 { return peakRSS(t, p.cmd.Process.Pid) }
 	// A caller without a token costs nothing: nothing of the body is read.
 	// A caller with one may make the coordinator read and inflate up to
 	// the 16 MiB bound of a message, which with the buffers' growth and
@@ -757,4 +752,65 @@ func connectEnvelope(msg string) []byte {
 	n := len(msg)
 	b[1], b[2], b[3], b[4] = byte(n>>24), byte(n>>16), byte(n>>8), byte(n)
 	return append(b, msg...)
+}
+
+// TestHostileAnonymousBombs sends 300 gzip bombs at once, each inflating
+// to 16 MiB, to the one RPC a caller without a token may make, the health
+// check, and checks that every one is refused and that the coordinator
+// process's peak resident memory grows by less than 64 MiB: a route that
+// needs no token reads a few KiB of a message at most.
+func TestHostileAnonymousBombs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	env := []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
+	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
+	h := &hostile{url: p.url}
+	// A healthy check first, so that what the first answer costs is in
+	// the baseline.
+	if a := h.send(t, attempt{method: "POST", path: "/grpc.health.v1.Health/Check", ctype: "application/json", body: strings.NewReader(`{}`)}); a.status != 200 {
+		t.Fatalf("health check: %d %s", a.status, a.body)
+	}
+	before := peakRSS(t, p.cmd.Process.Pid)
+	bomb := gzipBomb(t, rpc.MaxMessageBytes)
+	const bombs = 300
+	answers, errs := make([]answer, bombs), make([]error, bombs)
+	var wg sync.WaitGroup
+	for i := range bombs {
+		wg.Go(func() {
+			answers[i], errs[i] = h.try(attempt{method: "POST", path: "/grpc.health.v1.Health/Check", ctype: "application/json",
+				body: bytes.NewReader(bomb), header: http.Header{"Content-Encoding": {"gzip"}}})
+		})
+	}
+	wg.Wait()
+	for i, a := range answers {
+		if errs[i] != nil {
+			t.Fatalf("bomb %d: %v", i, errs[i])
+		}
+		if a.code != connect.CodeResourceExhausted.String() {
+			t.Fatalf("bomb %d: %d %s, want resource_exhausted", i, a.status, a.body)
+		}
+	}
+	grown := peakRSS(t, p.cmd.Process.Pid) - before
+	t.Logf("%d gzip bombs of %d bytes inflating to %s each, without a token: peak RSS grew by %s", bombs, len(bomb), fmtBytes(rpc.MaxMessageBytes), fmtBytes(grown))
+	if grown > 64<<20 {
+		t.Errorf("the coordinator's peak RSS grew by %s, over 64 MiB, for callers without a token", fmtBytes(grown))
+	}
+}
+
+// peakRSS is a process's peak resident memory (VmHWM) in bytes.
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read the peak memory of process %d: %v", pid, err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmHWM in /proc/PID/status")
+	return 0
 }

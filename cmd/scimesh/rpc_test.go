@@ -156,7 +156,13 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rs := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC()).NewStream(rctx)
+	// Reflection takes the client token: a stream without one is refused.
+	anon := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC()).NewStream(rctx)
+	if _, err := anon.ListServices(); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("reflection without a token: %v, want unauthenticated", err)
+	}
+	_, _ = anon.Close()
+	rs := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok")).NewStream(rctx)
 	names, err := rs.ListServices()
 	if err != nil {
 		t.Fatalf("reflection: %v", err)

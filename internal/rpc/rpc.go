@@ -29,38 +29,49 @@ import (
 // MaxMessageBytes bounds one request message, after decompression.
 const MaxMessageBytes = 16 << 20
 
-// maxRawBody bounds a request body as it arrives: one message in its
-// envelope (the calls take one message each; a compressed one is smaller).
-const maxRawBody = MaxMessageBytes + 1<<10
+// MaxSmallMessageBytes bounds one request message, after decompression,
+// of the health check and reflection: their requests name a service or a
+// symbol, and the health check needs no token, so a caller without one
+// can make the coordinator read and inflate this much and no more.
+const MaxSmallMessageBytes = 4 << 10
+
+// envelope is room for a message's envelope (the calls take one message
+// each; a compressed one is smaller).
+const envelope = 1 << 10
 
 // Mount registers the services, health checking and reflection on mux,
 // each behind gate: Queue for the client, Worker for the worker, Internal
-// for peers, health and reflection for anyone. known says which shard
-// names exist (the topology and this shard).
+// for peers, health for anyone, reflection for the client. known says
+// which shard names exist (the topology and this shard).
 func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(string) bool, log *slog.Logger) {
 	if log == nil {
 		log = slog.Default()
 	}
-	opts := connect.WithHandlerOptions(
-		connect.WithInterceptors(errorMapper{log: log}),
-		connect.WithReadMaxBytes(MaxMessageBytes),
-		connect.WithCompression("gzip", newBoundedGzip(MaxMessageBytes), newGzipCompressor),
-	)
-	handle := func(role auth.Role, stream bool) func(string, http.Handler) {
-		rt := auth.Route{Role: role, MaxBody: maxRawBody, Stream: stream}
+	options := func(limit int64) connect.HandlerOption {
+		return connect.WithHandlerOptions(
+			connect.WithInterceptors(errorMapper{log: log}),
+			connect.WithReadMaxBytes(int(limit)),
+			connect.WithCompression("gzip", newBoundedGzip(limit), newGzipCompressor),
+		)
+	}
+	opts, small := options(MaxMessageBytes), options(MaxSmallMessageBytes)
+	// A stream is bounded per message by its options, not as a whole.
+	handle := func(role auth.Role, limit int64, stream bool) func(string, http.Handler) {
+		rt := auth.Route{Role: role, MaxBody: limit + envelope, Stream: stream}
 		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, deny, slowBody(h))) }
 	}
-	handle(auth.Client, false)(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts))
-	handle(auth.Worker, false)(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts))
-	handle(auth.Peer, false)(scimeshv1connect.NewInternalHandler(&internal{e: e}, opts))
+	handle(auth.Client, MaxMessageBytes, false)(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts))
+	handle(auth.Worker, MaxMessageBytes, false)(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts))
+	handle(auth.Peer, MaxMessageBytes, false)(scimeshv1connect.NewInternalHandler(&internal{e: e}, opts))
 
 	names := []string{scimeshv1connect.QueueName, scimeshv1connect.WorkerName, scimeshv1connect.InternalName}
-	handle(auth.Anyone, false)(grpchealth.NewHandler(&health{e: e, services: names}, opts))
+	handle(auth.Anyone, MaxSmallMessageBytes, false)(grpchealth.NewHandler(&health{e: e, services: names}, small))
+	// Reflection is a bidirectional stream that a caller may keep open and
+	// send on for as long as it likes: it takes the client token, as the
+	// services it describes do.
 	reflector := grpcreflect.NewStaticReflector(names...)
-	// Reflection is a bidirectional stream: its messages are bounded one
-	// by one (opts), its body as a whole is not.
-	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1(reflector, opts))
-	handle(auth.Anyone, true)(grpcreflect.NewHandlerV1Alpha(reflector, opts))
+	handle(auth.Client, MaxSmallMessageBytes, true)(grpcreflect.NewHandlerV1(reflector, small))
+	handle(auth.Client, MaxSmallMessageBytes, true)(grpcreflect.NewHandlerV1Alpha(reflector, small))
 }
 
 // slowBody answers a request whose body trickled in and was cut off by the
