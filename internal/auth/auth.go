@@ -169,4 +169,5 @@ const (
 	CodePermissionDenied = "permission_denied"
 	CodeTooLarge         = "too_large"
 	CodeInvalidArgument  = "invalid_argument"
+	CodeUnavailable      = "unavailable"
 )

@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -63,12 +64,16 @@ func (g *Gate) Sessions() *Sessions { return g.sessions }
 // rt is refused with deny, and the body h reads is bounded as rt says.
 func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if e := g.admit(r, rt); e != nil {
+		session, e := g.admit(r, rt)
+		if e != nil {
 			if r.ContentLength != 0 {
 				letGo(w, r) // nothing of the body is read, and nothing will be
 			}
 			deny(w, r, e)
 			return
+		}
+		if rt.Session {
+			r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, session))
 		}
 		if r.Body != nil && r.Body != http.NoBody && !rt.Stream {
 			r.Body = g.bound(w, r, rt.MaxBody)
@@ -99,34 +104,40 @@ func letGo(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// admit says whether r may call rt, reading nothing of its body.
-func (g *Gate) admit(r *http.Request, rt Route) *Error {
+// admit says whether r may call rt, reading nothing of its body, and
+// returns its dashboard session when rt admits one.
+func (g *Gate) admit(r *http.Request, rt Route) (session string, _ *Error) {
 	if err := g.cross.Check(r); err != nil {
-		return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+		return "", &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
 			Message: "refused a cross-site request: a page of another site may not call this coordinator"}
 	}
 	if rt.Session {
-		if _, ok := g.sessions.Session(r); !ok {
-			return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+		var err error
+		switch session, err = g.sessions.Session(r); {
+		case errors.Is(err, ErrNoSession):
+			return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 				Message: "log in to the dashboard first (/ui/login), or send the client token as 'Authorization: Bearer TOKEN'"}
+		case err != nil:
+			return "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+				Message: "the sessions could not be checked: the database is not answering; retry later"}
 		}
 	} else if e := g.tokens.check(r.Header, rt.Role); e != nil {
-		return e
+		return "", e
 	}
 	if !rt.Stream && r.ContentLength > rt.MaxBody {
 		msg := fmt.Sprintf("the request body is %d bytes; this route takes at most %d", r.ContentLength, rt.MaxBody)
 		if rt.MaxBody == 0 {
 			msg = "this route takes no request body; send none"
 		}
-		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
+		return "", &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
 	}
 	if rt.JSON && r.ContentLength != 0 {
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
+			return "", &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
 				Message: "send the request body as JSON, with 'Content-Type: application/json'"}
 		}
 	}
-	return nil
+	return session, nil
 }
 
 // SlowBodyError is the error a handler reads from a body that trickled

@@ -1,10 +1,12 @@
 package auth
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -17,14 +19,33 @@ const SessionCookie = "scimesh_session"
 // SessionTTL is how long a dashboard login lasts.
 const SessionTTL = 12 * time.Hour
 
-// Sessions signs and checks the dashboard's sessions and the form tokens
-// that protect its POSTs. Sessions are stateless — an expiry and an HMAC
-// under a key derived from the client token — so every replica accepts
-// them, and changing the token ends every session.
+// Sessions starts, checks and ends the dashboard's sessions, and signs
+// the form tokens that protect its POSTs. A session's cookie holds its
+// expiry, a random secret and an HMAC of both under a key derived from
+// the client token, so that a forged or stale cookie is refused without
+// a lookup and changing the token ends every session. A live session is
+// also kept in the Registry, shared by every replica, so that logging out
+// ends it everywhere at once.
 type Sessions struct {
 	token string // the client token; empty: no login
 	key   []byte
+
+	// Registry keeps the live sessions. Set it before serving; without
+	// one a session lives until it expires, whatever logging out does.
+	Registry SessionRegistry
 }
+
+// SessionRegistry keeps the live sessions by ID (ID of the cookie), in
+// the database every replica shares.
+type SessionRegistry interface {
+	StartSession(ctx context.Context, id string, expires time.Time) error
+	SessionLive(ctx context.Context, id string) (bool, error)
+	EndSession(ctx context.Context, id string) error
+}
+
+// ErrNoSession says that a request has no valid session: no cookie, or
+// one forged, expired or ended.
+var ErrNoSession = errors.New("auth: no valid session")
 
 // NewSessions returns the sessions of a dashboard whose people log in with
 // the client token; without one, the key is random and no login is asked.
@@ -52,10 +73,32 @@ func (s *Sessions) sign(v string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// New returns a session cookie's value, valid until exp.
-func (s *Sessions) New(exp time.Time) string {
-	e := strconv.FormatInt(exp.Unix(), 10)
-	return e + "." + s.sign("session|"+e)
+// Start starts a session valid until exp and returns its cookie's value.
+func (s *Sessions) Start(ctx context.Context, exp time.Time) (string, error) {
+	e, secret := strconv.FormatInt(exp.Unix(), 10), rand.Text()
+	v := e + "." + secret + "." + s.sign("session|"+e+"|"+secret)
+	if s.Registry != nil {
+		if err := s.Registry.StartSession(ctx, ID(v), exp); err != nil {
+			return "", err
+		}
+	}
+	return v, nil
+}
+
+// End ends the session whose cookie's value is session, in every
+// replica. The bearer session and no session have nothing to end.
+func (s *Sessions) End(ctx context.Context, session string) error {
+	if s.Registry == nil || session == "" || session == BearerSession {
+		return nil
+	}
+	return s.Registry.EndSession(ctx, ID(session))
+}
+
+// ID is the ID a session is kept by: the sha256 of its cookie's value,
+// so that what the database holds cannot be sent back as a cookie.
+func ID(session string) string {
+	h := sha256.Sum256([]byte(session))
+	return hex.EncodeToString(h[:])
 }
 
 // BearerSession is the session of a request that carries the client token
@@ -65,27 +108,50 @@ const BearerSession = "bearer"
 
 // Session returns the request's session: its cookie's value, BearerSession
 // for a request with the client token as a bearer token, "" when no login
-// is needed. ok is false when the request has no valid one.
-func (s *Sessions) Session(r *http.Request) (string, bool) {
+// is needed. It is ErrNoSession when the request has no valid one, and
+// another error when the Registry could not tell.
+func (s *Sessions) Session(r *http.Request) (string, error) {
 	if s.Open() {
-		return "", true
+		return "", nil
 	}
 	if _, ok := r.Header["Authorization"]; ok {
-		return BearerSession, Equal(Bearer(r.Header), s.token)
+		if !Equal(Bearer(r.Header), s.token) {
+			return "", ErrNoSession
+		}
+		return BearerSession, nil
 	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return "", false
+		return "", ErrNoSession
 	}
-	e, sig, ok := strings.Cut(c.Value, ".")
-	exp, err := strconv.ParseInt(e, 10, 64)
-	if !ok || err != nil || time.Now().Unix() > exp {
-		return "", false
+	parts := strings.Split(c.Value, ".")
+	if len(parts) != 3 {
+		return "", ErrNoSession
 	}
-	if !hmac.Equal([]byte(sig), []byte(s.sign("session|"+e))) {
-		return "", false
+	exp, err := strconv.ParseInt(parts[0], 10, 64)
+	if err != nil || time.Now().Unix() > exp ||
+		!hmac.Equal([]byte(parts[2]), []byte(s.sign("session|"+parts[0]+"|"+parts[1]))) {
+		return "", ErrNoSession
 	}
-	return c.Value, true
+	if s.Registry != nil {
+		live, err := s.Registry.SessionLive(r.Context(), ID(c.Value))
+		if err != nil {
+			return "", err
+		}
+		if !live {
+			return "", ErrNoSession
+		}
+	}
+	return c.Value, nil
+}
+
+type sessionKey struct{}
+
+// SessionOf returns the session the Gate admitted a dashboard request
+// with (Session's value), "" for none.
+func SessionOf(ctx context.Context) string {
+	s, _ := ctx.Value(sessionKey{}).(string)
+	return s
 }
 
 // FormToken is the token a form of this session must carry to POST.

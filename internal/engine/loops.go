@@ -16,6 +16,7 @@ func (e *Engine) Run(ctx context.Context) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.loop(ctx, "reaper", e.cfg.ReapInterval, nil, e.Sweep) })
 	wg.Go(func() { e.loop(ctx, "worker pruner", time.Hour, nil, e.PruneWorkers) })
+	wg.Go(func() { e.loop(ctx, "session pruner", time.Hour, nil, e.PruneSessions) })
 	wg.Go(func() { e.loop(ctx, "abandoned job sweeper", CreationStale/2, nil, e.DeleteAbandonedJobs) })
 	wg.Go(func() { e.loop(ctx, "stitcher", e.cfg.StitchInterval, e.stitch, e.StitchReadyJobs) })
 	if e.cfg.RetentionInterval > 0 {

@@ -220,6 +220,19 @@ type Querier interface {
 	// how many it deleted.
 	WorkerDelete(ctx context.Context, before time.Time) (int, error)
 
+	// SessionInsert records a dashboard session, by the hash of its
+	// secret, until expires.
+	SessionInsert(ctx context.Context, id string, expires time.Time) error
+	// SessionLive reports whether session id was recorded, not deleted,
+	// and does not expire before now.
+	SessionLive(ctx context.Context, id string, now time.Time) (bool, error)
+	// SessionDelete deletes session id; a session that is not there is no
+	// error.
+	SessionDelete(ctx context.Context, id string) error
+	// SessionDeleteExpired deletes the sessions that expired before
+	// before and returns how many it deleted.
+	SessionDeleteExpired(ctx context.Context, before time.Time) (int, error)
+
 	// TaskLogAppend appends lines to a task's log, each with a new ID
 	// greater than every ID before it. A task holds at most p.MaxLines
 	// lines: the lines past that are dropped. With p.Offset set, Lines[i]

@@ -2,6 +2,7 @@ package ui
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -39,11 +40,10 @@ func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 
 // guard runs h for a request the gate admitted; a POST must also carry
 // its session's form token (a bearer token is never sent by a browser on
-// its own, so it needs none). The session is kept in the context for the
-// pages' form tokens.
+// its own, so it needs none).
 func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		session, _ := u.sessions.Session(r) // the gate admitted it
+		session := auth.SessionOf(r.Context()) // the gate admitted it
 		if r.Method == http.MethodPost && !readForm(w, r) {
 			return
 		}
@@ -51,7 +51,7 @@ func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
 			http.Error(w, "this form is stale or did not come from the dashboard; reload the page and try again", http.StatusForbidden)
 			return
 		}
-		h(w, r.WithContext(withSession(r.Context(), session)))
+		h(w, r)
 	}
 }
 
@@ -85,15 +85,24 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	exp := time.Now().Add(auth.SessionTTL)
+	session, err := u.sessions.Start(r.Context(), exp)
+	if err != nil {
+		u.fail(w, r, fmt.Errorf("start a session: %w", err))
+		return
+	}
 	http.SetCookie(w, &http.Cookie{
-		Name: auth.SessionCookie, Value: u.sessions.New(exp), Path: "/ui/", Expires: exp,
+		Name: auth.SessionCookie, Value: session, Path: "/ui/", Expires: exp,
 		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode,
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout ends the session.
+// logout ends the session, in every replica, and drops its cookie.
 func (u *UI) logout(w http.ResponseWriter, r *http.Request) {
+	if err := u.sessions.End(r.Context(), auth.SessionOf(r.Context())); err != nil {
+		u.fail(w, r, fmt.Errorf("end the session: %w", err))
+		return
+	}
 	http.SetCookie(w, &http.Cookie{Name: auth.SessionCookie, Value: "", Path: "/ui/", MaxAge: -1,
 		HttpOnly: true, Secure: overHTTPS(r), SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, "/ui/login", http.StatusSeeOther)

@@ -6,14 +6,13 @@
 //
 // With a client token configured, a person logs in once with it and gets a
 // session cookie (HttpOnly, SameSite=Strict) signed with a key derived from
-// the token, so every replica accepts it and changing the token ends every
-// session. Requests that change something (cancel, retry, log out) are POSTs that
+// the token, so changing the token ends every session; the session is also
+// kept in the database, so that logging out ends it in every replica. Requests that change something (cancel, retry, log out) are POSTs that
 // carry a token derived from the session and come from the dashboard's own
 // origin; others are refused.
 package ui
 
 import (
-	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -74,6 +73,9 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	}
 	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
+	if u.sessions.Registry == nil && e != nil {
+		u.sessions.Registry = e // sessions live in the database, so that logging out ends them everywhere
+	}
 	if err := u.parse(); err != nil {
 		return nil, err
 	}
@@ -112,12 +114,6 @@ func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	u.mux.ServeHTTP(w, r)
 }
 
-type sessionKey struct{}
-
-func withSession(ctx context.Context, session string) context.Context {
-	return context.WithValue(ctx, sessionKey{}, session)
-}
-
 // page is what every template gets.
 type page struct {
 	Title  string
@@ -132,8 +128,7 @@ type page struct {
 
 // render writes a page; status 0 is 200.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
-	session, _ := r.Context().Value(sessionKey{}).(string)
-	p := page{Title: title, Nav: nav, Shard: u.e.Shard(), CSRF: u.sessions.FormToken(session), Open: u.sessions.Open(), Data: data}
+	p := page{Title: title, Nav: nav, Shard: u.e.Shard(), CSRF: u.sessions.FormToken(auth.SessionOf(r.Context())), Open: u.sessions.Open(), Data: data}
 	t := u.pages[name]
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {

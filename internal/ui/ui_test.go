@@ -116,8 +116,11 @@ func TestLogin(t *testing.T) {
 		t.Errorf("session cookie behind an HTTPS proxy %+v, want Secure", ck)
 	}
 
-	// A forged or expired session is no session.
-	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", auth.NewSessions("ctok").New(time.Now().Add(-time.Minute))} {
+	// A forged or expired session is no session, nor one signed right
+	// but never started in the database.
+	expired, _ := auth.NewSessions("ctok").Start(t.Context(), time.Now().Add(-time.Minute))
+	unrecorded, _ := auth.NewSessions("ctok").Start(t.Context(), time.Now().Add(time.Hour))
+	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", "99999999999.abc.def", expired, unrecorded} {
 		req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
 		req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: v})
 		resp, err := client(t).Do(req)
@@ -132,7 +135,8 @@ func TestLogin(t *testing.T) {
 	// A session signed with another token's key is no session either.
 	other := auth.NewSessions("other")
 	req, _ = http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
-	req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: other.New(time.Now().Add(time.Hour))})
+	forged, _ := other.Start(t.Context(), time.Now().Add(time.Hour))
+	req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: forged})
 	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a session of another token admitted: %d", resp.StatusCode)
 	}
@@ -342,5 +346,64 @@ func TestRetryButton(t *testing.T) {
 	// A pending job cannot be retried: the dashboard says why.
 	if code := post(url.Values{"csrf": {m[1]}}); code != http.StatusConflict {
 		t.Errorf("retry of a pending job: %d, want 409", code)
+	}
+}
+
+// TestLogoutEndsTheSession: after logging out, the session's cookie,
+// sent again, is no session, in this replica and in another on the same
+// database.
+func TestLogoutEndsTheSession(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	replica := func() *httptest.Server {
+		s, err := sqlite.Open(t.Context(), filepath.Join(dir, "ui.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		u, err := New(engine.New(s, engine.Config{Logger: log}), Config{Gate: auth.NewGate(auth.Tokens{Client: "ctok"}), Logger: log})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(u)
+		t.Cleanup(srv.Close)
+		return srv
+	}
+	a, b := replica(), replica()
+	c := client(t)
+	resp := login(t, c, a.URL, "ctok")
+	if resp.StatusCode != http.StatusSeeOther || len(resp.Cookies()) != 1 {
+		t.Fatalf("login: %d with cookies %v", resp.StatusCode, resp.Cookies())
+	}
+	session := resp.Cookies()[0].Value
+	with := func(srv *httptest.Server) int {
+		req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
+		req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: session})
+		resp, err := client(t).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if sa, sb := with(a), with(b); sa != http.StatusOK || sb != http.StatusOK {
+		t.Fatalf("the session before logging out: %d here, %d on the other replica; want 200", sa, sb)
+	}
+	_, page := get(t, c, a.URL+"/ui/jobs")
+	m := csrfRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("the jobs page has no form token:\n%s", page)
+	}
+	resp, err := c.PostForm(a.URL+"/ui/logout", url.Values{"csrf": {m[1]}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/login" {
+		t.Fatalf("logout: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	if sa, sb := with(a), with(b); sa != http.StatusSeeOther || sb != http.StatusSeeOther {
+		t.Errorf("the session's cookie sent again after logging out: %d here, %d on the other replica; want both sent to the login (303)", sa, sb)
 	}
 }
