@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,10 +70,20 @@ type loginData struct {
 	Error string
 }
 
-// login checks the token and starts a session.
+// login checks the token and starts a session. Wrong tokens are limited
+// per client address (loginLimiter): past the allowance the answer is
+// 429 with Retry-After, and the token is not even looked at.
 func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	if u.sessions.Open() {
 		http.Redirect(w, r, "/ui/jobs", http.StatusSeeOther)
+		return
+	}
+	addr := clientAddr(r)
+	if d := u.logins.wait(addr); d > 0 {
+		secs := int(d.Round(time.Second) / time.Second)
+		w.Header().Set("Retry-After", strconv.Itoa(max(secs, 1)))
+		u.render(w, r, http.StatusTooManyRequests, "login", "Log in", "",
+			loginData{Next: safeNext(r.URL.Query().Get("next")), Error: "Too many wrong tokens from your address: wait a few seconds and try again."})
 		return
 	}
 	if !readForm(w, r) {
@@ -80,6 +91,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	next := safeNext(r.PostFormValue("next"))
 	if !u.sessions.Login(r.PostFormValue("token")) {
+		u.logins.failed(addr)
 		u.render(w, r, http.StatusUnauthorized, "login", "Log in", "",
 			loginData{Next: next, Error: "That is not the client token. Use the CLIENT_AUTH_TOKEN this coordinator was started with."})
 		return

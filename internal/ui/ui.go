@@ -7,7 +7,8 @@
 // With a client token configured, a person logs in once with it and gets a
 // session cookie (HttpOnly, SameSite=Strict) signed with a key derived from
 // the token, so changing the token ends every session; the session is also
-// kept in the database, so that logging out ends it in every replica. Requests that change something (cancel, retry, log out) are POSTs that
+// kept in the database, so that logging out ends it in every replica.
+// Wrong tokens are limited per client address. Requests that change something (cancel, retry, log out) are POSTs that
 // carry a token derived from the session and come from the dashboard's own
 // origin; others are refused.
 package ui
@@ -55,6 +56,7 @@ type UI struct {
 	cfg      Config
 	sessions *auth.Sessions
 	log      *slog.Logger
+	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
 	http     *http.Client // for peers' reachability
@@ -71,7 +73,7 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	if cfg.Gate == nil {
 		cfg.Gate = auth.NewGate(auth.Tokens{})
 	}
-	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), log: cfg.Logger, mux: http.NewServeMux(),
+	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), logins: newLoginLimiter(), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
 	if u.sessions.Registry == nil && e != nil {
 		u.sessions.Registry = e // sessions live in the database, so that logging out ends them everywhere

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -405,5 +406,70 @@ func TestLogoutEndsTheSession(t *testing.T) {
 	}
 	if sa, sb := with(a), with(b); sa != http.StatusSeeOther || sb != http.StatusSeeOther {
 		t.Errorf("the session's cookie sent again after logging out: %d here, %d on the other replica; want both sent to the login (303)", sa, sb)
+	}
+}
+
+// TestLoginLimit: fifty wrong tokens in a row from one address are
+// answered 401 for the first few and 429 with Retry-After for the rest,
+// and while the address waits even the right token is not looked at;
+// another address logs in at once.
+func TestLoginLimit(t *testing.T) {
+	t.Parallel()
+	srv, _, _ := setup(t)
+	counts := map[int]int{}
+	var retry string
+	for range 50 {
+		resp := login(t, client(t), srv.URL, "wrong")
+		counts[resp.StatusCode]++
+		if resp.StatusCode == http.StatusTooManyRequests {
+			retry = resp.Header.Get("Retry-After")
+		}
+	}
+	if counts[http.StatusUnauthorized] > loginBurst+1 || counts[http.StatusTooManyRequests] < 50-loginBurst-1 || retry == "" {
+		t.Errorf("50 wrong tokens: %v (Retry-After %q), want at most %d answered 401 and the rest 429 with Retry-After", counts, retry, loginBurst+1)
+	}
+	if resp := login(t, client(t), srv.URL, "ctok"); resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("the right token from an address that must wait: %d, want 429", resp.StatusCode)
+	}
+	// 127.0.0.2 is this machine too, but another address.
+	other := client(t)
+	other.Transport = &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
+	if resp := login(t, other, srv.URL, "ctok"); resp.StatusCode != http.StatusSeeOther {
+		t.Errorf("the right token from another address: %d, want 303", resp.StatusCode)
+	}
+}
+
+// TestLoginLimiter: the allowance refills with time, and the addresses
+// remembered are bounded.
+func TestLoginLimiter(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1e9, 0)
+	l := newLoginLimiter()
+	l.now = func() time.Time { return now }
+	for i := range loginBurst {
+		if d := l.wait("a"); d != 0 {
+			t.Fatalf("wrong login %d of the burst must wait %v", i+1, d)
+		}
+		l.failed("a")
+	}
+	if d := l.wait("a"); d != loginRefill {
+		t.Fatalf("after the burst: wait %v, want %v", d, loginRefill)
+	}
+	if d := l.wait("b"); d != 0 {
+		t.Errorf("another address waits %v", d)
+	}
+	now = now.Add(loginRefill)
+	if d := l.wait("a"); d != 0 {
+		t.Errorf("after a refill: wait %v, want none", d)
+	}
+	l.failed("a")
+	if d := l.wait("a"); d != loginRefill {
+		t.Errorf("a wrong login after the refill: wait %v, want %v again", d, loginRefill)
+	}
+	for i := range loginAddrs + 10 {
+		l.failed(strconv.Itoa(i))
+	}
+	if len(l.full) > loginAddrs {
+		t.Errorf("%d addresses remembered, want at most %d", len(l.full), loginAddrs)
 	}
 }
