@@ -165,12 +165,12 @@ func TestGateTrickledBodies(t *testing.T) {
 			t.Fatalf("client %d: %v", i, errs[i])
 		case !bytes.Contains(r.answer, []byte(" 400 ")):
 			late = append(late, fmt.Sprintf("client %d: answer %q", i, r.answer))
-		case r.closed == 0 || r.closed > grace+4*time.Second:
+		case r.closed == 0 || r.closed > grace+5*time.Second:
 			late = append(late, fmt.Sprintf("client %d: closed after %v", i, r.closed))
 		}
 	}
 	if len(late) > 0 {
-		t.Fatalf("%d of %d trickling clients were not answered and let go within %v; first: %s", len(late), clients, grace+4*time.Second, late[0])
+		t.Fatalf("%d of %d trickling clients were not answered and let go within %v; first: %s", len(late), clients, grace+5*time.Second, late[0])
 	}
 	// The descriptors and goroutines go back to what they were.
 	deadline := time.Now().Add(5 * time.Second)
