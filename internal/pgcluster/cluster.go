@@ -63,6 +63,9 @@ type Options struct {
 	// Dir is the directory to make the cluster's temporary directory in;
 	// empty means os.TempDir(). Tests use a RAM disk when there is one.
 	Dir string
+	// Port is the port to listen on at 127.0.0.1; 0 picks a free one.
+	// A test that points a program at the server before it exists sets it.
+	Port int
 }
 
 // Cluster is a disposable PostgreSQL cluster: a data directory and a socket
@@ -131,15 +134,18 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	// The port is free when chosen but may be taken before the server binds
 	// it; try a few.
 	for attempt := 1; ; attempt++ {
-		if c.port, err = freePort(); err != nil {
-			return nil, fmt.Errorf("pgcluster: find a free port: %w", err)
+		c.port = opts.Port
+		if c.port == 0 {
+			if c.port, err = freePort(); err != nil {
+				return nil, fmt.Errorf("pgcluster: find a free port: %w", err)
+			}
 		}
 		err = c.run(ctx, "pg_ctl", "-D", c.dataDir, "-l", c.logPath, "-w", "-t", "60",
 			"-o", c.serverFlags(opts), "start")
 		if err == nil {
 			break
 		}
-		if attempt == 3 || !strings.Contains(c.logTail(), "could not bind") {
+		if attempt == 3 || opts.Port != 0 || !strings.Contains(c.logTail(), "could not bind") {
 			return nil, fmt.Errorf("%w\nserver log (%s):\n%s", err, c.logPath, c.logTail())
 		}
 	}

@@ -82,6 +82,31 @@ func TestStart(t *testing.T) {
 	}
 }
 
+// TestStartOnPort: a cluster asked for a port listens on it, so a program
+// can be pointed at the server before it exists.
+func TestStartOnPort(t *testing.T) {
+	t.Parallel()
+	needServer(t)
+	ctx := context.Background()
+	port, err := freePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := Start(ctx, Options{Dir: RAMDir(), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop()
+	if c.Port() != port {
+		t.Errorf("Port() = %d, want %d", c.Port(), port)
+	}
+	conn, err := pgx.Connect(ctx, fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port))
+	if err != nil {
+		t.Fatalf("connect to port %d: %v", port, err)
+	}
+	conn.Close(ctx)
+}
+
 // TestReapOrphans kills a process that started a cluster, as a test
 // timeout would, and checks that the next Start in the same directory
 // stops the orphaned server and removes its files.
