@@ -39,6 +39,7 @@ topology it also needs the peer token.`,
 				return err
 			}
 			cfg.Migrate = migrateFlag
+			cfg.WaitForDatabase = true // a replica restarted during a database failover comes back by itself
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if pprofAddr != "" {

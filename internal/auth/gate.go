@@ -67,7 +67,7 @@ func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 		session, e := g.admit(r, rt)
 		if e != nil {
 			if r.ContentLength != 0 {
-				letGo(w, r) // nothing of the body is read, and nothing will be
+				LetGo(w, r) // nothing of the body is read, and nothing will be
 			}
 			deny(w, r, e)
 			return
@@ -87,7 +87,7 @@ func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 // connection is closed.
 const drainTime = time.Second
 
-// letGo makes sure that the answer to a request whose body will not be
+// LetGo makes sure that the answer to a request whose body will not be
 // read to its end goes out at once and that the connection is then let
 // go. Left alone, net/http would read what is left of a small body, at
 // the client's pace and without a deadline, before it answered (HTTP/1
@@ -97,7 +97,7 @@ const drainTime = time.Second
 // left of the body gets drainTime to arrive (so that a client still
 // sending reads the answer before the close resets the connection); an
 // HTTP/2 stream is reset instead.
-func letGo(w http.ResponseWriter, r *http.Request) {
+func LetGo(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(drainTime))
 	if r.ProtoMajor == 1 {
 		w.Header().Set("Connection", "close")
@@ -140,6 +140,31 @@ func (g *Gate) admit(r *http.Request, rt Route) (session string, _ *Error) {
 	return session, nil
 }
 
+// Identify refuses r (401) unless it carries a token of some role or a
+// dashboard session, or the server leaves a role's routes open (no client
+// or no worker token). It is for answers that need no particular role but
+// are not for strangers: a coordinator whose database has not answered yet
+// tells its callers so, and tells strangers only to authenticate.
+func (g *Gate) Identify(r *http.Request) *Error {
+	if g.tokens.Client == "" || g.tokens.Worker == "" {
+		return nil
+	}
+	if _, err := g.sessions.Session(r); err == nil {
+		return nil
+	}
+	tok := Bearer(r.Header)
+	if tok == "" {
+		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+			Message: "missing bearer token: send your token as 'Authorization: Bearer TOKEN'"}
+	}
+	for _, n := range g.tokens.named() {
+		if Equal(tok, n.value) {
+			return nil
+		}
+	}
+	return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated, Message: "unknown token: check the token you were given"}
+}
+
 // SlowBodyError is the error a handler reads from a body that trickled
 // in and was cut off.
 type SlowBodyError struct {
@@ -158,7 +183,7 @@ func (e *SlowBodyError) Error() string {
 // *SlowBodyError), by read deadlines on the connection that move on as
 // the body arrives; once the body is read to its end the deadline is
 // lifted, so that a long-poll or a stream can then wait as long as it
-// needs. A body cut off lets its connection go (letGo).
+// needs. A body cut off lets its connection go (LetGo).
 func (g *Gate) bound(w http.ResponseWriter, r *http.Request, limit int64) io.ReadCloser {
 	b := &boundBody{ReadCloser: http.MaxBytesReader(w, r.Body, limit), w: w, r: r, rc: http.NewResponseController(w),
 		g: g, start: time.Now()}
@@ -193,7 +218,7 @@ func (b *boundBody) Read(p []byte) (int, error) {
 		case err == io.EOF:
 			_ = b.rc.SetReadDeadline(time.Time{})
 		case errors.Is(err, os.ErrDeadlineExceeded):
-			letGo(b.w, b.r)
+			LetGo(b.w, b.r)
 			err = &SlowBodyError{Rate: b.g.BodyRate, Grace: b.g.BodyGrace}
 		}
 		return n, err

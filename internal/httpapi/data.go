@@ -40,12 +40,12 @@ func uploadTooLarge(limit int64) string {
 	return fmt.Sprintf("the upload is over this coordinator's limit of %d bytes; split the table or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES", limit)
 }
 
-// denyUpload is deny, with a declared upload over the bound told what to do.
+// denyUpload is Deny, with a declared upload over the bound told what to do.
 func (s *Server) denyUpload(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 	if e.Status == http.StatusRequestEntityTooLarge {
 		e = &auth.Error{Status: e.Status, Code: e.Code, Message: uploadTooLarge(s.maxUpload)}
 	}
-	deny(w, r, e)
+	Deny(w, r, e)
 }
 
 // taskInput serves a chunk's input; a HEAD answers from the task's record

@@ -37,7 +37,7 @@ type routeMux struct{ s *Server }
 // Handle registers h at pattern behind the server's gate, which admits
 // the callers rt names.
 func (m routeMux) Handle(pattern string, rt auth.Route, h http.Handler) {
-	m.mount(pattern, m.s.gate.Guard(rt, deny, h))
+	m.mount(pattern, m.s.gate.Guard(rt, Deny, h))
 }
 
 // mount registers a handler that puts its requests behind the gate itself

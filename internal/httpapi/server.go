@@ -62,7 +62,7 @@ const (
 func (s *Server) routes() {
 	m := routeMux{s} // register every route through m, so that it is listed
 	open := auth.Route{Role: auth.Anyone}
-	m.Handle("GET /health", open, http.HandlerFunc(s.health))
+	m.Handle("GET /health", open, http.HandlerFunc(Health))
 	m.Handle("GET /ready", open, http.HandlerFunc(s.ready))
 	m.Handle("GET /openapi.yaml", open, http.HandlerFunc(s.openAPI))
 	m.Handle("GET /metrics", open, s.part(func() http.Handler { return s.Metrics }))
@@ -96,10 +96,15 @@ func (s *Server) routes() {
 	})
 }
 
-// deny writes a refusal of the gate as the API's error object.
-func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
-	if e.Status == http.StatusUnauthorized {
+// Deny writes a refusal of the gate as the API's error object; a 503
+// refusal (a coordinator still waiting for its database) says when to
+// try again, as every 503 of the API does.
+func Deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+	switch e.Status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="scimesh"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
 	}
 	writeAPIError(w, e.Status, e.Code, e.Message)
 }
@@ -117,7 +122,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mux.ServeHTTP(w, r)
 }
 
-func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+// Health answers GET /health: the process is alive, whether or not its
+// database answers.
+func Health(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 

@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
@@ -58,7 +59,7 @@ func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(str
 	// A stream is bounded per message by its options, not as a whole.
 	handle := func(role auth.Role, limit int64, stream bool) func(string, http.Handler) {
 		rt := auth.Route{Role: role, MaxBody: limit + envelope, Stream: stream}
-		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, deny, slowBody(h))) }
+		return func(path string, h http.Handler) { mux.Handle(path, gate.Guard(rt, Deny, slowBody(h))) }
 	}
 	handle(auth.Client, MaxMessageBytes, false)(scimeshv1connect.NewQueueHandler(&queue{e: e, known: known}, opts))
 	handle(auth.Worker, MaxMessageBytes, false)(scimeshv1connect.NewWorkerHandler(&worker{e: e}, opts))
@@ -99,9 +100,11 @@ func (b slowBodyReader) Read(p []byte) (int, error) {
 // errorWriter writes the gate's refusals in the caller's protocol.
 var errorWriter = connect.NewErrorWriter()
 
-// deny writes a refusal of the gate as the RPC protocol of r says: gRPC
-// status, gRPC-Web trailers or a Connect error.
-func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
+// Deny writes a refusal of the gate as the RPC protocol of r says: gRPC
+// status, gRPC-Web trailers or a Connect error. A 503 refusal (a
+// coordinator still waiting for its database) is unavailable, with
+// Retry-After as every unavailable answer has.
+func Deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 	code := connect.CodeInvalidArgument
 	switch e.Status {
 	case http.StatusUnauthorized:
@@ -111,10 +114,23 @@ func deny(w http.ResponseWriter, r *http.Request, e *auth.Error) {
 	case http.StatusRequestEntityTooLarge:
 		code = connect.CodeResourceExhausted
 	case http.StatusServiceUnavailable:
-		code = connect.CodeUnavailable
+		_ = errorWriter.Write(w, r, retryAfter(connect.NewError(connect.CodeUnavailable, errors.New(e.Message))))
+		return
 	}
 	_ = errorWriter.Write(w, r, connect.NewError(code, errors.New(e.Message)))
 }
+
+// Serves reports whether r calls a procedure of a service Mount
+// registers (its path is /SERVICE/METHOD), so that a handler in front of
+// them can answer in the RPC protocols' form rather than the REST API's.
+func Serves(r *http.Request) bool {
+	service, _, ok := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	return ok && slices.Contains(services, service)
+}
+
+// services are the services Mount registers.
+var services = []string{scimeshv1connect.QueueName, scimeshv1connect.WorkerName, scimeshv1connect.InternalName,
+	grpchealth.HealthV1ServiceName, grpcreflect.ReflectV1ServiceName, grpcreflect.ReflectV1AlphaServiceName}
 
 // health answers for the server (service "") and each scimesh service:
 // serving while the database answers.

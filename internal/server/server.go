@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/auth"
@@ -54,6 +55,12 @@ type Config struct {
 	DB string
 	// Migrate applies PostgreSQL's pending migrations before serving.
 	Migrate bool
+	// WaitForDatabase, when a PostgreSQL database does not answer at
+	// start, serves anyway: /health answers, the API says 503 until the
+	// database answers, and the store is opened (migrated, checked) then,
+	// tried again with backoff (see waiting.go). Without it New fails. A
+	// SQLite file that cannot be opened fails New either way.
+	WaitForDatabase bool
 	// DBMaxConns is the PostgreSQL pool's size; 0 means the URL's
 	// pool_max_conns, else 16.
 	DBMaxConns int
@@ -104,16 +111,26 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server is a coordinator built from a Config: its store is open and its
-// listener bound, and Run serves. Make it with New.
+// Server is a coordinator built from a Config: its store is open (or,
+// with WaitForDatabase, about to be) and its listener bound, and Run
+// serves. Make it with New.
 type Server struct {
 	cfg     Config
 	log     *slog.Logger
-	store   store.Store
 	blobs   blob.Store // nil without one
-	engine  *engine.Engine
-	handler http.Handler
+	topo    *topology.Topology
+	gate    *auth.Gate
+	metrics *telemetry.Metrics
 	ln      net.Listener
+	// handler is what the listener serves: the API, or until the
+	// database answers the waiting handler.
+	handler atomic.Pointer[http.Handler]
+
+	// store and engine are nil until the database answers; once set
+	// they stay. down is why it did not answer New.
+	store  store.Store
+	engine *engine.Engine
+	down   error
 
 	running   bool // Run was called
 	closeOnce sync.Once
@@ -123,60 +140,55 @@ type Server struct {
 // New opens cfg's blob store and database, builds the engine and the
 // transports, and binds the listener, so that Addr is known and
 // connections queue from the moment it returns. Run serves them; a Server
-// that is not run must be closed.
+// that is not run must be closed. With cfg.WaitForDatabase, a PostgreSQL
+// database that does not answer leaves the store to Run.
 func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	var blobs blob.Store
+	s := &Server{cfg: cfg, log: log, topo: cfg.Topology, metrics: telemetry.New(log)}
+	defer func() {
+		if err != nil {
+			s.Close()
+		}
+	}()
 	if cfg.DataDir != "" || cfg.Blobs != "" {
-		if blobs, err = storeopen.Blobs(ctx, cfg.Blobs, cfg.DataDir); err != nil {
+		if s.blobs, err = storeopen.Blobs(ctx, cfg.Blobs, cfg.DataDir); err != nil {
 			return nil, err
 		}
 	}
-	if _, ok := blobs.(blob.Presigner); cfg.Presign && !ok {
+	if _, ok := s.blobs.(blob.Presigner); cfg.Presign && !ok {
 		return nil, errors.New("--presign needs a blob store that signs URLs: give --blobs s3://BUCKET?endpoint=…; files under the data directory are only served by the coordinator")
 	}
-	st, err := storeopen.Open(ctx, cfg.DB, storeopen.Options{Migrate: cfg.Migrate, MaxConns: cfg.DBMaxConns})
-	if err != nil {
-		if blobs != nil {
-			blobs.Close()
-		}
-		return nil, err
+	if s.topo == nil {
+		s.topo = &topology.Topology{}
 	}
-	s := &Server{cfg: cfg, log: log, store: st, blobs: blobs}
-	defer func() {
-		if err != nil {
+	if u, _ := s.topo.URL(cfg.Shard); s.topo.Open() && cfg.Tokens.Peer != "" && !cfg.InsecurePeers && topology.PlainRemote(u) {
+		log.Warn("the topology's pattern is plain http://: messages to shards that are not on loopback will be refused, failing their trees; "+
+			"use an https:// pattern, or --insecure-peers on a network you trust", "topology", s.topo.String())
+	}
+	if short := cfg.Tokens.Short(); len(short) > 0 {
+		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
+	}
+	s.gate = auth.NewGate(cfg.Tokens)
+	if cfg.BodyGrace > 0 {
+		s.gate.BodyGrace, s.gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
+	}
+
+	st, err := s.openStore(ctx)
+	switch {
+	case err == nil:
+		if err = s.serveStore(st); err != nil {
 			st.Close()
-			if blobs != nil {
-				blobs.Close()
-			}
+			return nil, err
 		}
-	}()
-
-	metrics := telemetry.New(log)
-	ecfg := engine.Config{Shard: cfg.Shard, Logger: log, Blobs: blobs, Presign: cfg.Presign, Observer: metrics,
-		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
-		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval,
-		Now: cfg.Now, ReapInterval: cfg.ReapInterval, StitchInterval: cfg.StitchInterval}
-	topo := cfg.Topology
-	if topo == nil {
-		topo = &topology.Topology{}
-	}
-	if topo.String() != "" { // other shards exist: trees may span them
-		peers := rpc.NewPeers(topo.URL, cfg.Tokens.Peer, &http.Client{})
-		peers.Insecure = cfg.InsecurePeers
-		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
-		if u, _ := topo.URL(cfg.Shard); topo.Open() && cfg.Tokens.Peer != "" && !cfg.InsecurePeers && topology.PlainRemote(u) {
-			log.Warn("the topology's pattern is plain http://: messages to shards that are not on loopback will be refused, failing their trees; "+
-				"use an https:// pattern, or --insecure-peers on a network you trust", "topology", topo.String())
-		}
-	}
-	s.engine = engine.New(st, ecfg)
-	metrics.Watch(s.engine, st)
-
-	if s.handler, err = s.mount(topo, metrics); err != nil {
+	case cfg.WaitForDatabase && storeopen.IsPostgres(cfg.DB) && errors.Is(err, store.ErrUnavailable):
+		log.Warn("the database does not answer: serving /health, and 503 to the rest until it does; trying again",
+			"db", storeopen.Redact(cfg.DB), "error", err)
+		s.down = err
+		s.setHandler(s.waiting())
+	default:
 		return nil, err
 	}
 	if s.ln, err = net.Listen("tcp", cfg.Addr); err != nil {
@@ -185,29 +197,63 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 	return s, nil
 }
 
+// openStore opens the database (migrating it with --migrate) and checks
+// that its schema is this program's.
+func (s *Server) openStore(ctx context.Context) (store.Store, error) {
+	return storeopen.Open(ctx, s.cfg.DB, storeopen.Options{Migrate: s.cfg.Migrate, MaxConns: s.cfg.DBMaxConns})
+}
+
+// serveStore builds the engine on st and the transports on the engine,
+// and serves them from then on.
+func (s *Server) serveStore(st store.Store) error {
+	cfg := s.cfg
+	ecfg := engine.Config{Shard: cfg.Shard, Logger: s.log, Blobs: s.blobs, Presign: cfg.Presign, Observer: s.metrics,
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
+		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval,
+		Now: cfg.Now, ReapInterval: cfg.ReapInterval, StitchInterval: cfg.StitchInterval}
+	if s.topo.String() != "" { // other shards exist: trees may span them
+		peers := rpc.NewPeers(s.topo.URL, cfg.Tokens.Peer, &http.Client{})
+		peers.Insecure = cfg.InsecurePeers
+		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
+	}
+	eng := engine.New(st, ecfg)
+	h, err := s.mount(eng)
+	if err != nil {
+		return err
+	}
+	s.metrics.Watch(eng, st)
+	s.store, s.engine = st, eng
+	s.setHandler(h)
+	return nil
+}
+
 // mount builds the one handler of every transport: the gRPC and Connect
 // services under /scimesh.v1.…/ (and health, reflection), the REST API,
 // the dashboard and /metrics everywhere else, all behind the gate.
-func (s *Server) mount(topo *topology.Topology, metrics *telemetry.Metrics) (http.Handler, error) {
-	cfg, log, eng := s.cfg, s.log, s.engine
-	if short := cfg.Tokens.Short(); len(short) > 0 {
-		log.Warn("weak tokens: use at least 16 random bytes for each (e.g. openssl rand -hex 32)", "tokens", strings.Join(short, ","))
-	}
-	gate := auth.NewGate(cfg.Tokens)
-	if cfg.BodyGrace > 0 {
-		gate.BodyGrace, gate.BodyRate = cfg.BodyGrace, cfg.BodyRate
-	}
-	api := httpapi.New(eng, gate, log, cfg.MaxUploadBytes)
+func (s *Server) mount(eng *engine.Engine) (http.Handler, error) {
+	api := httpapi.New(eng, s.gate, s.log, s.cfg.MaxUploadBytes)
 	mux := http.NewServeMux()
-	known := func(s string) bool { return s == eng.Shard() || topo.Known(s) }
-	rpc.Mount(mux, eng, gate, known, log)
-	dash, err := ui.New(eng, ui.Config{Gate: gate, Topology: topo, Logger: log})
+	known := func(name string) bool { return name == eng.Shard() || s.topo.Known(name) }
+	rpc.Mount(mux, eng, s.gate, known, s.log)
+	dash, err := ui.New(eng, ui.Config{Gate: s.gate, Topology: s.topo, Logger: s.log})
 	if err != nil {
 		return nil, err
 	}
-	api.UI, api.Metrics = dash, metrics.Handler()
+	api.UI, api.Metrics = dash, s.metrics.Handler()
 	mux.Handle("/", api)
-	return metrics.Wrap(guardHost(mux, cfg.Tokens.Client == "" || cfg.Tokens.Worker == ""), log), nil
+	return mux, nil
+}
+
+// setHandler makes h what the listener serves, behind the request IDs,
+// metrics and logs, and the loopback guard of a server without tokens.
+func (s *Server) setHandler(h http.Handler) {
+	h = s.metrics.Wrap(guardHost(h, s.cfg.Tokens.Client == "" || s.cfg.Tokens.Worker == ""), s.log)
+	s.handler.Store(&h)
+}
+
+// current serves r with the handler of the moment.
+func (s *Server) current(w http.ResponseWriter, r *http.Request) {
+	(*s.handler.Load()).ServeHTTP(w, r)
 }
 
 // Addr is the address the server listens on, host:port.
@@ -217,7 +263,9 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 func (s *Server) URL() string { return "http://" + s.Addr() }
 
 // Engine is the server's engine, for callers that act on it directly (a
-// benchmark seeding its backlog, a test checking what a request changed).
+// benchmark seeding its backlog, a test checking what a request changed);
+// nil for a server made with WaitForDatabase whose database did not
+// answer New.
 func (s *Server) Engine() *engine.Engine { return s.engine }
 
 // Run serves the API and runs the engine's background loops until ctx is
@@ -239,15 +287,30 @@ func (s *Server) Run(ctx context.Context) error {
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelRequests()
 	srv := &http.Server{
-		Handler:           s.handler,
+		Handler:           http.HandlerFunc(s.current),
 		Protocols:         &protocols,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
 	}
+	// The engine's loops start once the store is open: at once, or when
+	// the database first answers.
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	wg.Go(func() { s.engine.Run(loopCtx) })
+	failed := make(chan error, 1)
+	waiting := s.engine == nil
+	wg.Go(func() {
+		if waiting {
+			if err := s.awaitStore(loopCtx); err != nil {
+				if loopCtx.Err() == nil {
+					failed <- err
+				}
+				return
+			}
+			s.logServing()
+		}
+		s.engine.Run(loopCtx)
+	})
 	defer func() {
 		stopLoops()
 		wg.Wait()
@@ -255,20 +318,31 @@ func (s *Server) Run(ctx context.Context) error {
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.ln) }()
-	s.log.Info("serving", "addr", s.Addr(), "shard", s.engine.Shard(), "db", storeopen.Redact(s.cfg.DB))
+	if waiting {
+		s.log.Info("waiting for the database", "addr", s.Addr(), "db", storeopen.Redact(s.cfg.DB))
+	} else {
+		s.logServing()
+	}
+	var err error
 	select {
 	case err := <-errc:
 		return fmt.Errorf("serve: %w", err)
+	case err = <-failed:
 	case <-ctx.Done():
+		s.log.Info("shutting down")
 	}
-	s.log.Info("shutting down")
 	cancelRequests()
 	shutCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(shutCtx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("shut down: %w", err)
 	}
-	return nil
+	return err
+}
+
+// logServing says that the API is served, where and on what.
+func (s *Server) logServing() {
+	s.log.Info("serving", "addr", s.Addr(), "shard", s.engine.Shard(), "db", storeopen.Redact(s.cfg.DB))
 }
 
 // Start runs Run in a goroutine of its own until ctx is done; wait blocks
@@ -284,8 +358,12 @@ func (s *Server) Start(ctx context.Context) (wait func() error) {
 // is safe to call more than once.
 func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
-		_ = s.ln.Close() // closed already when Run has shut the server down
-		s.closeErr = s.store.Close()
+		if s.ln != nil {
+			_ = s.ln.Close() // closed already when Run has shut the server down
+		}
+		if s.store != nil {
+			s.closeErr = s.store.Close()
+		}
 		if s.blobs != nil {
 			s.closeErr = errors.Join(s.closeErr, s.blobs.Close())
 		}

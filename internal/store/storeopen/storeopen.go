@@ -40,7 +40,7 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 			return nil, fmt.Errorf("database %q names no file; use sqlite:PATH", url)
 		}
 		return sqlite.Open(ctx, path)
-	case isPostgres(url):
+	case IsPostgres(url):
 		s, err := postgres.Open(ctx, url, postgres.MaxConns(opts.MaxConns))
 		if err != nil {
 			return nil, err
@@ -87,7 +87,7 @@ func OpenSchema(ctx context.Context, url string) (*Schema, error) {
 			return nil, err
 		}
 		return &Schema{DB: s.MigrateDB(), Migrations: ms, close: s.Close}, nil
-	case isPostgres(url):
+	case IsPostgres(url):
 		s, err := postgres.Open(ctx, url)
 		if err != nil {
 			return nil, err
@@ -105,7 +105,10 @@ func OpenSchema(ctx context.Context, url string) (*Schema, error) {
 // Close closes the schema's database.
 func (s *Schema) Close() error { return s.close() }
 
-func isPostgres(url string) bool {
+// IsPostgres reports whether url names a PostgreSQL database
+// (postgres://… or postgresql://…): a server, which may be down for a
+// while, where sqlite:PATH names a file.
+func IsPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
