@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,12 +28,23 @@ const SessionTTL = 12 * time.Hour
 // also kept in the Registry, shared by every replica, so that logging out
 // ends it everywhere at once.
 type Sessions struct {
-	token string // the client token; empty: no login
-	key   []byte
+	token    string // the client token; empty: no login
+	key      []byte
+	registry atomic.Pointer[SessionRegistry] // nil: none yet (SetRegistry)
+}
 
-	// Registry keeps the live sessions. Set it before serving; without
-	// one a session lives until it expires, whatever logging out does.
-	Registry SessionRegistry
+// SetRegistry sets where the live sessions are kept. It may be called
+// while requests are served (a coordinator that waited for its database
+// sets it once the database answers); until then a session lives until
+// it expires, whatever logging out does.
+func (s *Sessions) SetRegistry(r SessionRegistry) { s.registry.Store(&r) }
+
+// Registry returns where the live sessions are kept, nil when nowhere.
+func (s *Sessions) Registry() SessionRegistry {
+	if r := s.registry.Load(); r != nil {
+		return *r
+	}
+	return nil
 }
 
 // SessionRegistry keeps the live sessions by ID (ID of the cookie), in
@@ -77,8 +89,8 @@ func (s *Sessions) sign(v string) string {
 func (s *Sessions) Start(ctx context.Context, exp time.Time) (string, error) {
 	e, secret := strconv.FormatInt(exp.Unix(), 10), rand.Text()
 	v := e + "." + secret + "." + s.sign("session|"+e+"|"+secret)
-	if s.Registry != nil {
-		if err := s.Registry.StartSession(ctx, ID(v), exp); err != nil {
+	if reg := s.Registry(); reg != nil {
+		if err := reg.StartSession(ctx, ID(v), exp); err != nil {
 			return "", err
 		}
 	}
@@ -88,10 +100,11 @@ func (s *Sessions) Start(ctx context.Context, exp time.Time) (string, error) {
 // End ends the session whose cookie's value is session, in every
 // replica. The bearer session and no session have nothing to end.
 func (s *Sessions) End(ctx context.Context, session string) error {
-	if s.Registry == nil || session == "" || session == BearerSession {
+	reg := s.Registry()
+	if reg == nil || session == "" || session == BearerSession {
 		return nil
 	}
-	return s.Registry.EndSession(ctx, ID(session))
+	return reg.EndSession(ctx, ID(session))
 }
 
 // ID is the ID a session is kept by: the sha256 of its cookie's value,
@@ -133,8 +146,8 @@ func (s *Sessions) Session(r *http.Request) (string, error) {
 		!hmac.Equal([]byte(parts[2]), []byte(s.sign("session|"+parts[0]+"|"+parts[1]))) {
 		return "", ErrNoSession
 	}
-	if s.Registry != nil {
-		live, err := s.Registry.SessionLive(r.Context(), ID(c.Value))
+	if reg := s.Registry(); reg != nil {
+		live, err := reg.SessionLive(r.Context(), ID(c.Value))
 		if err != nil {
 			return "", err
 		}

@@ -75,8 +75,8 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	}
 	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), logins: newLoginLimiter(), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
-	if u.sessions.Registry == nil && e != nil {
-		u.sessions.Registry = e // sessions live in the database, so that logging out ends them everywhere
+	if u.sessions.Registry() == nil && e != nil {
+		u.sessions.SetRegistry(e) // sessions live in the database, so that logging out ends them everywhere
 	}
 	if err := u.parse(); err != nil {
 		return nil, err
