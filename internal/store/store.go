@@ -278,6 +278,12 @@ type Querier interface {
 	UploadInsert(ctx context.Context, u *domain.Upload) error
 	// UploadGet returns the upload with id, or ErrNotFound.
 	UploadGet(ctx context.Context, id string) (*domain.Upload, error)
+
+	// InstallationGet returns the database's installation ID: random,
+	// made with its schema and never changed, so that what is kept
+	// outside the database (the blob store) can tell which database it
+	// belongs to.
+	InstallationGet(ctx context.Context) (string, error)
 }
 
 // JobUpdateCreationParams says which job's creation went on, when, and
