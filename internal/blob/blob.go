@@ -26,9 +26,11 @@ import (
 // ErrNotFound reports a blob that is not in the store.
 var ErrNotFound = errors.New("blob: not found")
 
-// Store keeps blobs by name. Names are 2–128 of a-z, 0-9 and -, starting
-// with a letter or digit; a store lists only blobs so named, so that a
-// bucket or directory shared with other things is never swept of them.
+// Store keeps blobs by name. A name is the one SciMesh gives an upload's
+// blob, u- and 24 lower-case hex digits; a store reads, lists and removes
+// only blobs so named, and lists only the leftovers of its own writes, so
+// that a bucket or directory shared with other things is never swept of
+// them.
 type Store interface {
 	// Create starts the blob named key. Nothing can be read or listed
 	// under key until the Writer's Commit; Abort, or a Commit that
@@ -94,12 +96,15 @@ type Info struct {
 // listPage is how many blobs List hands to its function at a time.
 const listPage = 512
 
-var keyRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{1,127}$`)
+// keyRe is the shape of the names SciMesh gives blobs: u- and an
+// upload's local ID, its creation time in milliseconds and six random
+// bytes, all in lower-case hex.
+var keyRe = regexp.MustCompile(`^u-[0-9a-f]{24}$`)
 
 // checkKey refuses a name that is not a blob's.
 func checkKey(key string) error {
 	if !keyRe.MatchString(key) {
-		return fmt.Errorf("blob: name %q must be 2-128 of a-z 0-9 - : %w", key, ErrNotFound)
+		return fmt.Errorf("blob: name %q is not a blob's (u- and 24 hex digits): %w", key, ErrNotFound)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 )
 
 // Dir is a Store of files in a directory: blobs under files/, blobs being
@@ -16,6 +17,13 @@ import (
 type Dir struct {
 	dir string
 }
+
+// tempPattern is os.CreateTemp's pattern of a blob being written, and
+// tempRe the names it makes of it (the * becomes decimal digits): only
+// those are leftovers of this store's writes.
+const tempPattern = "blob-*"
+
+var tempRe = regexp.MustCompile(`^blob-[0-9]{1,20}$`)
 
 var _ Store = (*Dir)(nil)
 
@@ -89,7 +97,7 @@ func (s *Dir) Create(_ context.Context, key string) (Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), "blob-*")
+	f, err := os.CreateTemp(filepath.Join(s.dir, "tmp"), tempPattern)
 	if err != nil {
 		return nil, fmt.Errorf("blob: create: %w", err)
 	}
@@ -146,17 +154,16 @@ func (w *dirWriter) Abort() {
 
 // List lists the files of blobs.
 func (s *Dir) List(ctx context.Context, fn func(page []Info) error) error {
-	return listDir(ctx, filepath.Join(s.dir, "files"), true, fn)
+	return listDir(ctx, filepath.Join(s.dir, "files"), keyRe, fn)
 }
 
-// ListTemp lists the temporary files.
+// ListTemp lists the temporary files of blobs being written.
 func (s *Dir) ListTemp(ctx context.Context, fn func(page []Info) error) error {
-	return listDir(ctx, filepath.Join(s.dir, "tmp"), false, fn)
+	return listDir(ctx, filepath.Join(s.dir, "tmp"), tempRe, fn)
 }
 
-// listDir lists the regular files of dir, only those named as blobs when
-// named is set.
-func listDir(ctx context.Context, dir string, named bool, fn func(page []Info) error) error {
+// listDir lists the regular files of dir whose names match ours.
+func listDir(ctx context.Context, dir string, ours *regexp.Regexp, fn func(page []Info) error) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return fmt.Errorf("blob: list %s: %w", dir, err)
@@ -166,7 +173,7 @@ func listDir(ctx context.Context, dir string, named bool, fn func(page []Info) e
 		entries, err := d.ReadDir(listPage)
 		page := make([]Info, 0, len(entries))
 		for _, e := range entries {
-			if named && checkKey(e.Name()) != nil {
+			if !ours.MatchString(e.Name()) {
 				continue // not one of ours
 			}
 			fi, ierr := e.Info()
@@ -206,8 +213,8 @@ func (s *Dir) Remove(_ context.Context, key string) error {
 
 // RemoveTemp deletes the temporary file name.
 func (s *Dir) RemoveTemp(_ context.Context, name string) error {
-	if name != filepath.Base(name) || name == "." || name == ".." {
-		return fmt.Errorf("blob: temporary file name %q: %w", name, ErrNotFound)
+	if !tempRe.MatchString(name) {
+		return fmt.Errorf("blob: %q is not the name of a temporary file of a blob: %w", name, ErrNotFound)
 	}
 	if err := os.Remove(filepath.Join(s.dir, "tmp", name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("blob: remove temporary file %s: %w", name, err)

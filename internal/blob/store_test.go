@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,10 @@ func eachStore(t *testing.T, body func(t *testing.T, s blob.Store, rawURL, dataD
 		})
 	}
 }
+
+// key is the blob name of label: its bytes in hex, padded with zeros to
+// the shape of the names SciMesh gives blobs.
+func key(label string) string { return fmt.Sprintf("u-%024x", label) }
 
 func put(t *testing.T, s blob.Store, key string, data []byte) {
 	t.Helper()
@@ -106,7 +112,7 @@ func TestWriteAndReadRanges(t *testing.T) {
 		// Larger than a part of a multipart upload (16 MiB), so the
 		// bucket writes several.
 		want := data(40<<20 + 123)
-		w, err := s.Create(t.Context(), "u-big")
+		w, err := s.Create(t.Context(), key("big"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,19 +123,19 @@ func TestWriteAndReadRanges(t *testing.T) {
 			}
 			rest = rest[n:]
 		}
-		if _, err := read(t, s, "u-big", 0, -1); !errors.Is(err, blob.ErrNotFound) {
+		if _, err := read(t, s, key("big"), 0, -1); !errors.Is(err, blob.ErrNotFound) {
 			t.Fatalf("read before Commit = %v, want ErrNotFound", err)
 		}
 		if n, err := w.Commit(); err != nil || n != int64(len(want)) {
 			t.Fatalf("Commit = %d, %v; want %d", n, err, len(want))
 		}
 		w.Abort() // after Commit: must not remove the blob
-		got, err := read(t, s, "u-big", 0, -1)
+		got, err := read(t, s, key("big"), 0, -1)
 		if err != nil || !bytes.Equal(got, want) {
 			t.Fatalf("read whole: %d bytes, %v; want %d equal bytes", len(got), err, len(want))
 		}
 		for _, r := range [][2]int64{{0, 1}, {5, 10}, {16<<20 - 3, 7}, {int64(len(want)) - 9, 9}, {1234, -1}} {
-			got, err := read(t, s, "u-big", r[0], r[1])
+			got, err := read(t, s, key("big"), r[0], r[1])
 			wantR := want[r[0]:]
 			if r[1] >= 0 {
 				wantR = wantR[:r[1]]
@@ -138,7 +144,7 @@ func TestWriteAndReadRanges(t *testing.T) {
 				t.Errorf("read [%d, +%d): %d bytes, %v; want %d equal bytes", r[0], r[1], len(got), err, len(wantR))
 			}
 		}
-		if got := list(t, s.List); len(got) != 1 || got["u-big"].Size != int64(len(want)) {
+		if got := list(t, s.List); len(got) != 1 || got[key("big")].Size != int64(len(want)) {
 			t.Fatalf("List = %v, want u-big of %d bytes", got, len(want))
 		}
 	})
@@ -148,7 +154,7 @@ func TestAbortLeavesNothing(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, s blob.Store, _, _ string) {
 		for _, size := range []int{7, 20 << 20} { // one request, and several parts
-			w, err := s.Create(t.Context(), "u-aborted")
+			w, err := s.Create(t.Context(), key("aborted"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,7 +166,7 @@ func TestAbortLeavesNothing(t *testing.T) {
 			if _, err := w.Commit(); err == nil {
 				t.Fatal("Commit after Abort succeeded")
 			}
-			if _, err := read(t, s, "u-aborted", 0, -1); !errors.Is(err, blob.ErrNotFound) {
+			if _, err := read(t, s, key("aborted"), 0, -1); !errors.Is(err, blob.ErrNotFound) {
 				t.Fatalf("read of an aborted blob of %d bytes = %v, want ErrNotFound", size, err)
 			}
 			if got := list(t, s.List); len(got) != 0 {
@@ -176,21 +182,22 @@ func TestAbortLeavesNothing(t *testing.T) {
 func TestNamesAndMissing(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, s blob.Store, _, _ string) {
-		for _, key := range []string{"../../etc/passwd", "", "u", "UPPER", "a/b", "u-none"} {
-			if _, err := s.OpenRange(t.Context(), key, 0, -1); !errors.Is(err, blob.ErrNotFound) {
-				t.Errorf("OpenRange(%q) = %v, want ErrNotFound", key, err)
+		for _, k := range []string{"../../etc/passwd", "", "u", "UPPER", "a/b", key("none")} {
+			if _, err := s.OpenRange(t.Context(), k, 0, -1); !errors.Is(err, blob.ErrNotFound) {
+				t.Errorf("OpenRange(%q) = %v, want ErrNotFound", k, err)
 			}
 		}
-		for _, key := range []string{"../escape", "a/b", "X"} {
-			if w, err := s.Create(t.Context(), key); err == nil {
+		// Only names shaped as SciMesh's (u- and 24 hex digits) are blobs.
+		for _, k := range []string{"../escape", "a/b", "X", "latest", "u-a", "u-" + strings.Repeat("A", 24), key("x") + "0"} {
+			if w, err := s.Create(t.Context(), k); err == nil {
 				w.Abort()
-				t.Errorf("Create(%q) succeeded", key)
+				t.Errorf("Create(%q) succeeded", k)
 			}
-			if err := s.Remove(t.Context(), key); err == nil {
-				t.Errorf("Remove(%q) succeeded", key)
+			if err := s.Remove(t.Context(), k); err == nil {
+				t.Errorf("Remove(%q) succeeded", k)
 			}
 		}
-		if err := s.RemoveTemp(t.Context(), "../files/u-b"); err == nil {
+		if err := s.RemoveTemp(t.Context(), "../files/"+key("b")); err == nil {
 			t.Error("RemoveTemp of a name that is no leftover's succeeded")
 		}
 		if s.String() == "" {
@@ -202,28 +209,28 @@ func TestNamesAndMissing(t *testing.T) {
 func TestListAndRemove(t *testing.T) {
 	t.Parallel()
 	eachStore(t, func(t *testing.T, s blob.Store, _, _ string) {
-		for _, key := range []string{"u-a", "u-b"} {
-			put(t, s, key, []byte(key))
+		for _, label := range []string{"a", "b"} {
+			put(t, s, key(label), []byte("u-"+label))
 		}
-		pending, err := s.Create(t.Context(), "u-c") // being written
+		pending, err := s.Create(t.Context(), key("c")) // being written
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer pending.Abort()
 		pending.Write([]byte("partial"))
-		if got := list(t, s.List); len(got) != 2 || got["u-a"].Size != 3 || got["u-b"].Size != 3 || got["u-a"].ModTime.IsZero() {
+		if got := list(t, s.List); len(got) != 2 || got[key("a")].Size != 3 || got[key("b")].Size != 3 || got[key("a")].ModTime.IsZero() {
 			t.Fatalf("List = %v, want u-a and u-b of 3 bytes with their times", got)
 		}
-		if err := s.Remove(t.Context(), "u-a"); err != nil {
+		if err := s.Remove(t.Context(), key("a")); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Remove(t.Context(), "u-a"); err != nil {
+		if err := s.Remove(t.Context(), key("a")); err != nil {
 			t.Fatalf("Remove of a removed blob: %v", err)
 		}
-		if _, err := read(t, s, "u-a", 0, -1); !errors.Is(err, blob.ErrNotFound) {
+		if _, err := read(t, s, key("a"), 0, -1); !errors.Is(err, blob.ErrNotFound) {
 			t.Fatalf("read of a removed blob = %v, want ErrNotFound", err)
 		}
-		if got := list(t, s.List); len(got) != 1 || got["u-b"].Key == "" {
+		if got := list(t, s.List); len(got) != 1 || got[key("b")].Key == "" {
 			t.Fatalf("List after Remove = %v, want u-b", got)
 		}
 	})
@@ -234,7 +241,7 @@ func TestListPages(t *testing.T) {
 	eachStore(t, func(t *testing.T, s blob.Store, _, _ string) {
 		const n = 600 // more than a page
 		for i := range n {
-			put(t, s, fmt.Sprintf("u-%04d", i), []byte("x"))
+			put(t, s, key(fmt.Sprintf("%04d", i)), []byte("x"))
 		}
 		pages, seen := 0, map[string]bool{}
 		if err := s.List(t.Context(), func(page []blob.Info) error {
@@ -288,7 +295,7 @@ func TestCrashMidWriteLeavesNothingListed(t *testing.T) {
 		if got := list(t, s.List); len(got) != 0 {
 			t.Fatalf("List after a crash mid-write = %v, want nothing", got)
 		}
-		if _, err := read(t, s, "u-crashed", 0, -1); !errors.Is(err, blob.ErrNotFound) {
+		if _, err := read(t, s, key("crashed"), 0, -1); !errors.Is(err, blob.ErrNotFound) {
 			t.Fatalf("read of a blob whose writer crashed = %v, want ErrNotFound", err)
 		}
 		temp := list(t, s.ListTemp)
@@ -306,8 +313,8 @@ func TestCrashMidWriteLeavesNothingListed(t *testing.T) {
 		if got := list(t, s.ListTemp); len(got) != 0 {
 			t.Fatalf("ListTemp after RemoveTemp = %v", got)
 		}
-		put(t, s, "u-crashed", []byte("again")) // the retried write
-		if got, err := read(t, s, "u-crashed", 0, -1); err != nil || string(got) != "again" {
+		put(t, s, key("crashed"), []byte("again")) // the retried write
+		if got, err := read(t, s, key("crashed"), 0, -1); err != nil || string(got) != "again" {
 			t.Fatalf("the retried write reads %q, %v", got, err)
 		}
 	})
@@ -322,7 +329,7 @@ func writeForever(arg string) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	w, err := s.Create(context.Background(), "u-crashed")
+	w, err := s.Create(context.Background(), key("crashed"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
@@ -345,9 +352,9 @@ func TestPresignRange(t *testing.T) {
 	}
 	defer s.Close()
 	want := data(1000)
-	put(t, s, "u-signed", want)
+	put(t, s, key("signed"), want)
 	ps := s.(blob.Presigner)
-	sr, err := ps.PresignRange(t.Context(), "u-signed", 100, 50, time.Minute)
+	sr, err := ps.PresignRange(t.Context(), key("signed"), 100, 50, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +384,7 @@ func TestPresignRange(t *testing.T) {
 			t.Errorf("GET of the signed URL with Range %q: %d, want 403", rng, code)
 		}
 	}
-	short, err := ps.PresignRange(t.Context(), "u-signed", 0, 10, time.Second)
+	short, err := ps.PresignRange(t.Context(), key("signed"), 0, 10, time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +392,7 @@ func TestPresignRange(t *testing.T) {
 	if code, _ := get(short.URL, short.Range); code != http.StatusForbidden {
 		t.Errorf("GET of an expired signed URL: %d, want 403", code)
 	}
-	if _, err := ps.PresignRange(t.Context(), "u-signed", 0, 0, time.Minute); err == nil {
+	if _, err := ps.PresignRange(t.Context(), key("signed"), 0, 0, time.Minute); err == nil {
 		t.Error("PresignRange of 0 bytes succeeded")
 	}
 }
@@ -425,15 +432,76 @@ func TestPrefixKeepsToItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	put(t, a, "u-1", []byte("in a"))
-	put(t, b, "u-2", []byte("in b"))
-	if got := list(t, a.List); len(got) != 1 || got["u-1"].Key == "" {
+	put(t, a, key("1"), []byte("in a"))
+	put(t, b, key("2"), []byte("in b"))
+	if got := list(t, a.List); len(got) != 1 || got[key("1")].Key == "" {
 		t.Fatalf("List under prefix a = %v, want only u-1", got)
 	}
-	if _, err := read(t, b, "u-1", 0, -1); !errors.Is(err, blob.ErrNotFound) {
+	if _, err := read(t, b, key("1"), 0, -1); !errors.Is(err, blob.ErrNotFound) {
 		t.Fatalf("b reads a's blob: %v", err)
 	}
 	if !strings.Contains(a.String(), "/lab/a/") {
 		t.Errorf("String = %q, want the prefix in it", a.String())
 	}
+}
+
+// foreignNames are names another application may give its files or
+// objects beside SciMesh's.
+var foreignNames = []string{"latest", "checkpoint-7", "notes.txt"}
+
+// TestForeignNamesAreLeftAlone puts files (or objects, and unfinished
+// multipart uploads) of another application where the store keeps its
+// own: none is listed, as a blob or as a leftover, and none can be
+// removed; the store's own blob is listed.
+func TestForeignNamesAreLeftAlone(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s blob.Store, rawURL, dataDir string) {
+		put(t, s, key("own"), []byte("ours"))
+		var uploads []string // foreign unfinished uploads, as RemoveTemp would name them
+		for _, name := range foreignNames {
+			if dataDir != "" {
+				for _, sub := range []string{"files", "tmp"} {
+					if err := os.WriteFile(filepath.Join(dataDir, "blobs", sub, name), []byte("theirs"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				continue
+			}
+			s3test.Put(t, rawURL, name, []byte("theirs"))
+			uploads = append(uploads, name+"?upload="+s3test.StartUpload(t, rawURL, name))
+		}
+		if got := list(t, s.List); len(got) != 1 || got[key("own")].Key == "" {
+			t.Errorf("List = %v, want only the store's own blob", got)
+		}
+		if got := list(t, s.ListTemp); len(got) != 0 {
+			t.Errorf("ListTemp = %v, want no leftover", got)
+		}
+		for _, name := range append(foreignNames, uploads...) {
+			if err := s.Remove(t.Context(), name); err == nil {
+				t.Errorf("Remove(%q) succeeded", name)
+			}
+			if err := s.RemoveTemp(t.Context(), name); err == nil {
+				t.Errorf("RemoveTemp(%q) succeeded", name)
+			}
+		}
+		if dataDir != "" {
+			for _, name := range foreignNames {
+				for _, sub := range []string{"files", "tmp"} {
+					if _, err := os.Stat(filepath.Join(dataDir, "blobs", sub, name)); err != nil {
+						t.Errorf("the foreign file %s/%s: %v", sub, name, err)
+					}
+				}
+			}
+			return
+		}
+		objects := s3test.Objects(t, rawURL)
+		for _, name := range foreignNames {
+			if !slices.Contains(objects, name) {
+				t.Errorf("the foreign object %s is gone; objects: %v", name, objects)
+			}
+		}
+		if ups := s3test.Uploads(t, rawURL); len(ups) != len(uploads) {
+			t.Errorf("unfinished uploads %v, want the %d foreign ones", ups, len(uploads))
+		}
+	})
 }

@@ -66,7 +66,7 @@ type Upload struct {
 	SHA256    string // of the body as sent
 	Bytes     int64  // of the body as sent
 	Rows      int64  // CSV records, the header included
-	BlobKey   string // sha256 of the normalized file, its name in the blob store
+	BlobKey   string // its name in the blob store: u- and the upload's local ID
 	BlobBytes int64  // size of the normalized file
 	CreatedAt time.Time
 }

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -190,6 +192,12 @@ func chunkIDs(jobID string, n int) []string {
 	}
 	return out
 }
+
+// Names of blobs no row names, shaped as SciMesh's.
+const (
+	orphanKey = "u-0000000000000000000000aa"
+	youngKey  = "u-0000000000000000000000bb"
+)
 
 func blobExists(t *testing.T, b blob.Store, key string) bool {
 	t.Helper()
@@ -435,12 +443,12 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 	b.complete(t, v.ID)
 	dir := b.dir
 	old := time.Now().Add(-2 * engine.OrphanAge)
-	for _, f := range []string{"files/u-orphan", "files/u-young", "tmp/blob-left"} {
+	for _, f := range []string{"files/" + orphanKey, "files/" + youngKey, "tmp/blob-123456"} {
 		p := filepath.Join(dir, f)
 		if err := os.WriteFile(p, []byte("abcd"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if f != "files/u-young" {
+		if f != "files/"+youngKey {
 			if err := os.Chtimes(p, old, old); err != nil {
 				t.Fatal(err)
 			}
@@ -458,7 +466,7 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 	if _, err := b.e.GetJob(ctx, v.ID); err != nil {
 		t.Fatalf("a dry run deleted the job: %v", err)
 	}
-	for _, f := range []string{"files/u-orphan", "files/u-young", "tmp/blob-left", "files/" + u.BlobKey} {
+	for _, f := range []string{"files/" + orphanKey, "files/" + youngKey, "tmp/blob-123456", "files/" + u.BlobKey} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Errorf("a dry run removed %s: %v", f, err)
 		}
@@ -467,7 +475,7 @@ func TestPruneDryRunAndOrphans(t *testing.T) {
 	if err != nil || r.Jobs != 1 || r.Uploads != 1 || r.Files != 2 {
 		t.Fatalf("pass = %+v, %v", r, err)
 	}
-	for f, want := range map[string]bool{"files/u-orphan": false, "tmp/blob-left": false, "files/u-young": true, "files/" + u.BlobKey: false} {
+	for f, want := range map[string]bool{"files/" + orphanKey: false, "tmp/blob-123456": false, "files/" + youngKey: true, "files/" + u.BlobKey: false} {
 		_, err := os.Stat(filepath.Join(dir, f))
 		if got := err == nil; got != want {
 			t.Errorf("%s exists: %v, want %v", f, got, want)
@@ -494,7 +502,7 @@ func TestRetentionOnABucket(t *testing.T) {
 	b.complete(t, v.ID)
 	kept := b.upload(t, 2)
 	b.job(t, "other", kept, 2) // pending: needs its upload
-	w, err := bucket.Create(ctx, "u-orphan")
+	w, err := bucket.Create(ctx, orphanKey)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,9 +516,98 @@ func TestRetentionOnABucket(t *testing.T) {
 	if err != nil || r.Jobs != 1 || r.Uploads != 1 || r.Files != 1 || r.FileBytes != 4 {
 		t.Fatalf("pass = %+v, %v; want 1 job, 1 upload, 1 orphan of 4 bytes", r, err)
 	}
-	for key, want := range map[string]bool{old.BlobKey: false, "u-orphan": false, kept.BlobKey: true} {
+	for key, want := range map[string]bool{old.BlobKey: false, orphanKey: false, kept.BlobKey: true} {
 		if got := blobExists(t, bucket, key); got != want {
 			t.Errorf("object %s exists: %v, want %v", key, got, want)
 		}
 	}
+}
+
+// foreignNames are names another application may give its files beside
+// SciMesh's blobs.
+var foreignNames = []string{"latest", "checkpoint-7", "notes.txt"}
+
+// TestSweepTouchesOnlyItsOwn puts another application's files (in a
+// bucket, objects and unfinished multipart uploads) named latest,
+// checkpoint-7 and notes.txt where the blobs are, as old as the orphans
+// beside them: a pass removes SciMesh's orphans and leftovers and leaves
+// the others' things alone.
+func TestSweepTouchesOnlyItsOwn(t *testing.T) {
+	t.Parallel()
+	t.Run("files", func(t *testing.T) {
+		t.Parallel()
+		b := newRetention(t, openStore(t))
+		old := time.Now().Add(-engine.OrphanAge - time.Minute)
+		var foreign []string
+		for _, name := range foreignNames {
+			for _, sub := range []string{"", "files", "tmp"} {
+				foreign = append(foreign, filepath.Join(sub, name))
+			}
+		}
+		own := []string{"files/" + orphanKey, "tmp/blob-123456"}
+		for _, f := range append(append([]string{}, foreign...), own...) {
+			p := filepath.Join(b.dir, f)
+			if err := os.WriteFile(p, []byte("abcd"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(p, old, old); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r, err := b.e.PruneExpired(t.Context(), engine.PruneExpiredParams{})
+		if err != nil || r.Files != len(own) {
+			t.Fatalf("pass = %+v, %v; want the %d orphans of SciMesh removed", r, err, len(own))
+		}
+		for _, f := range foreign {
+			if _, err := os.Stat(filepath.Join(b.dir, f)); err != nil {
+				t.Errorf("the other application's %s: %v", f, err)
+			}
+		}
+		for _, f := range own {
+			if _, err := os.Stat(filepath.Join(b.dir, f)); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("SciMesh's orphan %s: %v, want it removed", f, err)
+			}
+		}
+	})
+	t.Run("s3", func(t *testing.T) {
+		t.Parallel()
+		ctx := t.Context()
+		rawURL := s3test.Bucket(t)
+		bucket, err := blob.OpenBucket(ctx, rawURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer bucket.Close()
+		e := newEngine(openStore(t), engine.Config{Blobs: bucket})
+		uploads := map[string]string{}
+		for _, name := range foreignNames {
+			s3test.Put(t, rawURL, name, []byte("theirs"))
+			uploads[s3test.StartUpload(t, rawURL, name)] = name
+		}
+		w, err := bucket.Create(ctx, orphanKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte("abcd"))
+		if _, err := w.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1100 * time.Millisecond) // S3 keeps times to the second
+		r, err := e.PruneExpired(ctx, engine.PruneExpiredParams{OrphanAge: time.Second})
+		if err != nil || r.Files != 1 {
+			t.Fatalf("pass = %+v, %v; want SciMesh's one orphan removed", r, err)
+		}
+		objects := s3test.Objects(t, rawURL)
+		for _, name := range foreignNames {
+			if !slices.Contains(objects, name) {
+				t.Errorf("the other application's object %s is gone; objects: %v", name, objects)
+			}
+		}
+		if slices.Contains(objects, orphanKey) {
+			t.Errorf("SciMesh's orphan %s survived the pass", orphanKey)
+		}
+		if got := s3test.Uploads(t, rawURL); !maps.Equal(got, uploads) {
+			t.Errorf("unfinished uploads after the pass: %v, want the other application's %v", got, uploads)
+		}
+	})
 }
