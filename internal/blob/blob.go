@@ -53,6 +53,11 @@ type Store interface {
 	// RemoveTemp deletes a leftover ListTemp named; one already gone is
 	// no error.
 	RemoveTemp(ctx context.Context, name string) error
+	// Bind binds the store to the database whose installation ID is id:
+	// the first call on a store writes its marker (MarkerName) naming
+	// id; every call reads the marker, and returns a *ForeignError when
+	// it names another database.
+	Bind(ctx context.Context, id string) error
 	// Close releases the store's resources.
 	Close() error
 	// String says where the blobs are, for logs and error messages; it

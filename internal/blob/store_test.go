@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -502,6 +503,82 @@ func TestForeignNamesAreLeftAlone(t *testing.T) {
 		}
 		if ups := s3test.Uploads(t, rawURL); len(ups) != len(uploads) {
 			t.Errorf("unfinished uploads %v, want the %d foreign ones", ups, len(uploads))
+		}
+	})
+}
+
+// TestBind binds a store to one database: the first Bind writes the
+// marker, which a later Bind of the same database finds, also through
+// another handle on the store; a Bind of another database is refused,
+// naming both and the marker; of several first Binds at once exactly one
+// wins. The marker is neither a blob nor a leftover.
+func TestBind(t *testing.T) {
+	t.Parallel()
+	eachStore(t, func(t *testing.T, s blob.Store, rawURL, dataDir string) {
+		const mine, theirs = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
+		if err := s.Bind(t.Context(), mine); err != nil {
+			t.Fatalf("the first Bind: %v", err)
+		}
+		again, err := blob.Open(t.Context(), rawURL, dataDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer again.Close()
+		if err := again.Bind(t.Context(), mine); err != nil {
+			t.Fatalf("Bind of the same database again: %v", err)
+		}
+		err = again.Bind(t.Context(), theirs)
+		var fe *blob.ForeignError
+		if !errors.As(err, &fe) || fe.Owner != mine || fe.ID != theirs || !strings.Contains(fe.Marker, blob.MarkerName) {
+			t.Fatalf("Bind of another database = %#v, want a ForeignError naming both and the marker", err)
+		}
+		for _, want := range []string{"belongs to another SciMesh database", mine, theirs, "--blobs", "remove the marker"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the refusal %q does not say %q", err, want)
+			}
+		}
+		if got := list(t, s.List); len(got) != 0 {
+			t.Errorf("List = %v, want the marker left out", got)
+		}
+		if got := list(t, s.ListTemp); len(got) != 0 {
+			t.Errorf("ListTemp = %v, want nothing left of writing the marker", got)
+		}
+
+		fresh, freshDir := rawURL, dataDir
+		if dataDir != "" {
+			freshDir = t.TempDir()
+		} else {
+			fresh = s3test.Bucket(t)
+		}
+		const n = 8
+		won := make(chan string, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				st, err := blob.Open(t.Context(), fresh, freshDir)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				defer st.Close()
+				id := fmt.Sprintf("%032x", i+1)
+				err = st.Bind(t.Context(), id)
+				var lost *blob.ForeignError
+				if err == nil {
+					won <- id
+				} else if !errors.As(err, &lost) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		close(won)
+		if len(won) != 1 {
+			var ids []string
+			for id := range won {
+				ids = append(ids, id)
+			}
+			t.Errorf("%d Binds at once on a fresh store: %v won, want exactly one", n, ids)
 		}
 	})
 }
