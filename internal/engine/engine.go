@@ -133,8 +133,9 @@ type Engine struct {
 	// change; under jobsMu too.
 	uploadKeys map[string]string
 
-	seenLog seenLog
-	held    *held // the leases handed out here, as last written
+	seenLog   seenLog
+	held      *held // the leases handed out here, as last written
+	blobOwner blobOwner
 
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -13,7 +14,9 @@ import (
 
 // Retention (SPEC §7): final jobs and finished trees older than
 // Config.Retention, and uploads that nothing needs for
-// Config.UploadRetention, are deleted; so are files that no row names.
+// Config.UploadRetention, are deleted; so are files that no row names,
+// if the blob store is this database's (see CheckBlobStore), and only
+// those named as SciMesh names blobs.
 //
 // A pass deletes rows in small transactions (Config.RetentionBatch rows at
 // most; job rows, which carry their final CSV, a tenth of that), so that
@@ -99,6 +102,10 @@ func (r *PruneReport) Total() int {
 // and files it deleted.
 func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
 	r, err := e.PruneExpired(ctx, PruneExpiredParams{Retention: e.cfg.Retention, UploadRetention: e.cfg.UploadRetention})
+	var foreign *blob.ForeignError
+	if errors.As(err, &foreign) {
+		err = nil // CheckBlobStore logged it once; not at every pass
+	}
 	if r == nil {
 		return 0, err
 	}
@@ -115,6 +122,11 @@ func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
 // unfinished job names with their files, and the files no row names. It
 // also finishes every deletion a crashed or concurrent pass left under way.
 // With p.DryRun it deletes nothing and reports what it would delete.
+//
+// Files are swept last, and only in a blob store bound to this database:
+// a store bound to another is not swept, and the pass returns its
+// *blob.ForeignError once the rest is done. A pass, a dry run too, binds
+// a store that is bound to none yet.
 func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*PruneReport, error) {
 	if p.Retention < 0 || p.UploadRetention < 0 {
 		return nil, domain.Invalidf("retention %v and upload retention %v must not be negative; 0 keeps everything",
@@ -143,6 +155,11 @@ func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*Prune
 		}
 	}
 	if e.cfg.Blobs != nil {
+		// Only this database's store: the sweep removes what no row of
+		// this database names.
+		if err := e.CheckBlobStore(ctx); err != nil {
+			return r, fmt.Errorf("sweep files no upload names: %w", err)
+		}
 		// Leftovers are aged by the blob store's clock, which wrote their
 		// times (a file's, or the last part of an unfinished multipart
 		// upload), not by the engine's.

@@ -31,6 +31,10 @@ import (
 // like an old orphan in the moment between the two.) A crash between them
 // leaves a row of a blob that never came, under an ID no one was given,
 // which upload retention deletes.
+//
+// A blob store bound to another database (see CheckBlobStore) takes no
+// upload: once the table is read, the upload is refused and its blob
+// discarded.
 func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
 	if e.cfg.Blobs == nil {
 		return nil, errors.New("upload: this coordinator has no blob store")
@@ -46,6 +50,11 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 	defer raw.Close()
 	stats, err := table.Normalize(w, io.TeeReader(r, raw))
 	if err != nil {
+		return nil, fmt.Errorf("upload: %w", err)
+	}
+	// Only now, so that a bad table binds no store: into another
+	// database's store, the blob would be swept as that one's orphan.
+	if err := e.blobStoreOurs(ctx); err != nil {
 		return nil, fmt.Errorf("upload: %w", err)
 	}
 	sum, n := raw.Sum()
