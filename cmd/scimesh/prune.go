@@ -28,6 +28,10 @@ their files; and files of the blob store that no row names, and unfinished
 writes of blobs, once --orphan-age old (an hour). It reads the same --db,
 --data-dir and --blobs settings (and environment, and .env) as serve, and
 may run while coordinators serve the same database.
+It works on a database that exists, and creates none. It sweeps only files
+named as SciMesh names them, in a blob store bound to this database: the
+first upload or pass binds a store to its database, and prune of another
+database stops there, deleting nothing.
 With --dry-run it deletes nothing and prints what it would delete.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -58,19 +62,24 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 }
 
 // runPrune makes one retention pass on the storage sc names and prints
-// what it deleted (or would) to out.
+// what it deleted (or would) to out. It works on a database that is there
+// (a missing one is refused, not made) and on a blob store bound to it
+// (or to none yet: the pass binds it); otherwise it deletes nothing.
 func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneExpiredParams) error {
+	st, err := storeopen.Open(ctx, sc.DB, storeopen.Options{Existing: true})
+	if err != nil {
+		return fmt.Errorf("prune works on an existing database (check --db or DATABASE_URL): %w", err)
+	}
+	defer st.Close()
 	blobs, err := storeopen.Blobs(ctx, sc.Blobs, sc.DataDir)
 	if err != nil {
 		return err
 	}
 	defer blobs.Close()
-	st, err := storeopen.Open(ctx, sc.DB, storeopen.Options{})
-	if err != nil {
-		return err
-	}
-	defer st.Close()
 	eng := engine.New(st, engine.Config{Blobs: blobs, Logger: slog.New(slog.DiscardHandler)})
+	if err := eng.CheckBlobStore(ctx); err != nil {
+		return fmt.Errorf("nothing was deleted: %w", err)
+	}
 	r, err := eng.PruneExpired(ctx, p)
 	if r != nil {
 		printPrune(out, r, p)

@@ -1,13 +1,19 @@
 package main
 
 import (
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/pgtest"
+	"github.com/scimesh/scimesh/internal/store/migrate"
+	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
 
 // uploadCSV posts body to /upload and returns the upload's ID.
@@ -231,4 +237,164 @@ func grepLines(s, sub string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// ageFiles sets the times of the files at paths an hour and a minute
+// back, older than prune's default --orphan-age.
+func ageFiles(t *testing.T, paths ...string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour - time.Minute)
+	for _, p := range paths {
+		if err := os.Chtimes(p, old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// migratedSQLite makes a SciMesh database at path with `scimesh migrate up`.
+func migratedSQLite(t *testing.T, dir, path string) string {
+	t.Helper()
+	db := "sqlite:" + path
+	if out, err := run(t, dir, nil, "migrate", "up", "--db", db); err != nil {
+		t.Fatalf("migrate up: %v\n%s", err, out)
+	}
+	return db
+}
+
+// TestPruneLeavesForeignFilesAlone: files of another application named
+// latest and checkpoint-7 beside the blobs, an hour old, survive `scimesh
+// prune`, which removes SciMesh's own orphan and leftover as old.
+func TestPruneLeavesForeignFilesAlone(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := migratedSQLite(t, dir, filepath.Join(dir, "scimesh.db"))
+	data := filepath.Join(dir, "data")
+	blobs := filepath.Join(data, "blobs")
+	for _, d := range []string{"files", "tmp"} {
+		if err := os.MkdirAll(filepath.Join(blobs, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var foreign []string
+	for _, name := range []string{"latest", "checkpoint-7"} {
+		for _, d := range []string{"", "files", "tmp"} {
+			foreign = append(foreign, filepath.Join(blobs, d, name))
+		}
+	}
+	own := []string{filepath.Join(blobs, "files", "u-0000000000000000000000aa"), filepath.Join(blobs, "tmp", "blob-123456")}
+	for _, p := range append(append([]string{}, foreign...), own...) {
+		if err := os.WriteFile(p, []byte("abcd"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ageFiles(t, append(append([]string{}, foreign...), own...)...)
+	out, err := run(t, dir, nil, "prune", "--db", db, "--data-dir", data)
+	if err != nil {
+		t.Fatalf("prune: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "deleted 2 files that no row names") {
+		t.Errorf("prune printed no \"deleted 2 files that no row names\":\n%s", out)
+	}
+	for _, p := range foreign {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("the other application's file after prune: %v", err)
+		}
+	}
+	for _, p := range own {
+		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("SciMesh's orphan %s after prune: %v, want it removed", p, err)
+		}
+	}
+}
+
+// TestPruneRefusesAnotherDatabasesBlobs: two SQLite databases share one
+// data directory. The first serves, and its upload binds the blob store
+// to it; `scimesh prune` of the second fails, saying whose store it is
+// and what to do, and deletes nothing, the first's upload (an hour old,
+// and named by none of the second's rows) included; prune of the first
+// goes on.
+func TestPruneRefusesAnotherDatabasesBlobs(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	first := "sqlite:" + filepath.Join(dir, "first.db")
+	p := serveProc(t, dir, tokenEnv, "--db", first, "--data-dir", data)
+	uploadCSV(t, p.url, "ctok", "id,x\na,1\n")
+	files, err := filepath.Glob(filepath.Join(data, "blobs", "files", "u-*"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("the upload's file: %v, %v", files, err)
+	}
+	ageFiles(t, files[0])
+	second := migratedSQLite(t, dir, filepath.Join(dir, "second.db"))
+
+	out, err := run(t, dir, nil, "prune", "--db", second, "--data-dir", data)
+	if err == nil {
+		t.Fatalf("prune of the second database succeeded:\n%s", out)
+	}
+	for _, want := range []string{"belongs to another SciMesh database", "--blobs", "remove the marker", "nothing was deleted"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("prune of the second database does not say %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(files[0]); err != nil {
+		t.Fatalf("the first database's upload after prune of the second: %v", err)
+	}
+	if out, err := run(t, dir, nil, "prune", "--db", first, "--data-dir", data); err != nil || !strings.Contains(out, "deleted 0 files") {
+		t.Errorf("prune of the first database: %v\n%s", err, out)
+	}
+}
+
+// TestPruneRefusesAMissingDatabase: `scimesh prune` of a SQLite file that
+// does not exist fails, saying so, and makes neither the file, nor its
+// directory, nor the data directory; nor does it of a PostgreSQL
+// database without SciMesh's schema, which it leaves without one.
+func TestPruneRefusesAMissingDatabase(t *testing.T) {
+	t.Parallel()
+	onEachStore(t, func(t *testing.T, pg bool) {
+		dir := t.TempDir()
+		db := "sqlite:" + filepath.Join(dir, "nowhere", "x.db")
+		if pg {
+			db = pgtest.URL(t)
+			sc, err := storeopen.OpenSchema(t.Context(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			for {
+				v, err := migrate.Down(t.Context(), sc.DB, sc.Migrations)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v == 0 {
+					break
+				}
+			}
+		}
+		out, err := run(t, dir, nil, "prune", "--db", db)
+		if err == nil {
+			t.Fatalf("prune of a missing database succeeded:\n%s", out)
+		}
+		want := "no SciMesh database"
+		if pg {
+			want = "migrate up"
+		}
+		for _, w := range []string{"prune works on an existing database", want} {
+			if !strings.Contains(out, w) {
+				t.Errorf("prune of a missing database does not say %q:\n%s", w, out)
+			}
+		}
+		if entries, err := os.ReadDir(dir); err != nil || len(entries) != 0 {
+			t.Errorf("prune of a missing database made %v (%v), want nothing", entries, err)
+		}
+		if pg {
+			if st, err := storeopen.OpenSchema(t.Context(), db); err != nil {
+				t.Error(err)
+			} else {
+				if ms, err := migrate.Status(t.Context(), st.DB, st.Migrations); err != nil || slices.ContainsFunc(ms, func(m migrate.State) bool { return m.Applied }) {
+					t.Errorf("after prune of a database without the schema: %+v, %v; want no migration applied", ms, err)
+				}
+				st.Close()
+			}
+		}
+	})
 }

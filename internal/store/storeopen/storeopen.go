@@ -27,6 +27,12 @@ type Options struct {
 	// MaxConns is the PostgreSQL pool's size; 0 means the URL's
 	// pool_max_conns, else 16. SQLite ignores it.
 	MaxConns int
+	// Existing opens only a SciMesh database that is there, for commands
+	// that work on one: a SQLite file that is missing, or holds no
+	// SciMesh schema, is refused rather than made one (see
+	// sqlite.OpenExisting). PostgreSQL, never created by connecting, is
+	// refused unmigrated anyway unless Migrate is set.
+	Existing bool
 }
 
 // Open opens the database named by url. SQLite migrates itself;
@@ -38,6 +44,9 @@ func Open(ctx context.Context, url string, opts Options) (store.Store, error) {
 		path := strings.TrimPrefix(url, "sqlite:")
 		if path == "" {
 			return nil, fmt.Errorf("database %q names no file; use sqlite:PATH", url)
+		}
+		if opts.Existing {
+			return sqlite.OpenExisting(ctx, path)
 		}
 		return sqlite.Open(ctx, path)
 	case IsPostgres(url):
