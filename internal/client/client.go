@@ -41,7 +41,7 @@ type Option func(*Client)
 // WithHTTPClient makes the Client send its requests with hc instead of its
 // own keep-alive client. The Client uses a shallow copy of hc whose
 // CheckRedirect first drops the bearer token from any redirect that leaves
-// the coordinator's scheme and host, then defers to hc's own CheckRedirect.
+// the coordinator's base URL, then defers to hc's own CheckRedirect.
 func WithHTTPClient(hc *http.Client) Option {
 	return func(c *Client) {
 		cp := *hc
@@ -76,7 +76,7 @@ func New(baseURL, token string, opts ...Option) *Client {
 	}
 	next := c.hc.CheckRedirect
 	c.hc.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if !c.sameOrigin(req.URL) {
+		if _, ok := c.coordinatorPath(req.URL); !ok {
 			req.Header.Del("Authorization")
 		}
 		if next != nil {
@@ -131,27 +131,6 @@ func (c *Client) BaseURL() string {
 // CloseIdleConnections closes the kept-alive connections that are idle; the
 // client stays usable. Call it when done with the client.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
-
-// sameOrigin reports whether u is on the coordinator's scheme and host
-// (with port), the only place the token may go.
-func (c *Client) sameOrigin(u *url.URL) bool {
-	return c.base != nil && strings.EqualFold(u.Scheme, c.base.Scheme) && strings.EqualFold(hostPort(u), hostPort(c.base))
-}
-
-// hostPort is u's host with the scheme's default port made explicit, so
-// that http://h and http://h:80 are the same origin.
-func hostPort(u *url.URL) string {
-	if u.Port() != "" {
-		return u.Host
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "http":
-		return net.JoinHostPort(u.Hostname(), "80")
-	case "https":
-		return net.JoinHostPort(u.Hostname(), "443")
-	}
-	return u.Host
-}
 
 // endpoint returns the URL of path (which starts with "/") on the
 // coordinator, with query when not empty.
@@ -232,7 +211,8 @@ func (c *Client) send(parent context.Context, req *request) (resp *http.Response
 	if ctype != "" {
 		hr.Header.Set("Content-Type", ctype)
 	}
-	c.authorize(hr)
+	_, onBase := c.coordinatorPath(hr.URL)
+	c.authorize(hr, onBase)
 	resp, err = c.hc.Do(hr)
 	if err != nil {
 		cancel()
@@ -246,13 +226,13 @@ func (c *Client) send(parent context.Context, req *request) (resp *http.Response
 	return resp, cancel, nil
 }
 
-// authorize sets the headers every request carries; the token only when
-// the request goes to the coordinator.
-func (c *Client) authorize(r *http.Request) {
+// authorize sets the headers every request carries, and the token when
+// withToken: the caller found the request goes to the coordinator.
+func (c *Client) authorize(r *http.Request, withToken bool) {
 	if c.userAgent != "" {
 		r.Header.Set("User-Agent", c.userAgent)
 	}
-	if c.token != "" && c.sameOrigin(r.URL) {
+	if c.token != "" && withToken {
 		r.Header.Set("Authorization", "Bearer "+c.token)
 	}
 }

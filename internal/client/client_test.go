@@ -330,8 +330,10 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// TestInputToken checks that the worker token goes to the coordinator's own
-// scheme and host only: not to a data server, not through a redirect.
+// TestInputToken checks that the worker token goes with a task's input
+// only to the URL the coordinator issues for it: not to a data server, not
+// to another path of the coordinator's host (another application behind
+// the same proxy), not through a redirect out of the coordinator's base.
 func TestInputToken(t *testing.T) {
 	t.Parallel()
 	type seen struct{ path, auth string }
@@ -353,15 +355,21 @@ func TestInputToken(t *testing.T) {
 		_, _ = io.WriteString(w, "id,x\n")
 	}))
 	defer data.Close()
+	var coordURL string
 	coord := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		record(w, r)
-		if r.URL.Path == "/api/away" {
+		switch r.URL.Path {
+		case "/api/away", "/api/tasks/s0:a-1/input":
 			http.Redirect(w, r, data.URL+"/moved.csv", http.StatusFound)
+			return
+		case "/api/tasks/s0:a-2/input":
+			http.Redirect(w, r, coordURL+"/other/x.csv", http.StatusFound)
 			return
 		}
 		_, _ = io.WriteString(w, "id,x\n")
 	}))
 	defer coord.Close()
+	coordURL = coord.URL
 	c := client.New(coord.URL+"/api/", "secret")
 	defer c.CloseIdleConnections()
 	get := func(u string) {
@@ -379,7 +387,10 @@ func TestInputToken(t *testing.T) {
 	get(coord.URL + "/api/tasks/s0:a-0/input")
 	get("/tasks/s0:a-0/input")
 	get(data.URL + "/c0.csv")
+	get(coord.URL + "/echo/x")
 	get(coord.URL + "/api/away")
+	get(coord.URL + "/api/tasks/s0:a-1/input")
+	get(coord.URL + "/api/tasks/s0:a-2/input")
 	if _, err := c.Input(t.Context(), "file:///etc/passwd"); err == nil {
 		t.Fatal("Input of a file URL: no error")
 	}
@@ -394,8 +405,13 @@ func TestInputToken(t *testing.T) {
 		{coordHost + "/api/tasks/s0:a-0/input", "Bearer secret"},
 		{coordHost + "/api/tasks/s0:a-0/input", "Bearer secret"},
 		{dataHost + "/c0.csv", ""},
-		{coordHost + "/api/away", "Bearer secret"},
+		{coordHost + "/echo/x", ""},
+		{coordHost + "/api/away", ""},
 		{dataHost + "/moved.csv", ""},
+		{coordHost + "/api/tasks/s0:a-1/input", "Bearer secret"},
+		{dataHost + "/moved.csv", ""},
+		{coordHost + "/api/tasks/s0:a-2/input", "Bearer secret"},
+		{coordHost + "/other/x.csv", ""},
 		{dataHost + "/missing", ""},
 	}
 	mu.Lock()

@@ -5,9 +5,11 @@
 //
 // A Client is safe for concurrent use and keeps connections alive between
 // calls. It sends the one bearer token it was given, and only to the
-// coordinator it was pointed at: a request that leaves the coordinator's own
-// scheme and host — an input URL on a data server, or a redirect — goes
-// without the token.
+// coordinator it was pointed at: below its base URL (scheme, host, port and
+// path prefix), and for a task's input only to the URL the coordinator
+// issues for it. Anything else — an input URL on a data server or on
+// another application behind the same proxy, a redirect out of the base
+// URL — goes without the token.
 //
 // The client does not retry. Every failure comes back as an error: an answer
 // of the coordinator other than success is a *Error carrying the HTTP status

@@ -71,9 +71,11 @@ func (t *Task) setDeadline(h http.Header, received time.Time) {
 // Input downloads a claimed task's input from rawURL (the task's
 // Input.URL) and returns it as a stream for the caller to read, check
 // against Input.SHA256 and close. A relative URL is resolved against the
-// coordinator's. The token is sent only when the URL is on the
-// coordinator's own scheme and host: input hosted elsewhere is fetched
-// without it, and so is any redirect away from the coordinator.
+// coordinator's. The token is sent only when the URL is the one the
+// coordinator issues for a task's input (OnCoordinator): input hosted
+// anywhere else, even on the coordinator's host under another path, is
+// fetched without it, and so is any redirect out of the coordinator's
+// base URL.
 func (c *Client) Input(ctx context.Context, rawURL string) (io.ReadCloser, error) {
 	u, err := c.inputURL(rawURL)
 	if err != nil {
@@ -87,7 +89,7 @@ func (c *Client) Input(ctx context.Context, rawURL string) (io.ReadCloser, error
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	c.authorize(req)
+	c.authorize(req, c.isTaskInput(u))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, transportError(ctx, op, unwrapURLError(err))
@@ -112,19 +114,26 @@ func (c *Client) inputURL(rawURL string) (*url.URL, error) {
 	u := c.base.ResolveReference(ref)
 	if ref.Scheme == "" && ref.Host == "" && len(rawURL) > 0 && rawURL[0] == '/' {
 		// A path on the coordinator keeps the base's path prefix.
-		u = c.base.JoinPath(ref.Path)
+		base := *c.base
+		if base.Path == "" {
+			base.Path = "/" // else JoinPath makes a relative path
+		}
+		u = base.JoinPath(ref.EscapedPath())
 		u.RawQuery = ref.RawQuery
 	}
 	return u, nil
 }
 
 // OnCoordinator reports whether a task's input URL (resolved as Input
-// resolves it) is on the coordinator's own scheme and host, where Input
-// sends the token. Input hosted anywhere else is the job's, not the
-// coordinator's: a worker may want to check where it leads first.
+// resolves it) is the one the coordinator issues for a task's input —
+// "/tasks/{id}/input" below the coordinator's base URL, on its scheme,
+// host and port, without user info, query, or escapes and dot segments
+// that a proxy could route elsewhere — where Input sends the token. Input
+// anywhere else is the job's, not the coordinator's, even on the
+// coordinator's host: a worker may want to check where it leads first.
 func (c *Client) OnCoordinator(rawURL string) bool {
 	u, err := c.inputURL(rawURL)
-	return err == nil && c.sameOrigin(u)
+	return err == nil && c.isTaskInput(u)
 }
 
 // RedactURL shows u without its query and user info, which may hold

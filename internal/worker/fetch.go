@@ -130,9 +130,10 @@ func (f *fetcher) close() { f.hc.CloseIdleConnections() }
 
 // openInput starts the download of t's input: a signed input straight
 // from the blob store, its header line first; from the coordinator with
-// the worker token when input.url is on the coordinator's own scheme and
-// host (always allowed); else as a hosted input, without the token and
-// within the operator's host rules.
+// the worker token when input.url is the URL the coordinator issues for
+// a task's input (client.OnCoordinator; always allowed); else — on
+// another host, or on the coordinator's host outside its base path — as a
+// hosted input, without the token and within the operator's host rules.
 func (w *Worker) openInput(ctx context.Context, t *client.Task) (io.ReadCloser, error) {
 	switch {
 	case t.Input.Range != "":
