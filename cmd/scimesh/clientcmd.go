@@ -34,7 +34,8 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 }
 
 // client resolves the coordinator and token (flags, then environment, then
-// .env) and returns a client of it.
+// .env) and returns a client of it, which warns on stderr once when it
+// sends the token over plain http beyond loopback.
 func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	e, err := loadEnv()
 	if err != nil {
@@ -42,7 +43,9 @@ func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	}
 	base := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", defaultCoordinator)
 	token := e.setting(cmd, "token", "SCIMESH_TOKEN", "")
-	return client.New(base, token, client.WithUserAgent("scimesh-cli")), nil
+	stderr := cmd.ErrOrStderr()
+	warn := func(msg string) { fmt.Fprintln(stderr, "warning: "+msg) }
+	return client.New(base, token, client.WithUserAgent("scimesh-cli"), client.WithWarn(warn)), nil
 }
 
 // signalContext is cmd's context, cancelled by SIGINT or SIGTERM.

@@ -95,11 +95,16 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 					return fmt.Errorf("--persistent %s names no workload: give it with --workload %s=COMMAND too", name, name)
 				}
 			}
-			c := client.New(coordinator, token, client.WithUserAgent("scimesh-worker/"+id))
+			log := newLogger(slog.LevelInfo)
+			// The client warns once when it sends the token in the clear;
+			// Trees sends it to the same coordinator, so that warning
+			// covers its calls too.
+			c := client.New(coordinator, token, client.WithUserAgent("scimesh-worker/"+id),
+				client.WithWarn(func(msg string) { log.Warn(msg) }))
 			defer c.CloseIdleConnections()
 			cfg := worker.Config{
 				Client: c, ID: id, Concurrency: concurrency, Workloads: wls,
-				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: newLogger(slog.LevelInfo),
+				WorkDir: workDir, KeepWorkDirs: keepDirs, Grace: grace, Logger: log,
 				TreeSlots: treeSlots, AllowInputHosts: allowHosts, MaxInputBytes: maxInput, PassEnv: passEnv,
 				Deadline: deadline,
 			}

@@ -11,11 +11,14 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	// The API's bodies go through segmentio/encoding/json, encoding/json's
 	// API and behaviour at a fraction of its CPU (docs/PERFORMANCE.md).
 	"github.com/segmentio/encoding/json"
+
+	"github.com/scimesh/scimesh/internal/topology"
 )
 
 // DefaultTimeout bounds a JSON call (connect, send, answer read whole). A
@@ -33,6 +36,9 @@ type Client struct {
 	hc        *http.Client
 	timeout   time.Duration
 	userAgent string
+
+	warn      func(msg string) // WithWarn's; nil: none
+	plainWarn sync.Once        // the warning that the token goes in the clear, once
 }
 
 // Option configures a Client.
@@ -53,6 +59,15 @@ func WithHTTPClient(hc *http.Client) Option {
 // 0 means none beyond the context).
 func WithTimeout(d time.Duration) Option {
 	return func(c *Client) { c.timeout = d }
+}
+
+// WithWarn makes the client tell people, through warn, about what it does
+// that is unsafe, each once per Client: sending the token over plain
+// http:// to a host that is not loopback (localhost, 127.0.0.0/8, ::1),
+// where anyone on the network path can read it. A CLI prints the message
+// on its standard error, a daemon logs it.
+func WithWarn(warn func(msg string)) Option {
+	return func(c *Client) { c.warn = warn }
 }
 
 // WithUserAgent sets the User-Agent header of every request.
@@ -233,6 +248,11 @@ func (c *Client) authorize(r *http.Request, withToken bool) {
 		r.Header.Set("User-Agent", c.userAgent)
 	}
 	if c.token != "" && withToken {
+		if c.warn != nil && r.URL.Scheme == "http" && !topology.Loopback(r.URL.Hostname()) {
+			c.plainWarn.Do(func() {
+				c.warn("sending the token over plain http to " + r.URL.Host + "; anyone on the network path can read it and act with it — use https")
+			})
+		}
 		r.Header.Set("Authorization", "Bearer "+c.token)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -37,6 +39,12 @@ type coordinator struct {
 
 func setup(t *testing.T) *coordinator {
 	t.Helper()
+	return setupAt(t, "127.0.0.1:0")
+}
+
+// setupAt is setup with the coordinator listening on addr.
+func setupAt(t *testing.T, addr string) *coordinator {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "scimesh.db"))
 	if err != nil {
 		t.Fatalf("open sqlite: %v", err)
@@ -48,7 +56,14 @@ func setup(t *testing.T) *coordinator {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	eng := engine.New(st, engine.Config{Blobs: blobs, Shard: "s0", Logger: log,
 		ReapInterval: 50 * time.Millisecond, StitchInterval: 50 * time.Millisecond, PollInterval: 50 * time.Millisecond})
-	srv := httptest.NewServer(httpapi.New(eng, auth.NewGate(auth.Tokens{Worker: "wtok", Client: "ctok"}), log, 0))
+	srv := httptest.NewUnstartedServer(httpapi.New(eng, auth.NewGate(auth.Tokens{Worker: "wtok", Client: "ctok"}), log, 0))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listen on %s: %v", addr, err)
+	}
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
 	ctx, cancel := context.WithCancel(context.Background())
 	var loops sync.WaitGroup
 	loops.Go(func() { eng.Run(ctx) })
@@ -422,6 +437,54 @@ func TestInputToken(t *testing.T) {
 	for i := range want {
 		if hits[i] != want[i] {
 			t.Errorf("request %d: %+v, want %+v", i, hits[i], want[i])
+		}
+	}
+}
+
+// TestPlainHTTPWarning: a client that sends its token over plain http to
+// an address of this machine that is not loopback warns once, however many
+// calls it makes; one that sends none, or reaches the coordinator by
+// loopback (127.0.0.1, localhost), says nothing.
+func TestPlainHTTPWarning(t *testing.T) {
+	t.Parallel()
+	ip := testenv.NonLoopbackIP(t)
+	remote := setupAt(t, net.JoinHostPort(ip, "0"))
+	local := setup(t)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(local.url, "http://"))
+	calls := func(base, token string) []string {
+		t.Helper()
+		var (
+			mu   sync.Mutex
+			msgs []string
+		)
+		c := client.New(base, token, client.WithWarn(func(msg string) {
+			mu.Lock()
+			msgs = append(msgs, msg)
+			mu.Unlock()
+		}))
+		defer c.CloseIdleConnections()
+		for range 3 {
+			if _, err := c.ListJobs(t.Context(), client.ListOptions{}); token != "" && err != nil {
+				t.Fatalf("list jobs at %s: %v", base, err)
+			}
+		}
+		_, _ = c.GetJob(t.Context(), "s0:missing")
+		mu.Lock()
+		defer mu.Unlock()
+		return msgs
+	}
+	msgs := calls(remote.url, "ctok")
+	if len(msgs) != 1 || !strings.Contains(msgs[0], "sending the token over plain http to "+strings.TrimPrefix(remote.url, "http://")) ||
+		!strings.Contains(msgs[0], "use https") {
+		t.Errorf("4 calls over plain http to %s warned %q; want one warning naming the host and saying to use https", remote.url, msgs)
+	}
+	for base, token := range map[string]string{
+		remote.url:                 "",
+		local.url:                  "ctok",
+		"http://localhost:" + port: "ctok",
+	} {
+		if msgs := calls(base, token); len(msgs) != 0 {
+			t.Errorf("calls to %s with token %q warned %q; want nothing", base, token, msgs)
 		}
 	}
 }

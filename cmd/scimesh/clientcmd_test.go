@@ -1,0 +1,64 @@
+package main
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/scimesh/scimesh/internal/testenv"
+)
+
+// TestPlainHTTPWarning runs a coordinator on every address and, as real
+// processes, a worker and `scimesh submit --wait` (many calls each)
+// against it: reached by loopback they say nothing of plain http; reached
+// by an address of this machine that is not loopback, each says once that
+// its token goes in the clear.
+func TestPlainHTTPWarning(t *testing.T) {
+	t.Parallel()
+	ip := testenv.NonLoopbackIP(t)
+	dir := t.TempDir()
+	p := serveOn(t, dir, "0.0.0.0:0", tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "db"), "--data-dir", filepath.Join(dir, "data"))
+	u, err := url.Parse(p.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	remoteHost := net.JoinHostPort(ip, u.Port())
+	table := filepath.Join(dir, "table.csv")
+	want := writeScoredTable(t, table, 200, 5)
+	const warning = "sending the token over plain http to "
+
+	for _, c := range []struct {
+		name, base string
+		warns      bool
+	}{
+		{"loopback", "http://127.0.0.1:" + u.Port(), false},
+		{"localhost", "http://localhost:" + u.Port(), false},
+		{"remote", "http://" + remoteHost, true},
+	} {
+		w := start(t, dir, workerEnv(c.base), "worker", "--id", "w-"+c.name, "--work-dir", filepath.Join(dir, "work-"+c.name),
+			"--workload", copyWorkload(""))
+		out := filepath.Join(dir, c.name+".csv")
+		msg, err := run(t, dir, clientEnv(c.base), "submit", table, "--workload", "copy", "--top-k", "5",
+			"--chunk-rows", "50", "--wait", "--output", out)
+		if err != nil {
+			t.Fatalf("%s: submit --wait: %v\n%s", c.name, err, msg)
+		}
+		if got, err := os.ReadFile(out); err != nil || string(got) != want {
+			t.Fatalf("%s: result %q (%v), want %q", c.name, got, err, want)
+		}
+		_ = w.cmd.Process.Kill() // it ran the job's 4 chunks: claims, inputs, results
+		<-w.done
+		w.done <- nil
+		n, wn := strings.Count(msg, "warning: "+warning+remoteHost+";"), strings.Count(w.stderr.String(), warning+remoteHost+";")
+		switch {
+		case c.warns && (n != 1 || wn != 1 || !strings.Contains(msg, "use https")):
+			t.Errorf("%s: submit --wait warned %d times and the worker %d; want once each, saying to use https:\n%s\nworker:\n%s",
+				c.name, n, wn, msg, w.stderr.String())
+		case !c.warns && (strings.Contains(msg, "plain http") || strings.Contains(w.stderr.String(), "plain http")):
+			t.Errorf("%s: a warning about plain http to loopback:\n%s\nworker:\n%s", c.name, msg, w.stderr.String())
+		}
+	}
+}
