@@ -7,18 +7,25 @@ stops reading, so the answer must be read even though sending the rest of
 the body failed. The coordinator is reached directly: HTTP_PROXY and the
 like are not used. Redirects are not followed (an API call that is
 redirected is an error that names where it was sent).
+
+A token sent over plain http:// to a host that is not loopback crosses
+the network in the clear: the first call that does so says it on stderr,
+once per process and coordinator address, however many clients send it.
 """
 
 from __future__ import annotations
 
 import email.utils
 import http.client
+import ipaddress
 import json
 import random
 import ssl
+import sys
+import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple, Union
 
 from .errors import APIError, NetworkError
 
@@ -31,6 +38,38 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 MAX_RETRY_AFTER = 300.0
 
 BodyFactory = Callable[[], Iterable[bytes]]
+
+# The coordinator addresses already warned about (plain http, a token, not
+# loopback): the warning is said once per process for each.
+_warned: Set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _loopback(host: str) -> bool:
+    """Whether host, a name or an IP address, is this machine: "localhost",
+    or an address of 127.0.0.0/8 or ::1 (as the Go side decides)."""
+    if host.rstrip(".").lower() == "localhost":
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback
+
+
+def _warn_plain_http(host: str, port: int) -> None:
+    """Says once per process that the token goes in the clear to host:port."""
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    with _warned_lock:
+        if where in _warned:
+            return
+        _warned.add(where)
+    sys.stderr.write(
+        f"warning: sending the token over plain http to {where}; "
+        "anyone on the network path can read it and act with it \u2014 use https\n"
+    )
 
 
 class Body:
@@ -148,6 +187,8 @@ class Transport:
             hdrs.update(headers)
         if self.token:
             hdrs["Authorization"] = "Bearer " + self.token
+            if self._scheme == "http" and not _loopback(self._host):
+                _warn_plain_http(self._host, self._port)
         retryable = idempotent and (body is None or body.resendable)
         attempt = 0
         while True:

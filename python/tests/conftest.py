@@ -58,9 +58,10 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 class Coordinator:
-    """A `scimesh serve` process on a loopback port with its own database."""
+    """A `scimesh serve` process on a port of ``addr`` (loopback unless
+    said) with its own database."""
 
-    def __init__(self, binary: Path, dir: Path) -> None:
+    def __init__(self, binary: Path, dir: Path, addr: str = "127.0.0.1:0") -> None:
         self.binary = binary
         self.dir = dir
         self.client_token = secrets.token_hex(16)
@@ -71,7 +72,7 @@ class Coordinator:
             env.pop(name, None)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [str(binary), "serve", "--addr", "127.0.0.1:0", "--db", f"sqlite:{dir / 'db'}", "--data-dir", str(dir / "data")],
+                [str(binary), "serve", "--addr", addr, "--db", f"sqlite:{dir / 'db'}", "--data-dir", str(dir / "data")],
                 cwd=dir, env=env, stdout=log, stderr=subprocess.STDOUT,
             )
         self.url = self._wait_ready()
