@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -125,9 +126,10 @@ func TestPeerTokenRefusedOverPlainHTTP(t *testing.T) {
 // TestPeerTokenNotSentOverPlainHTTP: with a pattern topology, a message to
 // a shard whose URL is plain HTTP beyond loopback is not sent — nothing
 // reaches the network (here a proxy standing for it) — and fails its tree
-// like a refusal, saying what to do. With --insecure-peers it is sent,
-// token and all, and a shard that never answers is given up on after
-// --peer-give-up, failing the tree with an error naming the shard.
+// like a refusal, saying what to do. With --insecure-peers (and the
+// shards listed, which it requires) it is sent, token and all, and a
+// shard that never answers is given up on after --peer-give-up, failing
+// the tree with an error naming the shard.
 func TestPeerTokenNotSentOverPlainHTTP(t *testing.T) {
 	t.Parallel()
 	proxy := newRecordingProxy(t)
@@ -149,7 +151,8 @@ func TestPeerTokenNotSentOverPlainHTTP(t *testing.T) {
 	}
 
 	dir = t.TempDir()
-	p = serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--insecure-peers", "--peer-give-up", "3s")
+	p = serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--insecure-peers", "--shards", "s0,s7",
+		"--peer-give-up", "3s")
 	start := time.Now()
 	root = submitToSilentShard(t, p.url)
 	msg = waitFailed(t, p.url, root, meshWait)
@@ -193,5 +196,73 @@ func TestTreeGivesUpOnMissingShard(t *testing.T) {
 	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: sub.Msg.Ids["s0:l"]}))
 	if err != nil || info.Msg.State != "cancelled" {
 		t.Errorf("the tree's other task: %v %v, want cancelled", info, err)
+	}
+}
+
+// TestPatternShards: a pattern topology restricted by --shards refuses, at
+// Submit, a tree that names a shard not listed, with invalid_argument
+// naming it, and nothing reaches the host the pattern would make of that
+// name; a listed shard is sent its messages as before. An open plain-HTTP
+// pattern with --insecure-peers is refused at start, since a client's tree
+// would pick the host the peer token goes to in the clear; a list for a
+// static topology, or with a name that is no shard name, is refused too.
+func TestPatternShards(t *testing.T) {
+	t.Parallel()
+	proxy := newRecordingProxy(t)
+	env := append([]string{"HTTP_PROXY=" + proxy.URL}, meshEnv...)
+	topo := "pattern:http://scimesh-%s:8080"
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "db")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{env, []string{"--topology", topo, "--insecure-peers"}, "refusing --insecure-peers with the plain-HTTP pattern"},
+		{append([]string{"SCIMESH_INSECURE_PEERS=true"}, env...), []string{"--topology", topo}, "--shards s0,s1"},
+		{env, []string{"--topology", "static:s1=https://h1:8443", "--shards", "s1"}, "is for a pattern: topology"},
+		{append([]string{"SCIMESH_SHARDS=s1"}, env...), []string{}, "is for a pattern: topology"},
+		{env, []string{"--topology", topo, "--shards", "s1,../x"}, `shard name "../x"`},
+		{env, []string{"--topology", topo, "--shards", "s1", "--insecure-peers=false"}, "refusing to send PEER_AUTH_TOKEN to shard s1 over plain HTTP"},
+	} {
+		s := start(t, dir, c.env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, c.args...)...)
+		select {
+		case err := <-s.done:
+			s.done <- err
+			if out := s.stderr.String(); err == nil || !strings.Contains(out, c.want) {
+				t.Errorf("serve %q with %q: err %v, output does not say %q:\n%s", c.args, c.env[0], err, c.want, out)
+			}
+		case <-time.After(30 * time.Second):
+			_ = s.cmd.Process.Kill()
+			t.Errorf("serve %q with %q still runs after 30s; want it refused, saying %q", c.args, c.env[0], c.want)
+		}
+	}
+
+	p := serveProc(t, dir, append([]string{"SCIMESH_SHARDS=s0,s1"}, env...), "--db", db, "--topology", topo, "--insecure-peers")
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
+	_, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:r", Workload: "f", Args: []*v1.Arg{ref("s7:x"), val(1)}},
+		{Id: "s7:x", Workload: "f"},
+	}}))
+	if connect.CodeOf(err) != connect.CodeInvalidArgument || !strings.Contains(err.Error(), `shard "s7" is not in this mesh's topology`) {
+		t.Fatalf("Submit of a tree naming the unlisted shard s7: %v, want invalid_argument naming it", err)
+	}
+	if _, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:r", Workload: "f", Args: []*v1.Arg{ref("s1:x"), val(1)}},
+		{Id: "s1:x", Workload: "f"},
+	}})); err != nil {
+		t.Fatalf("Submit of a tree naming the listed shard s1: %v", err)
+	}
+	for deadline := time.Now().Add(meshWait); ; time.Sleep(50 * time.Millisecond) {
+		got := proxy.requests()
+		if slices.Contains(got, "scimesh-s1:8080 Bearer ptok") {
+			if slices.ContainsFunc(got, func(r string) bool { return strings.Contains(r, "s7") }) {
+				t.Fatalf("a request for the unlisted shard s7 left the coordinator: %q", got)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no message reached the listed shard s1 within %v; the proxy saw %q", meshWait, got)
+		}
 	}
 }

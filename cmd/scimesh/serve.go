@@ -63,11 +63,14 @@ topology it also needs the peer token.`,
 	f.String("retention-interval", defaultRetentionInterval.String(), "how often to look for what retention deletes (env SCIMESH_RETENTION_INTERVAL)")
 	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
-	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080 (env SCIMESH_TOPOLOGY)")
+	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080; a pattern knows every shard name, so a client's "+
+		"tree picks the host PEER_AUTH_TOKEN is sent to, unless --shards lists the shards (env SCIMESH_TOPOLOGY)")
+	f.String("shards", "", "with a pattern: topology, the only shards trees may name, such as s0,s1,s2; required with a plain "+
+		"http:// pattern and --insecure-peers (env SCIMESH_SHARDS)")
 	f.String("peer-give-up", "", "give up on a shard that does not answer for this long, failing the trees waiting for it; 0 never "+
-		"(default "+defaultPatternGiveUp.String()+" with a pattern: topology, 0 with a static: one) (env SCIMESH_PEER_GIVE_UP)")
+		"(default "+defaultPatternGiveUp.String()+" with a pattern: topology without --shards, 0 with listed shards) (env SCIMESH_PEER_GIVE_UP)")
 	f.Bool("insecure-peers", false, "allow sending PEER_AUTH_TOKEN to other shards over plain http:// beyond loopback, "+
-		"on a network you trust (env SCIMESH_INSECURE_PEERS)")
+		"on a network you trust; with a pattern: topology, only to the shards of --shards (env SCIMESH_INSECURE_PEERS)")
 	f.Duration("stitch-lease", engine.DefaultStitchLease, "how long a coordinator's lease on a job's stitch lasts, renewed every third of it while it merges; "+
 		"a coordinator that stops mid-stitch leaves it to another after this long (env SCIMESH_STITCH_LEASE)")
 	f.Bool("presign", false, "hand workers a time-limited URL straight into the --blobs store for each chunk, so chunk bytes never pass "+
@@ -161,6 +164,11 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w; set --topology or SCIMESH_TOPOLOGY", err)
 	}
+	if list := e.setting(cmd, "shards", "SCIMESH_SHARDS", ""); list != "" {
+		if topo, err = topo.Only(list); err != nil {
+			return nil, fmt.Errorf("%w (--shards or SCIMESH_SHARDS)", err)
+		}
+	}
 	cfg.Topology = topo
 	if err := resolvePeerSettings(cmd, e, cfg); err != nil {
 		return nil, err
@@ -176,18 +184,22 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 	return cfg, nil
 }
 
-// defaultPatternGiveUp is how long a shard of a pattern: topology may
-// leave a message unanswered: long enough to ride out a restart, a
-// rescheduled pod or a database failover, short enough that a tree naming
-// a shard that does not exist fails within the hour. The shards of a
-// static: topology are the operator's list, down only for maintenance, so
-// they are waited for without a bound unless --peer-give-up sets one.
+// defaultPatternGiveUp is how long a shard of an open pattern: topology
+// (without --shards) may leave a message unanswered: long enough to ride
+// out a restart, a rescheduled pod or a database failover, short enough
+// that a tree naming a shard that does not exist fails within the hour.
+// The shards of a static: topology, or of a pattern with --shards, are the
+// operator's list, down only for maintenance, so they are waited for
+// without a bound unless --peer-give-up sets one.
 const defaultPatternGiveUp = time.Hour
 
 // resolvePeerSettings sets cfg's --peer-give-up and --insecure-peers, and
-// refuses a static topology that would send the peer token over plain
-// HTTP beyond loopback (a pattern's shards are checked at each delivery,
-// by rpc.Peers, since their hosts depend on their names).
+// refuses a topology with listed shards (static:, or a pattern with
+// --shards) that would send the peer token over plain HTTP beyond loopback
+// (an open pattern's shards are checked at each delivery, by rpc.Peers,
+// since their hosts depend on their names). With --insecure-peers it
+// refuses an open plain-http pattern: a client's tree would pick the host
+// that the peer token goes to in the clear.
 func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *server.Config) error {
 	if cfg.Topology.Open() {
 		cfg.PeerGiveUp = defaultPatternGiveUp
@@ -206,7 +218,15 @@ func resolvePeerSettings(cmd *cobra.Command, e *env, cfg *server.Config) error {
 		}
 		cfg.InsecurePeers = b
 	}
-	if cfg.InsecurePeers || cfg.Tokens.Peer == "" {
+	if cfg.Tokens.Peer == "" {
+		return nil
+	}
+	if cfg.InsecurePeers {
+		if u, _ := cfg.Topology.URL(cfg.Shard); cfg.Topology.Open() && topology.PlainRemote(u) {
+			return fmt.Errorf("refusing --insecure-peers with the plain-HTTP pattern %s and no list of shards: any shard name a client's tree "+
+				"gives makes a host the coordinator sends PEER_AUTH_TOKEN to in the clear. List this mesh's shards with --shards s0,s1,… "+
+				"(SCIMESH_SHARDS), or use an https:// pattern", cfg.Topology)
+		}
 		return nil
 	}
 	for _, s := range cfg.Topology.Shards() {

@@ -4,7 +4,8 @@
 //   - "" — a single shard with no peers: no shard has a URL;
 //   - "static:s0=http://h0:8080,s1=http://h1:8080" — a closed list of shards;
 //   - "pattern:http://scimesh-%s:8080" — any valid shard name, its URL made by
-//     putting the name in place of %s.
+//     putting the name in place of %s; or, restricted by Only to the
+//     shards the operator lists (--shards), those alone.
 //
 // Shard names are 1-32 of [a-z0-9-]. URLs are absolute http or https URLs
 // without credentials, query or fragment, stored without a trailing slash so
@@ -31,8 +32,8 @@ const (
 // Topology says where each shard's coordinator listens. The zero value is
 // the single-shard topology.
 type Topology struct {
-	urls    map[string]string // static form: shard → base URL
-	shards  []string          // static form: the shards, sorted
+	urls    map[string]string // static form, restricted pattern: shard → base URL
+	shards  []string          // static form, restricted pattern: the shards, sorted
 	pattern string            // pattern form: a URL holding %s once
 }
 
@@ -90,6 +91,32 @@ func parsePattern(p string) (*Topology, error) {
 	return &Topology{pattern: strings.TrimRight(p, "/")}, nil
 }
 
+// Only returns t, a pattern topology, restricted to the shards listed in
+// list ("s0,s1,s2"): it knows those alone, as a static topology knows its
+// own, their URLs made by the pattern. Without it a pattern knows every
+// valid shard name, so whoever submits a tree picks the host the pattern
+// makes of a name — and that host is sent the peer token. Only refuses a
+// topology that is not the pattern form, whose shards are listed already.
+func (t *Topology) Only(list string) (*Topology, error) {
+	if t.pattern == "" || t.urls != nil {
+		return nil, fmt.Errorf("a list of shards (%q) is for a pattern: topology; a static: one lists its shards itself", list)
+	}
+	r := &Topology{pattern: t.pattern, urls: map[string]string{}}
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if !domain.ValidShard(name) {
+			return nil, fmt.Errorf("shard name %q in the list %q must be 1-32 characters of a-z 0-9 -, as in s0,s1,s2", name, list)
+		}
+		if _, dup := r.urls[name]; dup {
+			return nil, fmt.Errorf("the list of shards %q names %q twice", list, name)
+		}
+		r.urls[name] = strings.Replace(t.pattern, "%s", name, 1)
+		r.shards = append(r.shards, name)
+	}
+	slices.Sort(r.shards)
+	return r, nil
+}
+
 // checkURL returns raw without trailing slashes when it is an absolute http
 // or https URL with a host and no credentials, query or fragment.
 func checkURL(raw string) (string, error) {
@@ -108,10 +135,10 @@ func checkURL(raw string) (string, error) {
 
 // URL returns the base URL of shard's coordinator, without a trailing slash.
 // The static form knows its listed shards only, the pattern form every valid
-// shard name, the single-shard form none.
+// shard name (or those it was restricted to), the single-shard form none.
 func (t *Topology) URL(shard string) (string, bool) {
 	switch {
-	case t.pattern != "":
+	case t.Open():
 		if !domain.ValidShard(shard) {
 			return "", false
 		}
@@ -128,22 +155,24 @@ func (t *Topology) Known(shard string) bool {
 	return ok
 }
 
-// Shards returns the shards of the static form, sorted; a fresh slice each
-// call. It returns nil for the pattern form, whose shards are open-ended,
-// and an empty slice for the single-shard form; Open tells the two apart.
+// Shards returns the shards of the static form or of a restricted
+// pattern, sorted; a fresh slice each call. It returns nil for an open
+// pattern, whose shards are open-ended, and an empty slice for the
+// single-shard form; Open tells the two apart.
 func (t *Topology) Shards() []string {
-	if t.pattern != "" {
+	if t.Open() {
 		return nil
 	}
 	return append([]string{}, t.shards...)
 }
 
-// Open reports whether the topology is the pattern form, which knows every
-// valid shard name.
-func (t *Topology) Open() bool { return t.pattern != "" }
+// Open reports whether the topology is the pattern form not restricted by
+// Only, which knows every valid shard name.
+func (t *Topology) Open() bool { return t.pattern != "" && t.urls == nil }
 
 // String returns the topology in the form Parse reads: URLs without trailing
-// slashes, static shards sorted, "" for the single-shard form.
+// slashes, static shards sorted, "" for the single-shard form. A pattern
+// is given as such; the list it was restricted to is not part of it.
 func (t *Topology) String() string {
 	switch {
 	case t.pattern != "":

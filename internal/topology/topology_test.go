@@ -93,6 +93,52 @@ func TestTopologyShardsIsACopy(t *testing.T) {
 	}
 }
 
+// TestTopologyOnly: a pattern restricted to a list knows those shards
+// alone; a list for another form, or with a bad or repeated name, is
+// refused.
+func TestTopologyOnly(t *testing.T) {
+	t.Parallel()
+	pattern, err := Parse("pattern:http://scimesh-%s:8080")
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := pattern.Only(" s1, s0 ,eu-2")
+	if err != nil {
+		t.Fatalf("Only: %v", err)
+	}
+	if got := top.Shards(); !slices.Equal(got, []string{"eu-2", "s0", "s1"}) || top.Open() {
+		t.Errorf("restricted pattern: Shards() = %v, Open() = %v; want [eu-2 s0 s1], false", got, top.Open())
+	}
+	if u, ok := top.URL("s1"); !ok || u != "http://scimesh-s1:8080" {
+		t.Errorf("URL(s1) = %q, %v; want http://scimesh-s1:8080", u, ok)
+	}
+	for _, s := range []string{"s7", "evil", "S0", ""} {
+		if u, ok := top.URL(s); ok || top.Known(s) {
+			t.Errorf("URL(%q) = %q, %v; want unknown: not in the list", s, u, ok)
+		}
+	}
+	if top.String() != "pattern:http://scimesh-%s:8080" || !pattern.Open() || !pattern.Known("s7") {
+		t.Errorf("String() = %q, and the pattern itself open %v: want the pattern, still open", top.String(), pattern.Open())
+	}
+	static, _ := Parse("static:s0=http://h0")
+	for _, c := range []struct {
+		top        *Topology
+		list, want string
+	}{
+		{static, "s0", "is for a pattern: topology"},
+		{&Topology{}, "s0", "is for a pattern: topology"},
+		{top, "s0", "is for a pattern: topology"},
+		{pattern, "s0,S1", `shard name "S1"`},
+		{pattern, "s0,,s1", `shard name ""`},
+		{pattern, "s0,a.b", `shard name "a.b"`},
+		{pattern, "s0,s0", `names "s0" twice`},
+	} {
+		if _, err := c.top.Only(c.list); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Only(%q) on %q: %v, want an error saying %q", c.list, c.top.String(), err, c.want)
+		}
+	}
+}
+
 func TestTopologyZeroValue(t *testing.T) {
 	t.Parallel()
 	var top Topology
