@@ -3,7 +3,9 @@ package table
 import (
 	"bufio"
 	"encoding/csv"
+	"errors"
 	"io"
+	"strings"
 
 	"github.com/scimesh/scimesh/internal/domain"
 )
@@ -20,6 +22,7 @@ type TopK struct {
 	scoreColumn string
 	order       domain.Order
 	k           int
+	maxRecord   int // the longest record it reads, in bytes
 }
 
 // NewTopK returns a TopK that keeps the best k rows by the score in
@@ -33,7 +36,7 @@ func NewTopK(scoreColumn string, order domain.Order, k int) (*TopK, error) {
 	if err := checkOrder(order); err != nil {
 		return nil, err
 	}
-	return &TopK{scoreColumn: scoreColumn, order: order, k: max(k, 0)}, nil
+	return &TopK{scoreColumn: scoreColumn, order: order, k: max(k, 0), maxRecord: maxRecordBytes}, nil
 }
 
 // Selection is what TopK.Select kept of an output.
@@ -52,15 +55,19 @@ type Selection struct {
 // output is refused at the first bad record; an error of r itself is
 // returned wrapped, without domain.ErrInvalidArgument. Memory stays
 // O(k rows) however long the output: only the kept rows and the record
-// being read are held.
+// being read are held, and a record longer than 64 MiB (most often a
+// line that never ends, or a quoted field never closed) is refused as
+// soon as that much of it has arrived, with no more of the output read.
 func (t *TopK) Select(r io.Reader) (*Selection, error) {
 	s, err := newScanner(t.scoreColumn)
 	if err != nil {
 		return nil, err
 	}
 	s.buf = bufio.NewReaderSize(nil, topKBufSize)
-	s.startReader(r, false, 0)
-	if err := s.readHeader(); err != nil {
+	in := newRecordLimit(r, t.maxRecord)
+	s.startReader(in, false, 0)
+	err = s.readHeader()
+	if err = in.ended(s, s.header, err); err != nil {
 		if err == io.EOF {
 			return nil, emptyOutput(t.scoreColumn)
 		}
@@ -69,7 +76,7 @@ func (t *TopK) Select(r io.Reader) (*Selection, error) {
 	k := &keeper{desc: t.order == domain.Desc, topK: t.k}
 	for row := 0; ; row++ {
 		rec, score, err := s.next()
-		if err == io.EOF {
+		if err = in.ended(s, rec, err); err == io.EOF {
 			break
 		}
 		if err != nil {
@@ -100,4 +107,58 @@ func (s *Selection) WriteCSV(w io.Writer) error {
 		return err
 	}
 	return cw.WriteAll(s.Rows)
+}
+
+// errRecordTooLong ends the output that TopK.Select reads when one record
+// runs past its bound.
+var errRecordTooLong = errors.New("table: the record is too long")
+
+// recordLimit is the output TopK.Select reads, bounded so that a record
+// without an end cannot make it read, and hold, more than max bytes of
+// it: it fails with errRecordTooLong past the current record's start plus
+// max and the size of the reader's buffer, which reads ahead of the
+// record. ended checks each record's exact length and moves the limit on.
+type recordLimit struct {
+	r     io.Reader
+	max   int64
+	n     int64 // bytes read so far
+	limit int64
+	start int64 // where the current record starts
+	line  int   // the line the record before it ended on; 0 before the header
+}
+
+func newRecordLimit(r io.Reader, max int) *recordLimit {
+	return &recordLimit{r: r, max: int64(max), limit: int64(max) + topKBufSize}
+}
+
+func (l *recordLimit) Read(p []byte) (int, error) {
+	if l.n >= l.limit {
+		return 0, errRecordTooLong
+	}
+	if left := l.limit - l.n; int64(len(p)) > left {
+		p = p[:left]
+	}
+	n, err := l.r.Read(p)
+	l.n += int64(n)
+	return n, err
+}
+
+// ended is called with what s read of a record, rec and err, and returns
+// err, or the error for a record longer than the bound (which it is, too,
+// when an error stopped its reading past the bound).
+func (l *recordLimit) ended(s *scanner, rec []string, err error) error {
+	end := int64(s.bomBytes) + s.r.InputOffset()
+	if errors.Is(err, errRecordTooLong) || err != io.EOF && end-l.start > l.max {
+		if l.line == 0 {
+			return domain.Invalidf("output line 1: the header is longer than %s; is a quoted field not closed?", sizeString(int(l.max)))
+		}
+		return domain.Invalidf("output: the record after line %d is longer than %s; does a line never end, or is a quoted field not closed?", l.line, sizeString(int(l.max)))
+	}
+	if err == nil {
+		first, _ := s.r.FieldPos(len(rec) - 1)
+		l.line = first + strings.Count(rec[len(rec)-1], "\n")
+	}
+	l.start = end
+	l.limit = end + l.max + topKBufSize
+	return err
 }

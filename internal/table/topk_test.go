@@ -173,6 +173,82 @@ func TestTopKRejects(t *testing.T) {
 	}
 }
 
+// TestTopKLongRecord checks the bound on one record: a record of the
+// bound, its line end included, is read; one byte more is refused as too
+// long, naming where it starts, whether it is the header, a row, a quoted
+// field never closed or a line that never ends — and however the output
+// arrives. The default bound is the upload's, 64 MiB.
+func TestTopKLongRecord(t *testing.T) {
+	t.Parallel()
+	if tk, _ := NewTopK("score", domain.Desc, 1); tk.maxRecord != 64<<20 {
+		t.Errorf("NewTopK's record bound is %d bytes, want 64 MiB", tk.maxRecord)
+	}
+	field := strings.Repeat("x", 97) // with ",1\n", a record of 100 bytes
+	tests := []struct {
+		name, in, want string
+	}{
+		{"fits", "id,score\n" + field + ",1\n", ""},
+		{"too long", "id,score\na,1\n" + field + "x,1\n", "invalid argument: output: the record after line 2 is longer than 100 bytes; does a line never end, or is a quoted field not closed?"},
+		{"quoted lines", "id,score\n\"a\nb\",1\n\"" + field + "\n" + field + "\",2\n", "invalid argument: output: the record after line 3 is longer than 100 bytes; does a line never end, or is a quoted field not closed?"},
+		{"unclosed quote", "id,score\na,1\n\"" + strings.Repeat(field+"\n", 5), "invalid argument: output: the record after line 2 is longer than 100 bytes; does a line never end, or is a quoted field not closed?"},
+		{"header", strings.Repeat("h", 98) + ",score\n", "invalid argument: output line 1: the header is longer than 100 bytes; is a quoted field not closed?"},
+	}
+	for _, tt := range tests {
+		for _, oneByte := range []bool{false, true} {
+			var in io.Reader = strings.NewReader(tt.in)
+			if oneByte {
+				in = iotest.OneByteReader(in)
+			}
+			tk, _ := NewTopK("score", domain.Desc, 1)
+			tk.maxRecord = 100
+			_, err := tk.Select(in)
+			if got := fmt.Sprint(err); (err == nil) != (tt.want == "") || err != nil && got != tt.want || err != nil && !errors.Is(err, domain.ErrInvalidArgument) {
+				t.Errorf("%s (a byte at a time: %v): error %v, want %q", tt.name, oneByte, err, tt.want)
+			}
+		}
+	}
+}
+
+// TestTopKEndlessRecord gives Select an output whose second row does not
+// end for 16 MiB: it is refused once the bound (1 MiB here) and one buffer
+// of it were read, and no more of it is read.
+func TestTopKEndlessRecord(t *testing.T) {
+	t.Parallel()
+	const bound = 1 << 20
+	endless := &countingReader{r: io.MultiReader(strings.NewReader("id,score\na,1\n"), io.LimitReader(endlessX{}, 16*bound))}
+	tk, _ := NewTopK("score", domain.Desc, 1)
+	tk.maxRecord = bound
+	_, err := tk.Select(endless)
+	if err == nil || !strings.Contains(err.Error(), "the record after line 2 is longer than 1 MiB") {
+		t.Fatalf("Select of an endless record: %v, want refused as too long", err)
+	}
+	if endless.n > bound+topKBufSize+64 {
+		t.Errorf("Select read %d bytes of the output; want at most the bound, %d, and a buffer of %d", endless.n, bound, topKBufSize)
+	}
+}
+
+// endlessX reads as an endless run of x.
+type endlessX struct{}
+
+func (endlessX) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// countingReader counts what is read of r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 func TestNewTopKRejectsSettings(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {

@@ -127,3 +127,19 @@ func TestLargeOutputTopK(t *testing.T) {
 		t.Fatalf("task took %d attempts, want 1", tk.Attempt)
 	}
 }
+
+// TestEndlessOutputLine runs a command whose second output line goes on
+// for 96 MiB: the worker refuses it once 64 MiB of it have come, the
+// bound on a record, and fails the attempt saying so.
+func TestEndlessOutputLine(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	command := `cat >/dev/null; echo id,score; head -c 100663296 /dev/zero | tr '\0' x`
+	b.startWorker(worker.Config{Workloads: []worker.Workload{mustWorkload(t, "endless="+command)}})
+	j := b.job(client.JobRequest{Workload: "endless", MaxAttempts: 1, LeaseSeconds: 60}, "id,value\na,1\n")
+	b.waitJob(j.JobID, client.JobFailed, 60*time.Second)
+	const want = "the workload's output is unusable: invalid argument: output: the record after line 1 is longer than 64 MiB"
+	if tk := b.tasks(j.JobID)[0]; !strings.Contains(tk.Error, want) {
+		t.Fatalf("task error %q, want it to say %q", tk.Error, want)
+	}
+}
