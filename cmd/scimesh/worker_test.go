@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -156,6 +157,109 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 	workerWaitFor(t, 5*time.Second, "the restarted worker's log to say it removed the leftover", func() bool {
 		return strings.Contains(again.stderr.String(), "removed a leftover task directory")
 	})
+}
+
+// TestWorkerHostedLongLine runs a real `scimesh worker` with the built-in
+// tanimoto on two hosted chunks whose third line does not end: one that
+// goes on without end (its size not given, so --max-input-bytes, 320 MiB
+// here, cuts it), and one whose line is 256 MiB long, its size and sha256
+// given. Both fail for good at their first attempt, the second saying the
+// line is too long, and the worker's peak resident memory (VmHWM) stays
+// far below the lines' length: it never holds more than a few MiB of one.
+func TestWorkerHostedLongLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "data", "scimesh.db"))
+	const head, lineBytes = "id,fingerprint\na,ff\n", 256 << 20
+	long := func(w io.Writer) error { // head, then a line of lineBytes
+		if _, err := io.WriteString(w, head); err != nil {
+			return err
+		}
+		x := bytes.Repeat([]byte("x"), 1<<20)
+		for range lineBytes >> 20 {
+			if _, err := w.Write(x); err != nil {
+				return err
+			}
+		}
+		_, err := io.WriteString(w, "\n")
+		return err
+	}
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/long.csv" {
+			_ = long(w)
+			return
+		}
+		_, _ = io.WriteString(w, head)
+		x := bytes.Repeat([]byte("x"), 1<<20)
+		for r.Context().Err() == nil {
+			if _, err := w.Write(x); err != nil {
+				return
+			}
+		}
+	}))
+	defer data.Close()
+	sum := sha256.New()
+	if err := long(sum); err != nil {
+		t.Fatal(err)
+	}
+	chunks := map[string]map[string]any{
+		"endless": {"uri": data.URL + "/endless.csv", "sha256": strings.Repeat("ab", 32)},
+		"long":    {"uri": data.URL + "/long.csv", "sha256": hex.EncodeToString(sum.Sum(nil)), "bytes": len(head) + lineBytes + 1},
+	}
+	w := start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+		"--allow-input-host", "127.0.0.1/32", "--max-input-bytes", strconv.Itoa(320<<20), "--workload", "tanimoto")
+	want := map[string]string{
+		"endless": "the input is larger than 335544320 bytes, the most this worker downloads",
+		"long":    "line 3: the record that starts here is longer than 1 MiB",
+	}
+	jobs := map[string]string{}
+	for name, c := range chunks {
+		var j jobOut
+		if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "tanimoto", "max_attempts": 3, "lease_seconds": 120,
+			"parameters": map[string]any{"query": "ff"}, "input": map[string]any{"chunks": []any{c}}}, &j); s != 201 {
+			t.Fatalf("create job: %d", s)
+		}
+		jobs[name] = j.JobID
+	}
+	for name, id := range jobs {
+		workerWaitFor(t, 120*time.Second, "the "+name+" job to fail", func() bool {
+			var got jobOut
+			call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &got)
+			return got.Status == "failed"
+		})
+		var tasks struct{ Tasks []taskOut }
+		call(t, "GET", p.url+"/jobs/"+id+"/tasks", "ctok", nil, &tasks)
+		if tk := tasks.Tasks[0]; tk.Attempt != 1 || !strings.Contains(tk.Error, want[name]) {
+			t.Errorf("%s: the task failed at attempt %d with %q; want it failed for good at once, saying %q", name, tk.Attempt, tk.Error, want[name])
+		}
+	}
+	hwm := procPeakRSS(t, w.cmd.Process.Pid)
+	bound := int64(96 << 20)
+	if raceBuild {
+		bound = 192 << 20
+	}
+	t.Logf("the worker's peak RSS: %s", fmtBytes(hwm))
+	if hwm > bound {
+		t.Errorf("the worker's peak RSS reached %s on lines of 256 MiB; want it under %s", fmtBytes(hwm), fmtBytes(bound))
+	}
+}
+
+// procPeakRSS is the peak resident memory of process pid (VmHWM).
+func procPeakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatalf("read the peak RSS of process %d: %v", pid, err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
+			var kb int64
+			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
 }
 
 // workerProcsWith lists the live processes that have one of args as an

@@ -47,7 +47,9 @@
 // without a quote is split at its commas, and only records that hold a quote
 // go through a quote-aware parser, which fuzzing checks against
 // encoding/csv. Rows need the columns the workload reads; further columns are
-// ignored. A leading UTF-8 byte order mark is dropped. The output is written
+// ignored. A record longer than MaxRecordBytes (1 MiB, its line ends
+// included) is bad input, refused once that much of it has been read, so
+// that a line that never ends costs a few MiB of memory, not all there is. A leading UTF-8 byte order mark is dropped. The output is written
 // as encoding/csv's writer would write it: LF line ends, fields quoted only
 // when needed.
 package tanimoto

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/csv"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -12,6 +13,13 @@ import (
 // chunk streams through in few reads and that nearly every line is returned
 // in place, small enough to stay in a core's L2 cache.
 const readBufferSize = 256 << 10
+
+// MaxRecordBytes bounds one record of a chunk, its line ends included: 1
+// MiB. A row is an id and a fingerprint (a 2048-bit fingerprint is 512 hex
+// digits, the longest in common use 4096), and maybe other columns, so a
+// longer record is a line that never ends or a quoted field never closed:
+// refused, so that the reader never holds more than a few MiB.
+const MaxRecordBytes = 1 << 20
 
 // reader reads CSV records line by line, the way encoding/csv reads them
 // with its defaults, returning fields as byte slices into its own buffers.
@@ -32,16 +40,23 @@ func newReader(in io.Reader) *reader {
 // readLine returns the next line without its line end: "\n", "\r\n", or a
 // final "\r" before the end of the input, as encoding/csv drops them. The
 // line is valid until the next call. At the end of the input it returns
-// io.EOF.
+// io.EOF; a line longer than MaxRecordBytes is an error that wraps
+// ErrBadInput, returned once that much of it was read.
 func (r *reader) readLine() ([]byte, error) {
 	line, err := r.br.ReadSlice('\n')
 	if err == bufio.ErrBufferFull {
 		r.long = append(r.long[:0], line...)
 		for err == bufio.ErrBufferFull {
+			if len(r.long) > MaxRecordBytes {
+				return nil, tooLong(r.lines + 1)
+			}
 			line, err = r.br.ReadSlice('\n')
 			r.long = append(r.long, line...)
 		}
 		line = r.long
+	}
+	if len(line) > MaxRecordBytes {
+		return nil, tooLong(r.lines + 1)
 	}
 	if err != nil && (err != io.EOF || len(line) == 0) {
 		return nil, err
@@ -104,10 +119,16 @@ func (r *reader) split(line []byte, lineNo, need int) ([][]byte, error) {
 		if err == io.EOF {
 			break // an unterminated quoted field; splitQuoted says so
 		}
+		if errors.Is(err, ErrBadInput) {
+			return nil, tooLong(lineNo) // a line of the record is too long
+		}
 		if err != nil {
 			return nil, err
 		}
 		r.rec = append(append(r.rec, '\n'), more...)
+		if len(r.rec) > MaxRecordBytes {
+			return nil, tooLong(lineNo)
+		}
 		quotes += bytes.Count(more, []byte{'"'})
 	}
 	fields, unq, err := splitQuoted(r.fields[:0], r.unq[:0], r.rec)
@@ -116,6 +137,13 @@ func (r *reader) split(line []byte, lineNo, need int) ([][]byte, error) {
 		return nil, fmt.Errorf("%w: line %d: malformed CSV: %w", ErrBadInput, lineNo, err)
 	}
 	return fields, nil
+}
+
+// tooLong is the error for a record longer than MaxRecordBytes that
+// starts on line lineNo.
+func tooLong(lineNo int) error {
+	return fmt.Errorf("%w: line %d: the record that starts here is longer than %d MiB, the most the tanimoto workload reads; does a line never end, or is a quoted field not closed?",
+		ErrBadInput, lineNo, MaxRecordBytes>>20)
 }
 
 // splitQuoted splits one CSV record, which may hold quoted fields, into its

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"regexp"
 	"strconv"
@@ -120,6 +121,61 @@ func TestRunBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunLongRecord checks the bound on a record: one of MaxRecordBytes,
+// its line end included, is read; one byte more fails as bad input naming
+// the line it starts on, whether one line is too long or a quoted field
+// spans too many; and a line that does not end is refused once the bound
+// and a buffer or two of it were read, not at its end.
+func TestRunLongRecord(t *testing.T) {
+	t.Parallel()
+	head := "id,fingerprint,note\na,ff,x\n"
+	note := strings.Repeat("n", MaxRecordBytes-len("b,ff,\n"))
+	if got, err := run(t, params("ff"), true, head+"b,ff,"+note+"\n"); err != nil || got != "id,score\na,1\nb,1\n" {
+		t.Errorf("a record of %d bytes: %q, %v; want it read", MaxRecordBytes, got, err)
+	}
+	const want = "the record that starts here is longer than 1 MiB"
+	for name, input := range map[string]string{
+		"one line":     head + "b,ff," + note + "n\n",
+		"quoted lines": head + "b,ff,\"" + strings.Repeat(strings.Repeat("q", 999)+"\n", MaxRecordBytes/1000+2) + "\"\n",
+	} {
+		_, err := run(t, params("ff"), true, input)
+		if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "line 3: "+want) {
+			t.Errorf("%s: error %v, want bad input, line 3: %s", name, err, want)
+		}
+	}
+
+	endless := &countingReader{r: io.MultiReader(strings.NewReader(head), io.LimitReader(endlessX{}, 64*MaxRecordBytes))}
+	err := Run(context.Background(), params("ff"), true, endless, io.Discard)
+	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "line 3: "+want) {
+		t.Errorf("a line of 64 MiB: error %v, want bad input, line 3: %s", err, want)
+	}
+	if limit := int64(MaxRecordBytes + 2*readBufferSize); endless.n > limit {
+		t.Errorf("Run read %d bytes of a line that does not end; want at most %d", endless.n, limit)
+	}
+}
+
+// endlessX reads as an endless run of x.
+type endlessX struct{}
+
+func (endlessX) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	return len(p), nil
+}
+
+// countingReader counts what is read of r.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 func TestRunOtherErrors(t *testing.T) {

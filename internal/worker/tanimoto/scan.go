@@ -3,6 +3,7 @@ package tanimoto
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 )
@@ -59,7 +60,7 @@ func (q *Query) Scan(ctx context.Context, hasHeader bool, in io.Reader, fn func(
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("read chunk: %w", err)
+			return readError(err)
 		}
 		if fast {
 			// A fingerprint of the right length that decodes as hex holds
@@ -101,7 +102,7 @@ func readHeader(r *reader) (idIdx, fpIdx int, err error) {
 		return 0, 0, io.EOF
 	}
 	if err != nil {
-		return 0, 0, fmt.Errorf("read chunk: %w", err)
+		return 0, 0, readError(err)
 	}
 	fields, err := r.split(line, lineNo, 0)
 	if err != nil {
@@ -133,6 +134,15 @@ func readHeader(r *reader) (idIdx, fpIdx int, err error) {
 		}
 	}
 	return idIdx, fpIdx, nil
+}
+
+// readError words an error of the reader: the chunk's fault as it is,
+// else a failure to read it.
+func readError(err error) error {
+	if errors.Is(err, ErrBadInput) {
+		return err
+	}
+	return fmt.Errorf("read chunk: %w", err)
 }
 
 func missingColumn(lineNo, fields, idIdx, fpIdx int) error {
