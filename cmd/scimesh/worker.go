@@ -134,7 +134,7 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 	f.IntVar(&treeSlots, "tree-concurrency", 0, "how many tree tasks (scimesh.v1 Worker.Poll) run at once beside the chunk tasks; 0 runs none")
 	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory, its chunk's copy (.scimesh-input) included, when it ends, for debugging (leftovers are then not removed at start)")
 	f.StringArrayVar(&allowHosts, "allow-input-host", nil, "where hosted chunks may be fetched from: a host name, *.domain or a CIDR such as 10.0.0.0/8 (repeat the flag); default any host but loopback and link-local addresses")
-	f.Int64Var(&maxInput, "max-input-bytes", worker.DefaultMaxInputBytes, "the most a chunk of unknown size may be, in bytes")
+	f.Int64Var(&maxInput, "max-input-bytes", worker.DefaultMaxInputBytes, "the most a chunk may be, in bytes: a task that names a larger size fails before its chunk is downloaded, and a chunk of unknown size is cut off past it")
 	addDeadlineFlags(f)
 	f.StringArrayVar(&passEnv, "pass-env", nil, "a variable of the worker's environment that commands see too (repeat the flag); they always see PATH, HOME, LANG, LC_*, TZ and TMPDIR")
 	return cmd

@@ -14,8 +14,8 @@ import (
 	"github.com/scimesh/scimesh/internal/client"
 )
 
-// DefaultMaxInputBytes bounds a chunk whose size the task does not give
-// (input.bytes 0): 16 GiB.
+// DefaultMaxInputBytes bounds a chunk, whether its task gives its size
+// (input.bytes) or not: 16 GiB.
 const DefaultMaxInputBytes int64 = 16 << 30
 
 // maxRedirects bounds the redirects of a hosted input.

@@ -136,15 +136,32 @@ func TestHostedInputHosts(t *testing.T) {
 
 // TestMaxInputBytes checks that a chunk of unknown size is cut off at
 // MaxInputBytes, failing its task for good with a message that names the
-// flag, and that one below the bound runs.
+// flag; that a chunk whose task names a larger size fails so too, without
+// a byte of it fetched; and that one below the bound runs.
 func TestMaxInputBytes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	b.startWorker(worker.Config{MaxInputBytes: 64, Workloads: []worker.Workload{mustWorkload(t, "score="+scoreCommand)}})
 	big := []byte("id,value\n" + strings.Repeat("row,1\n", 40)) // 249 bytes
+
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	declared := newCountingServer(l, big)
+	t.Cleanup(declared.Close)
+	j := b.createJob(client.JobRequest{Workload: "score", MaxAttempts: 3, Input: client.JobInput{Chunks: []client.ChunkRef{ref(declared.URL+"/big.csv", big)}}})
+	b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
+	if tk := b.tasks(j.JobID)[0]; tk.Attempt != 1 || !strings.Contains(tk.Error, "the input is 249 bytes, more than the 64") || !strings.Contains(tk.Error, "--max-input-bytes") {
+		t.Errorf("task that names a size over the bound: attempt %d, error %q; want a failure for good at attempt 1 naming the sizes and --max-input-bytes", tk.Attempt, tk.Error)
+	}
+	if n := declared.hits.Load(); n != 0 {
+		t.Errorf("the chunk whose task names a size over the bound was requested %d times; want none", n)
+	}
+
 	c := b.data.host("/max/big", big, nil)
 	c.Bytes = 0
-	j := b.createJob(client.JobRequest{Workload: "score", MaxAttempts: 3, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+	j = b.createJob(client.JobRequest{Workload: "score", MaxAttempts: 3, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
 	b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
 	tk := b.tasks(j.JobID)[0]
 	if tk.Attempt != 1 || !strings.Contains(tk.Error, "larger than 64 bytes") || !strings.Contains(tk.Error, "--max-input-bytes") {

@@ -165,8 +165,10 @@ func beatWait(deadline time.Time) time.Duration {
 }
 
 // execute downloads the task's input and runs its workload over it,
-// keeping the best rows of the output. Its errors are worded for the
-// task's error field; those wrapping ErrPermanent are not retryable.
+// keeping the best rows of the output. An input whose task names a size
+// over Config.MaxInputBytes is not downloaded at all. Its errors are
+// worded for the task's error field; those wrapping ErrPermanent are not
+// retryable.
 func (w *Worker) execute(ctx context.Context, t *client.Task, procs *slotProcs, log *slog.Logger) (*outcome, error) {
 	wl, ok := w.workloads[t.Workload]
 	if !ok {
@@ -177,6 +179,9 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, procs *slotProcs, 
 		return nil, Permanent(fmt.Errorf("the task's settings: %w", err))
 	}
 
+	if t.Input.Bytes > w.cfg.MaxInputBytes {
+		return nil, Permanent(fmt.Errorf("the input is %d bytes, more than the %d this worker downloads for a chunk (--max-input-bytes): split the data into smaller chunks, or ask the worker's operator to raise the bound", t.Input.Bytes, w.cfg.MaxInputBytes))
+	}
 	dlCtx, dlCancel := context.WithCancelCause(ctx)
 	defer dlCancel(nil)
 	body, err := w.openInput(dlCtx, t)

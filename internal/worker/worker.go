@@ -55,8 +55,11 @@ type Config struct {
 	// on the coordinator's own scheme and host is always allowed. See
 	// hostPolicy for the rules.
 	AllowInputHosts []string
-	// MaxInputBytes bounds the download of an input whose size the task
-	// does not give (input.bytes 0); DefaultMaxInputBytes when 0.
+	// MaxInputBytes bounds every input: a task that names a larger size
+	// (input.bytes) fails for good before anything is downloaded, and the
+	// download of an input whose size the task does not give (input.bytes
+	// 0) is cut off past it, failing the task for good too.
+	// DefaultMaxInputBytes when 0.
 	MaxInputBytes int64
 	// PassEnv names variables of the worker's environment that commands
 	// see besides PATH, HOME, LANG, LC_*, TZ and TMPDIR.
