@@ -11,6 +11,13 @@ import (
 // directory lock (see openWorkDir).
 const lockName = ".scimesh-worker.lock"
 
+// The work directory is the worker's own: one it created, or one owned by
+// its user that neither group nor others may write (checkWorkDir, on
+// Unix). Anyone who could write it could put or swap what the worker
+// runs a command in, or hold its lock. A symbolic link to it is resolved
+// once, at start, so that the worker keeps to the directory it checked
+// even if the link changes.
+//
 // Leftovers: a worker that was killed leaves its attempts' directories
 // behind. On start, a worker removes them — but only when no other live
 // worker uses the same work directory, since the directories of that
@@ -27,13 +34,25 @@ const lockName = ".scimesh-worker.lock"
 // the ':' of SHARD:LOCAL), and whose entries are all attempt directories
 // (named by a number). Anything else is left alone and logged.
 
-// openWorkDir makes the work directory, sweeps leftovers when this worker
+// openWorkDir makes the work directory (only its owner may enter it),
+// checks that it is the worker's own, sweeps leftovers when this worker
 // is alone in it (and does not keep work directories), and returns what
 // releases its lock when the worker stops.
 func (w *Worker) openWorkDir() (release func(), err error) {
 	dir := w.cfg.WorkDir
-	if err := os.MkdirAll(dir, 0o750); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, workDirError(dir, err)
+	}
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return nil, workDirError(dir, err)
+	}
+	if real != dir {
+		w.log.Info("the work directory is a symbolic link: the worker uses where it leads", "dir", dir, "real", real)
+		w.cfg.WorkDir, dir = real, real
+	}
+	if err := checkWorkDir(dir); err != nil {
+		return nil, err
 	}
 	return lockWorkDir(dir, w.sweep, w.log)
 }
