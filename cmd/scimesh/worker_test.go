@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // TestWorkerProcess runs real `scimesh serve` and `scimesh worker`
@@ -260,6 +263,54 @@ func procPeakRSS(t *testing.T, pid int) int64 {
 	}
 	t.Fatalf("no VmHWM in /proc/%d/status", pid)
 	return 0
+}
+
+// TestWorkerRefusesWorkDir runs real `scimesh worker` processes on work
+// directories another process could tamper with: one owned by nobody
+// whose lock is held, as another user of a shared /tmp could make it
+// (the worker used to wait for the lock for ever), and one of its own
+// whose lock another process holds. Each exits promptly, with status 1
+// and a message saying why, having claimed nothing.
+func TestWorkerRefusesWorkDir(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "a work directory of another user needs root to make (chown); run the tests as root")
+	}
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "data", "scimesh.db"))
+	theirs, mine := filepath.Join(dir, "theirs"), filepath.Join(dir, "mine")
+	for _, d := range []string{theirs, mine} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.OpenFile(filepath.Join(d, ".scimesh-worker.lock"), os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chown(theirs, 65534, 65534); err != nil { // nobody
+		t.Fatal(err)
+	}
+	for d, want := range map[string]string{
+		theirs: "the work directory " + theirs + " belongs to another user (uid 65534",
+		mine:   "the work directory " + mine + " is in use by another worker (lock held)",
+	} {
+		w := start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--work-dir", d, "--workload", "copy=cat")
+		select {
+		case err := <-w.done:
+			w.done <- err
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(w.stderr.String(), want) {
+				t.Errorf("worker on %s exited with %v, want status 1 saying %q:\n%s", d, err, want, w.stderr.String())
+			}
+		case <-time.After(20 * time.Second):
+			t.Errorf("worker on %s still runs after 20s; want it refused at once:\n%s", d, w.stderr.String())
+		}
+	}
 }
 
 // workerProcsWith lists the live processes that have one of args as an

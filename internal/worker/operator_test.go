@@ -243,8 +243,9 @@ func TestLeftoverWorkDirs(t *testing.T) {
 	mk("s0:01aa-1") // an empty task directory
 	mk("notes")     // no task ID
 	mk("s0:01aa-2", "1")
-	write("s0:01aa-2/README") // a task's name, but not only attempts in it
-	write("s0:01aa-3")        // a file
+	write("s0:01aa-2/README")                // a task's name, but not only attempts in it
+	write("s0:01aa-3")                       // a file
+	mk(".scimesh-swept-1", "s0:01aa-5", "1") // a sweep that was cut short
 	if err := os.MkdirAll(filepath.Join(outside, "1"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -259,7 +260,7 @@ func TestLeftoverWorkDirs(t *testing.T) {
 	first := b.startWorker(worker.Config{WorkDir: dir, Workloads: wl})
 	first.waitLog(t, "worker started", 10*time.Second)
 	for path, want := range map[string]bool{
-		"s0:01aa-0": false, "s0:01aa-1": false,
+		"s0:01aa-0": false, "s0:01aa-1": false, ".scimesh-swept-1": false,
 		"notes": true, "s0:01aa-2/README": true, "s0:01aa-3": true, "s0:01aa-4": true,
 	} {
 		if _, err := os.Lstat(filepath.Join(dir, path)); (err == nil) != want {

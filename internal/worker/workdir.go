@@ -11,6 +11,10 @@ import (
 // directory lock (see openWorkDir).
 const lockName = ".scimesh-worker.lock"
 
+// sweptPrefix starts the name of the directory a sweep moves leftovers
+// into before it removes them.
+const sweptPrefix = ".scimesh-swept-"
+
 // The work directory is the worker's own: one it created, or one owned by
 // its user that neither group nor others may write (checkWorkDir, on
 // Unix). Anyone who could write it could put or swap what the worker
@@ -23,16 +27,22 @@ const lockName = ".scimesh-worker.lock"
 // worker uses the same work directory, since the directories of that
 // worker's running tasks look the same. Every worker holds a shared lock
 // (flock) on WORK_DIR/.scimesh-worker.lock while it runs; one that gets
-// the lock exclusively at start is alone, sweeps, then holds it shared.
-// A lock held by a dead process is released by the kernel, so a killed
-// worker never blocks the sweep. On a file system without working locks
-// the sweep is skipped with a warning (see lockWorkDir).
+// the lock exclusively at start is alone: it moves the leftovers into a
+// directory .scimesh-swept-* of the work directory, takes the lock shared,
+// then removes that directory, so that the lock is held exclusively only
+// as long as a few renames take. A lock held by a dead process is
+// released by the kernel, so a killed worker never blocks the sweep. A
+// worker never waits long for the lock: when another process holds it
+// exclusively for longer than a sweep takes, the worker does not start
+// (see lockWorkDir). On a file system without working locks the sweep is
+// skipped with a warning.
 //
 // What the sweep removes is narrow: only entries directly under the work
 // directory that are directories (not symbolic links, which are never
 // followed), whose name is one that safeName gives a task ID (and holds
 // the ':' of SHARD:LOCAL), and whose entries are all attempt directories
-// (named by a number). Anything else is left alone and logged.
+// (named by a number); and the .scimesh-swept-* directories of a sweep
+// that was cut short. Anything else is left alone and logged.
 
 // openWorkDir makes the work directory (only its owner may enter it),
 // checks that it is the worker's own, sweeps leftovers when this worker
@@ -57,32 +67,59 @@ func (w *Worker) openWorkDir() (release func(), err error) {
 	return lockWorkDir(dir, w.sweep, w.log)
 }
 
-// sweep removes what killed workers left in the work directory; see above.
-func (w *Worker) sweep() {
+// sweep moves what killed workers left in the work directory out of the
+// way, and returns what removes it; see above.
+func (w *Worker) sweep() (remove func()) {
 	if w.cfg.KeepWorkDirs {
 		w.log.Info("work directories are kept (--keep-work-dirs): leftovers of earlier runs are not removed", "dir", w.cfg.WorkDir)
-		return
+		return func() {}
 	}
 	entries, err := os.ReadDir(w.cfg.WorkDir)
 	if err != nil {
 		w.log.Warn("could not list the work directory to remove leftovers", "dir", w.cfg.WorkDir, "error", err)
-		return
+		return func() {}
 	}
+	var swept string // made when there is something to move
+	var moved []string
 	for _, e := range entries {
 		if e.Name() == lockName {
 			continue
 		}
 		path := filepath.Join(w.cfg.WorkDir, e.Name())
-		if !isTaskDir(path, e) {
+		if !isTaskDir(path, e) && !isSwept(e) {
 			w.log.Warn("left alone in the work directory: not a task's directory", "path", path)
 			continue
 		}
-		if err := os.RemoveAll(path); err != nil {
+		if swept == "" {
+			if swept, err = os.MkdirTemp(w.cfg.WorkDir, sweptPrefix); err != nil {
+				w.log.Warn("could not make a directory to sweep leftovers into", "dir", w.cfg.WorkDir, "error", err)
+				return func() {}
+			}
+		}
+		if err := os.Rename(path, filepath.Join(swept, e.Name())); err != nil {
 			w.log.Warn("could not remove a leftover task directory", "path", path, "error", err)
 			continue
 		}
-		w.log.Info("removed a leftover task directory of an earlier run", "path", path)
+		moved = append(moved, path)
 	}
+	return func() {
+		if swept == "" {
+			return
+		}
+		if err := os.RemoveAll(swept); err != nil {
+			w.log.Warn("could not remove leftover task directories", "path", swept, "error", err)
+			return
+		}
+		for _, path := range moved {
+			w.log.Info("removed a leftover task directory of an earlier run", "path", path)
+		}
+	}
+}
+
+// isSwept reports whether the entry e of the work directory is one a
+// sweep moved leftovers into.
+func isSwept(e os.DirEntry) bool {
+	return e.IsDir() && e.Type()&os.ModeSymlink == 0 && strings.HasPrefix(e.Name(), sweptPrefix)
 }
 
 // isTaskDir reports whether the entry e at path is a task's directory as

@@ -1,9 +1,11 @@
 package worker_test
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,5 +91,38 @@ func TestWorkDirWritableByOthers(t *testing.T) {
 	r.waitLog(t, "worker started", 10*time.Second)
 	if fi, err := os.Stat(made); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("the work directory the worker made: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+}
+
+// TestWorkDirLockHeld holds the work directory's lock exclusively, as
+// another process could: the worker does not wait for it for ever, but
+// stops within a few seconds, saying the directory is in use.
+func TestWorkDirLockHeld(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	f, err := os.OpenFile(filepath.Join(dir, ".scimesh-worker.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	runRefused(t, dir, 20*time.Second, "the work directory "+dir+" is in use by another worker (lock held)")
+}
+
+// TestWorkDirLockIsNoLink puts a symbolic link where the lock file goes:
+// the worker does not follow it (which would create or lock the file it
+// points at) and refuses the directory.
+func TestWorkDirLockIsNoLink(t *testing.T) {
+	t.Parallel()
+	dir, elsewhere := t.TempDir(), t.TempDir()
+	target := filepath.Join(elsewhere, "target")
+	if err := os.Symlink(target, filepath.Join(dir, ".scimesh-worker.lock")); err != nil {
+		t.Fatal(err)
+	}
+	runRefused(t, dir, 10*time.Second, "not a symbolic link")
+	if _, err := os.Lstat(target); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock's link was followed: its target %s exists (%v)", target, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+	"time"
 )
 
 // checkWorkDir checks that dir is a directory of the worker's own: owned
@@ -32,31 +33,66 @@ func checkWorkDir(dir string) error {
 	return nil
 }
 
+// lockWait bounds how long a worker waits for another process to let go
+// of the work directory's exclusive lock, which a starting worker holds
+// only while it moves leftovers aside.
+const lockWait = 5 * time.Second
+
 // lockWorkDir takes the shared lock of dir for the worker's life, calling
 // sweep first when it can have the lock exclusively (no other live worker
-// holds it). The two steps are not one atomic change: another worker
-// starting in between may sweep too, which is harmless, since neither runs
-// a task before it holds the lock shared.
-func lockWorkDir(dir string, sweep func(), log *slog.Logger) (release func(), err error) {
+// holds it), and the function sweep returns once the lock is shared. The
+// lock file is opened without following a symbolic link, and the lock is
+// never waited for longer than lockWait: a work directory whose lock
+// another process holds exclusively is an error. The two steps are not one
+// atomic change: another worker starting in between may sweep too, which
+// is harmless, since neither runs a task before it holds the lock shared.
+func lockWorkDir(dir string, sweep func() (remove func()), log *slog.Logger) (release func(), err error) {
 	path := filepath.Join(dir, lockName)
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o640)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
+		return nil, workDirError(dir, fmt.Errorf("open its lock %s (not a symbolic link): %w", lockName, err))
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file", lockName)
+	}
+	if err != nil {
+		f.Close()
 		return nil, workDirError(dir, err)
 	}
 	fd := int(f.Fd())
+	remove := func() {}
 	switch err := flock(fd, syscall.LOCK_EX|syscall.LOCK_NB); {
 	case err == nil:
-		sweep()
+		remove = sweep()
 	case errors.Is(err, syscall.EWOULDBLOCK):
 		log.Info("another running worker uses this work directory: leftovers are not removed now", "dir", dir)
 	default:
 		log.Warn("cannot lock the work directory, so leftovers of killed workers are not removed (a file system without locks?)", "dir", dir, "error", err)
 		return func() { f.Close() }, nil
 	}
-	if err := flock(fd, syscall.LOCK_SH); err != nil {
-		log.Warn("cannot lock the work directory shared", "dir", dir, "error", err)
+	if err := lockShared(fd); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("the work directory %s is in use by another worker (lock held): another process has held %s exclusively for %v; stop it, or give this worker a --work-dir of its own", dir, path, lockWait)
+		}
+		return nil, workDirError(dir, fmt.Errorf("lock %s: %w", path, err))
 	}
+	remove()
 	return func() { f.Close() }, nil
+}
+
+// lockShared takes the shared lock of fd, trying again for lockWait while
+// another process holds it exclusively.
+func lockShared(fd int) error {
+	deadline := time.Now().Add(lockWait)
+	for {
+		err := flock(fd, syscall.LOCK_SH|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EWOULDBLOCK) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func flock(fd, how int) error {
