@@ -33,7 +33,7 @@ type slurmOptions struct {
 	workerArgs    []string
 	tokenFile     string // absolute; empty: SCIMESH_TOKEN through sbatch's environment
 	binary        string // absolute
-	workDir       string // empty: per node and user under $TMPDIR
+	workDir       string // empty: a new directory of mktemp -d under $SLURM_TMPDIR, else $TMPDIR
 	jobName       string
 	releaseBefore time.Duration // before the walltime ends: the worker's deadline and Slurm's signal
 }
@@ -115,7 +115,7 @@ nothing.`,
 	f.StringArrayVar(&o.workerArgs, "worker-arg", nil, "an argument for each scimesh worker, such as --pass-env=OMP_NUM_THREADS (repeat the flag)")
 	f.StringVar(&o.tokenFile, "token-file", "", "a file holding the worker token, readable by its owner only, on a file system the compute nodes share (default: SCIMESH_TOKEN, through sbatch's environment)")
 	f.StringVar(&o.binary, "binary", "", "the scimesh binary the jobs run, as the compute nodes see it (default: this one)")
-	f.StringVar(&o.workDir, "work-dir", "", "each worker's --work-dir (default: ${TMPDIR:-/tmp}/scimesh-work-UID on its node)")
+	f.StringVar(&o.workDir, "work-dir", "", "each worker's --work-dir, a directory of the user's own (default: a new one that mktemp -d makes on its node, under $SLURM_TMPDIR, else ${TMPDIR:-/tmp})")
 	f.StringVar(&o.jobName, "job-name", "scimesh-worker", "the Slurm job's name")
 	f.DurationVar(&o.releaseBefore, "release-before", 0, "how long before the walltime ends the workers release their tasks and exit (default a tenth of --time, 10s to 2m)")
 	f.BoolVar(&dryRun, "dry-run", false, "print the batch script and submit nothing")
@@ -274,9 +274,14 @@ func (o *slurmOptions) script() string {
 		line("fi")
 	}
 	line(`node=${SLURMD_NODENAME:-$(hostname -s)}`)
-	workDir := `"${TMPDIR:-/tmp}/scimesh-work-$(id -u)"`
+	workDir := `"$work_dir"`
 	if o.workDir != "" {
 		workDir = shellQuote(o.workDir)
+	} else {
+		line("# The worker's directory is a new one of this job's own, which no other")
+		line("# user of the node can have made first or write to: under the job's")
+		line("# private $SLURM_TMPDIR when the cluster gives one, else under $TMPDIR.")
+		line(`work_dir=$(mktemp -d "${SLURM_TMPDIR:-${TMPDIR:-/tmp}}/scimesh-work.XXXXXXXX")`)
 	}
 	runtime := o.walltime - o.releaseBefore
 	line("exec %s worker \\", shellQuote(o.binary))

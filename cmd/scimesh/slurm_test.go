@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -33,9 +34,29 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 	for _, want := range []string{"#!/bin/bash\n", "#SBATCH --array=0-3\n", "#SBATCH --time=02:00:00\n",
 		"#SBATCH --signal=B:USR1@120\n", "#SBATCH --partition=short\n", "#SBATCH --cpus-per-task=8\n",
 		"exec " + binary + " worker", "--max-runtime 1h58m0s", "--concurrency 8", "--coordinator http://10.1.2.3:8080",
-		`--id "${node}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"`, "--workload tanimoto", "--workload 'dock=/opt/dock/score.sh --fast'"} {
+		`--id "${node}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"`, "--workload tanimoto", "--workload 'dock=/opt/dock/score.sh --fast'",
+		`--work-dir "$work_dir"`} {
 		if !strings.Contains(script, want) {
 			t.Errorf("the script lacks %q:\n%s", want, script)
+		}
+	}
+	// The default work directory is a new one of the job's own, made by
+	// mktemp -d under $SLURM_TMPDIR when the cluster gives one, else under
+	// $TMPDIR: the script's own line, run by bash, makes it so.
+	mktemp := regexp.MustCompile(`(?m)^work_dir=.*$`).FindString(script)
+	for _, slurmTmp := range []string{t.TempDir(), ""} {
+		tmp := t.TempDir()
+		sh := exec.Command("bash", "-c", "set -eu; "+mktemp+`; echo "$work_dir"; stat -c '%a %u' "$work_dir"`)
+		sh.Env = []string{"PATH=" + os.Getenv("PATH"), "TMPDIR=" + tmp}
+		parent := tmp
+		if slurmTmp != "" {
+			sh.Env = append(sh.Env, "SLURM_TMPDIR="+slurmTmp)
+			parent = slurmTmp
+		}
+		out, err := sh.Output()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err != nil || len(lines) != 2 || filepath.Dir(lines[0]) != parent || lines[1] != fmt.Sprintf("700 %d", os.Geteuid()) {
+			t.Errorf("the script's line %q with SLURM_TMPDIR %q and TMPDIR %q: %v, %q; want a new directory of mode 700 in %s", mktemp, slurmTmp, tmp, err, out, parent)
 		}
 	}
 	if strings.Contains(script, secret) {
