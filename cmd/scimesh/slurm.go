@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -181,6 +182,34 @@ func (o *slurmOptions) check(cmd *cobra.Command) error {
 		}
 		if err := checkTokenFile(o.tokenFile); err != nil {
 			return err
+		}
+	}
+	return o.checkScriptText()
+}
+
+// checkScriptText refuses control characters in every value the batch
+// script holds: a line break in an #SBATCH line would start a line of the
+// caller's making (another #SBATCH option, or a command), and none has a
+// use for one.
+func (o *slurmOptions) checkScriptText() error {
+	values := []struct {
+		flag string
+		v    []string
+	}{
+		{"--job-name", []string{o.jobName}},
+		{"--partition", []string{o.partition}},
+		{"--coordinator", []string{o.coordinator}},
+		{"--work-dir", []string{o.workDir}},
+		{"--binary", []string{o.binary}},
+		{"--token-file", []string{o.tokenFile}},
+		{"--workload", o.workloads},
+		{"--worker-arg", o.workerArgs},
+	}
+	for _, f := range values {
+		for _, v := range f.v {
+			if i := strings.IndexFunc(v, unicode.IsControl); i >= 0 {
+				return fmt.Errorf("%s %q holds a control character (%U): the value goes into the batch script, where a line break would start a line of its own; give it on one line, without control characters (a command of several lines can go in a script file)", f.flag, v, []rune(v[i:])[0])
+			}
 		}
 	}
 	return nil

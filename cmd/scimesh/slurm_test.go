@@ -102,10 +102,15 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 		{"no token", nil, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00"}, "SCIMESH_TOKEN"},
 		{"unknown worker flag", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--worker-arg=--bogus"}, "--bogus"},
 		{"worker flag the script sets", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--worker-arg=--max-runtime=1h"}, "--max-runtime"},
+		{"line break in the job name", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--job-name", "w\n#SBATCH --uid=0"}, `--job-name "w\n#SBATCH --uid=0" holds a control character (U+000A)`},
+		{"line break in the job name, dry run", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--job-name", "w\nid", "--dry-run"}, `--job-name "w\nid" holds a control character`},
+		{"carriage return in the partition", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--partition", "short\r"}, `--partition "short\r" holds a control character (U+000D)`},
+		{"line break in a workload", env, []string{"--workload", "x=a\nb", "--jobs", "2", "--time", "01:00:00"}, `--workload "x=a\nb" holds a control character`},
+		{"tab in the work directory", env, []string{"--workload", "tanimoto", "--jobs", "2", "--time", "01:00:00", "--work-dir", "/tmp/a\tb"}, `--work-dir "/tmp/a\tb" holds a control character`},
 	} {
 		msg, err := run(t, dir, append([]string{fakePath}, c.env...), append(base, c.args...)...)
-		if err == nil || !strings.Contains(msg, c.want) {
-			t.Errorf("%s: %v\n%s; want an error naming %q", c.name, err, msg, c.want)
+		if err == nil || !strings.Contains(msg, c.want) || strings.Contains(msg, "#!/bin/bash") {
+			t.Errorf("%s: %v\n%s; want an error naming %q, and no script", c.name, err, msg, c.want)
 		}
 	}
 	if _, err := os.Stat(ran); err == nil {
