@@ -128,6 +128,21 @@ func (f *fetcher) do(ctx context.Context, hc *http.Client, rawURL, rng string, w
 // close closes the idle connections.
 func (f *fetcher) close() { f.hc.CloseIdleConnections() }
 
+// redactRaw is the URL rawURL without its query and user info, for a log.
+func redactRaw(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "(a URL that does not parse)"
+	}
+	return client.RedactURL(u)
+}
+
+// hosted reports whether t's input is a hosted input: neither a signed
+// input nor one on the coordinator.
+func (w *Worker) hosted(t *client.Task) bool {
+	return t.Input.Range == "" && !w.client.OnCoordinator(t.Input.URL)
+}
+
 // openInput starts the download of t's input: a signed input straight
 // from the blob store, its header line first; from the coordinator with
 // the worker token when input.url is the URL the coordinator issues for

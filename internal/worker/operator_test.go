@@ -62,12 +62,16 @@ func TestHostedInputHosts(t *testing.T) {
 	b := setup(t)
 	chunk := []byte("id,value\na,1\nb,2\n")
 	score := func(name string) []worker.Workload { return []worker.Workload{mustWorkload(t, name+"="+scoreCommand)} }
-	b.startWorker(worker.Config{AllowInputHosts: []string{}, Workloads: score("default")}) // no pattern: the default
-	b.startWorker(worker.Config{AllowInputHosts: []string{"127.0.0.1/32"}, Workloads: score("cidr")})
-	b.startWorker(worker.Config{AllowInputHosts: []string{"localhost"}, Workloads: score("name")})
-	b.startWorker(worker.Config{AllowInputHosts: []string{"localhost", "127.0.0.2/32"}, Workloads: score("both")})
+	workers := map[string]*running{
+		"default": b.startWorker(worker.Config{AllowInputHosts: []string{}, Workloads: score("default")}), // no pattern: the default
+		"cidr":    b.startWorker(worker.Config{AllowInputHosts: []string{"127.0.0.1/32"}, Workloads: score("cidr")}),
+		"name":    b.startWorker(worker.Config{AllowInputHosts: []string{"localhost"}, Workloads: score("name")}),
+		"both":    b.startWorker(worker.Config{AllowInputHosts: []string{"localhost", "127.0.0.2/32"}, Workloads: score("both")}),
+	}
 
-	failsForGood := func(t *testing.T, workload string, c client.ChunkRef, want ...string) {
+	// The task's error says the host is not allowed, and no more: the
+	// address and the rule it broke are in the worker's log.
+	failsForGood := func(t *testing.T, workload string, c client.ChunkRef, inLog ...string) {
 		t.Helper()
 		j := b.createJob(client.JobRequest{Workload: workload, MaxAttempts: 3, TopK: 1, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
 		b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
@@ -75,10 +79,11 @@ func TestHostedInputHosts(t *testing.T) {
 		if tk.Attempt != 1 {
 			t.Errorf("task failed after %d attempts, want 1: a refused host is no reason to try again", tk.Attempt)
 		}
-		for _, w := range want {
-			if !strings.Contains(tk.Error, w) {
-				t.Errorf("task error %q does not say %q", tk.Error, w)
-			}
+		if !strings.Contains(tk.Error, "is not allowed by this worker's --allow-input-host rules") || strings.Contains(tk.Error, "127.0.0") {
+			t.Errorf("task error %q; want it to say the host is not allowed, without its address", tk.Error)
+		}
+		for _, w := range inLog {
+			workers[workload].waitLog(t, w, 5*time.Second)
 		}
 	}
 	completes := func(t *testing.T, workload string, c client.ChunkRef) {
@@ -131,6 +136,72 @@ func TestHostedInputHosts(t *testing.T) {
 	})
 	if auth := b.data.authHeaders(); strings.Join(auth, "") != "" {
 		t.Errorf("hosted inputs were fetched with Authorization headers %q", auth)
+	}
+}
+
+// TestHostedInputErrorsStayInLog fails hosted inputs in the ways that
+// would tell a client about the worker's network — a closed port, a host
+// the worker's rules refuse, a chunk whose sha256 or size is not the job's
+// (to a command and to the built-in) — and checks that the task's error,
+// as any client reads it, gives a plain reason with no address, no dial
+// error and nothing of what came, while the worker's log has them.
+func TestHostedInputErrorsStayInLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	r := b.startWorker(worker.Config{Concurrency: 4, Workloads: []worker.Workload{mustWorkload(t, "score="+scoreCommand), mustWorkload(t, "tanimoto")}})
+	strict := b.startWorker(worker.Config{AllowInputHosts: []string{"10.0.0.0/8"}, Workloads: []worker.Workload{mustWorkload(t, "strict="+scoreCommand)}})
+
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+	chunk := []byte("id,value\na,1\n")
+	served := []byte("id,value\na,2\n") // what the data server sends instead of chunk
+	servedSum := sha256.Sum256(served)
+	fps := []byte("id,fingerprint\na,ff\n")
+	fpsServed := []byte("id,fingerprint\na,0f\n")
+	fpsSum := sha256.Sum256(fpsServed)
+	sha := b.data.host("/leak/sha", served, chunk)
+	size := b.data.host("/leak/size", chunk, nil)
+	size.Bytes = 20
+	builtin := b.data.host("/leak/fps", fpsServed, fps)
+
+	for _, c := range []struct {
+		name, workload string
+		ref            client.ChunkRef
+		r              *running
+		want           string   // the task's error ends so
+		hidden         []string // not in the task's error, but in the worker's log
+	}{
+		{"closed port", "score", ref("http://"+closedAddr+"/c.csv", chunk), r,
+			"download the input: the hosted input could not be fetched (the worker's log says why)", []string{closedAddr, "dial tcp " + closedAddr + ": connect: connection refused"}},
+		{"refused host", "strict", ref("http://"+closedAddr+"/c.csv", chunk), strict,
+			"download the input: the hosted input's host, or one it redirected to, is not allowed by this worker's --allow-input-host rules (the worker's log says which and why)",
+			[]string{"127.0.0.1", "the input host 127.0.0.1 is not allowed: it matches none of this worker's --allow-input-host patterns (10.0.0.0/8)"}},
+		{"sha256", "score", sha, r, "the hosted input's sha256 does not match the job's (the worker's log has what came)", []string{hex.EncodeToString(servedSum[:])}},
+		{"size", "score", size, r, "the hosted input's size is not the bytes the job names (the worker's log has what came)", []string{"the input is 13 bytes; the task names 20"}},
+		{"sha256 to the built-in", "tanimoto", builtin, r, "the hosted input's sha256 does not match the job's (the worker's log has what came)", []string{hex.EncodeToString(fpsSum[:])}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := b.createJob(client.JobRequest{Workload: c.workload, MaxAttempts: 1, Parameters: json.RawMessage(`{"query":"ff"}`),
+				Input: client.JobInput{Chunks: []client.ChunkRef{c.ref}}})
+			b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
+			tk, err := b.client.GetTask(t.Context(), b.tasks(j.JobID)[0].TaskID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.HasSuffix(tk.Error, c.want) {
+				t.Errorf("the task's error is %q; want it to end %q", tk.Error, c.want)
+			}
+			for _, h := range c.hidden {
+				if strings.Contains(tk.Error, h) {
+					t.Errorf("the task's error %q tells a client %q", tk.Error, h)
+				}
+				c.r.waitLog(t, h, 5*time.Second)
+			}
+		})
 	}
 }
 

@@ -51,11 +51,11 @@ func TestBadInputNeverStartsCommand(t *testing.T) {
 		name  string
 		serve []byte // what the data server sends for the good chunk
 		bytes int64  // the size the task names; -1: good's
-		want  string
+		want  string // in the task's error; what was seen is in the worker's log
 	}{
-		{"sha256", []byte("id,value\na,2\n"), -1, "the input's sha256 is"},
-		{"longer", []byte("id,value\na,1\nb,2\n"), -1, "the task names 13"},
-		{"shorter", []byte("id,value\n"), -1, "the input is 9 bytes; the task names 13"},
+		{"sha256", []byte("id,value\na,2\n"), -1, "the hosted input's sha256 does not match the job's"},
+		{"longer", []byte("id,value\na,1\nb,2\n"), -1, "the hosted input's size is not the bytes the job names"},
+		{"shorter", []byte("id,value\n"), -1, "the hosted input's size is not the bytes the job names"},
 		{"over-max-input-bytes", big, 0, "larger than 64 bytes"},
 	}
 	jobs := map[string]string{}

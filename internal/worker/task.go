@@ -93,6 +93,10 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task, procs *slotProcs
 		// the same whether the worker or the coordinator stopped it.
 		w.fail(runCtx, t, lease, fmt.Sprintf("%v: worker %s killed the attempt and every process it started", timedOut, w.cfg.ID), retry, log)
 	default:
+		var hidden *hiddenError
+		if errors.As(err, &hidden) {
+			log.Warn("the hosted input failed; the task's error gives the reason alone", "input", redactRaw(t.Input.URL), "reason", hidden.reason, "error", hidden.err)
+		}
 		w.fail(runCtx, t, lease, w.says(err.Error()), retryIf(!errors.Is(err, ErrPermanent)), log)
 	}
 }
@@ -184,12 +188,16 @@ func (w *Worker) execute(ctx context.Context, t *client.Task, procs *slotProcs, 
 	}
 	dlCtx, dlCancel := context.WithCancelCause(ctx)
 	defer dlCancel(nil)
+	hosted := w.hosted(t)
 	body, err := w.openInput(dlCtx, t)
 	if err != nil {
+		if hosted {
+			err = hideFetchError(err)
+		}
 		return nil, fmt.Errorf("download the input: %w", err)
 	}
 	defer body.Close()
-	in := newVerifier(dlCtx, dlCancel, body, t.Input, w.cfg.InputIdleTimeout, w.cfg.MaxInputBytes)
+	in := newVerifier(dlCtx, dlCancel, body, t.Input, hosted, w.cfg.InputIdleTimeout, w.cfg.MaxInputBytes)
 	defer in.stop()
 
 	var best *table.Selection

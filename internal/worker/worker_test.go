@@ -258,8 +258,8 @@ func TestFailures(t *testing.T) {
 		{"bad-score", `echo id,score; echo a,1; echo b,NaN`, 1, nil, []string{`output line 3: score "NaN"`}},
 		{"empty-output", `cat >/dev/null`, 1, nil, []string{"output is empty"}},
 		{"malformed-output", `printf 'id,score\na,1,2\n'`, 1, nil, []string{"output line 2: record has 3 fields; the header has 2"}},
-		{"sha256-mismatch", `cat >/dev/null; echo id,score; echo a,1`, 1, []byte("id,value\na,2\n"), []string{"sha256", "corrupt"}},
-		{"size-mismatch", `echo id,score; echo a,1`, 1, []byte("id,value\na,1\nb,2\n"), []string{"the task names 13"}},
+		{"sha256-mismatch", `cat >/dev/null; echo id,score; echo a,1`, 1, []byte("id,value\na,2\n"), []string{"the hosted input's sha256 does not match the job's"}},
+		{"size-mismatch", `echo id,score; echo a,1`, 1, []byte("id,value\na,1\nb,2\n"), []string{"the hosted input's size is not the bytes the job names"}},
 	}
 	var wls []worker.Workload
 	for _, c := range cases {
