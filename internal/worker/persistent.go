@@ -77,8 +77,10 @@ type persistentProc struct {
 	stderr *sharedLines
 }
 
-// get returns the slot's process of wl, starting it when there is none or
-// it has ended.
+// get returns the slot's process of wl, starting it when there is none,
+// it has ended, or it wrote to stdout after its last chunk's answer: what
+// it wrote then would be read as the next chunk's output, maybe another
+// job's, so it is killed instead.
 func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (_ *persistentProc, err error) {
 	if p := sp.procs[wl.Name]; p != nil {
 		select {
@@ -86,7 +88,14 @@ func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (_ 
 			p.release()
 			delete(sp.procs, wl.Name)
 		default:
-			return p, nil
+			if !p.wroteSinceAnswer() {
+				return p, nil
+			}
+			log.Warn("the persistent command wrote to stdout after its last chunk's done or error frame, which the next chunk would read as its own output: it was killed, and a new one starts (docs/workload-protocol.md)",
+				"workload", wl.Name, "pid", p.sh.pid())
+			p.kill()
+			p.release()
+			delete(sp.procs, wl.Name)
 		}
 	}
 	if err = os.MkdirAll(sp.dir, 0o750); err != nil {
@@ -128,6 +137,13 @@ func (sp *slotProcs) get(ctx context.Context, wl Workload, log *slog.Logger) (_ 
 	log.Info("persistent command started", "workload", wl.Name, "pid", sh.pid(), "dir", sp.dir)
 	sp.procs[wl.Name] = p
 	return p, nil
+}
+
+// wroteSinceAnswer reports whether the process, between chunks, has
+// written to its stdout (or closed it) since its last answer: bytes the
+// worker has read past the answer's end, or bytes in the pipe.
+func (p *persistentProc) wroteSinceAnswer() bool {
+	return p.out.Buffered() > 0 || pending(p.stdout)
 }
 
 // kill ends the process and everything it started, and waits until it has

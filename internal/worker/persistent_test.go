@@ -157,6 +157,35 @@ func TestPersistentMisbehaviour(t *testing.T) {
 	}
 }
 
+// TestPersistentOutputAfterDone has the process write a second answer
+// (output and done frames: a row stray,999) after a chunk's done frame,
+// on one slot: the worker does not take it for the next chunk's answer,
+// which would put every later answer one chunk off, but kills the process
+// and starts a new one for the next chunk. Every chunk succeeds at its first attempt, the
+// result is exact (no stray row), and the process started twice.
+func TestPersistentOutputAfterDone(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wl, starts := framesWorkload(t, "0")
+	r := b.startWorker(worker.Config{Concurrency: 1, Workloads: []worker.Workload{wl}})
+	chunks, want := valueChunks(4, 5, 6)
+	params, _ := json.Marshal(map[string]int{"trailing": 0})
+	j := b.job(client.JobRequest{Workload: "frames", TopK: 6, LeaseSeconds: 30, Parameters: params}, chunks...)
+	b.waitJob(j.JobID, client.JobCompleted, 60*time.Second)
+	if got := b.result(j.JobID); got != want {
+		t.Errorf("result:\n%s\nwant:\n%s", got, want)
+	}
+	for _, tk := range b.tasks(j.JobID) {
+		if tk.Attempt != 1 {
+			t.Errorf("chunk %d completed at attempt %d, want 1", tk.ChunkIndex, tk.Attempt)
+		}
+	}
+	if n := len(strings.Split(strings.TrimSpace(readFile(t, starts)), "\n")); n != 2 {
+		t.Errorf("the workload started %d times; want 2: once, and again after the stray output", n)
+	}
+	r.waitLog(t, "the persistent command wrote to stdout after its last chunk's done or error frame", 5*time.Second)
+}
+
 // TestPersistentStopsWithTheWorker stops a worker whose persistent
 // processes are up: they are told (their stdin ends), exit, and none is
 // left running.

@@ -4,7 +4,8 @@
 # it starts, and the seconds it sleeps before its first chunk. The job's
 # parameters name chunks to misbehave on, on their first attempt only:
 # crash (exit mid-chunk), hang (sleep for ever), error (an error frame),
-# garbage (bytes that are no frame).
+# garbage (bytes that are no frame), trailing (a second, well-formed
+# answer after the chunk's done frame: the row stray,999 and a done).
 import json, os, sys, time
 
 starts, delay = sys.argv[1], float(sys.argv[2])
@@ -52,3 +53,6 @@ while True:
     send("output", body[:5])
     send("output", body[5:])
     send("done")
+    if first and p.get("trailing") == i:
+        send("output", b"id,score\nstray,999\n")
+        send("done")
