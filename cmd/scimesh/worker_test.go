@@ -313,6 +313,87 @@ func TestWorkerRefusesWorkDir(t *testing.T) {
 	}
 }
 
+// TestWorkerEnvironmentHidden runs a real `scimesh worker` as the user
+// nobody, its token in its environment (SCIMESH_TOKEN), with a command
+// that, as the same user, tries to read the worker's environment from
+// /proc: the worker marks itself not dumpable, so the kernel refuses, and
+// the command reports that it could not.
+func TestWorkerEnvironmentHidden(t *testing.T) {
+	t.Parallel()
+	if os.Geteuid() != 0 {
+		testenv.Missing(t, "running the worker as another user needs root; run the tests as root")
+	}
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "data", "scimesh.db"))
+	chunk := "id,value\na,1\n"
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, chunk)
+	}))
+	defer data.Close()
+	sum := sha256.Sum256([]byte(chunk))
+
+	// A directory nobody may reach, with a copy of the binary in it, and
+	// the worker's own work directory.
+	home, err := os.MkdirTemp("", "scimesh-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(home) })
+	bin := filepath.Join(home, "scimesh")
+	exe, err := os.ReadFile(binary)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := filepath.Join(home, "work")
+	if err := os.WriteFile(bin, exe, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(work, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(work, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	// The command's shell is the child of its supervisor, the worker's.
+	probe := `cat >/dev/null; w=$(awk '/^PPid:/ { print $2 }' /proc/$PPID/status); echo id,score
+if env=$(tr '\0' '\n' </proc/$w/environ 2>&1); then echo "$env" | grep -q '^SCIMESH_TOKEN=' && echo leaked,1 || echo read-without-token,1; else echo refused,1; fi`
+	cmd := exec.Command(bin, "worker", "--id", "nobody", "--work-dir", work, "--allow-input-host", "127.0.0.1/32", "--workload", "probe="+probe)
+	cmd.Dir = home
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("the worker's output:\n%s", lastLines(out.String(), 30))
+		}
+	})
+
+	var j jobOut
+	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "probe", "max_attempts": 1,
+		"input": map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c.csv", "sha256": hex.EncodeToString(sum[:])}}}}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	workerWaitFor(t, 30*time.Second, "the probe job to complete", func() bool {
+		var got jobOut
+		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		return got.Status == "completed"
+	})
+	var res string
+	workerGetText(t, p.url+"/jobs/"+j.JobID+"/result", &res)
+	if res != "id,score\nrefused,1\n" {
+		t.Fatalf("what the command, as the worker's user, got of the worker's /proc/PID/environ: %q; want it refused", res)
+	}
+}
+
 // workerProcsWith lists the live processes that have one of args as an
 // argument.
 func workerProcsWith(args ...string) []int {

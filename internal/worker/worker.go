@@ -229,10 +229,15 @@ func (e *fatalError) Error() string { return e.err.Error() }
 // it also ends at that moment, or as soon as no slot will claim again
 // before it and nothing runs; at the deadline, and when Release is called,
 // it kills its running tasks at once, without a grace period, and releases
-// them. Run may be called once.
+// them. On Linux, Run first marks the process not dumpable (see
+// hideFromUser), so that the commands it runs cannot read its
+// environment or memory. Run may be called once.
 func (w *Worker) Run(ctx context.Context) error {
 	if !w.started.CompareAndSwap(false, true) {
 		return errors.New("worker: Run called twice")
+	}
+	if err := hideFromUser(); err != nil {
+		w.log.Warn("cannot mark the worker's process not dumpable: other processes of its user, commands included, may read its environment and memory", "error", err)
 	}
 	claimCtx, stopClaims := context.WithCancelCause(ctx)
 	defer stopClaims(nil)
