@@ -27,12 +27,15 @@
 //     token, without an HTTP proxy, and only from where AllowInputHosts
 //     (--allow-input-host) allows, checked on the address each connection
 //     dials, redirects included (see hostPolicy); by default anywhere but
-//     loopback and link-local addresses. An input whose size the task does
-//     not give may be MaxInputBytes long. A download that stalls for
-//     InputIdleTimeout is abandoned. A command starts only on an input
-//     whose size and sha256 were checked; a built-in's result (or
-//     permanent failure) is reported only then. A mismatch is a retryable
-//     failure.
+//     loopback and link-local addresses. An input may be MaxInputBytes
+//     long: a task that names a larger size fails for good before anything
+//     is downloaded, and one of unknown size is cut off past it. A download
+//     that stalls for InputIdleTimeout is abandoned. A command starts only
+//     on an input whose size and sha256 were checked; a built-in's result
+//     (or permanent failure) is reported only then. A mismatch is a
+//     retryable failure. A hosted input's failure gives the task's error a
+//     plain reason only, the details going to the worker's log (see
+//     hiddenError).
 //  4. Run the workload. A command workload is the operator's string, run
 //     as `/bin/sh -c COMMAND` under a supervisor (below), in the fresh
 //     directory WORK_DIR/TASK_ID/ATTEMPT/ (removed afterwards unless
@@ -57,9 +60,10 @@
 //     a pipe of 1 MiB on Linux read in pieces of up to 1 MiB, so that the
 //     worker wakes seldom beside a busy command) by the job's score column
 //     and order, ties to the earlier row, in a bounded heap as the output
-//     streams in, and report them in that order. table.TopK does it, checking the output by the rules the
-//     coordinator checks the result by, so what it keeps is accepted.
-//     Otherwise report a failure whose error says what happened.
+//     streams in, and report them in that order. table.TopK does it,
+//     checking the output by the rules the coordinator checks the result
+//     by, so what it keeps is accepted, and holding at most one record of
+//     64 MiB. Otherwise report a failure whose error says what happened.
 //
 // # Failures
 //
@@ -77,8 +81,8 @@
 // tanimoto, a fingerprint of the wrong length or not in hex, naming the
 // line), parameters that cannot be passed to a command (not JSON, or
 // over the 128 KiB a Linux environment variable holds), a hosted input on
-// a host the operator does not allow, and an input of unknown size over
-// MaxInputBytes. Each of those errors names the flag that changes it.
+// a host the operator does not allow, and an input over MaxInputBytes.
+// Each of those errors names the flag that changes it.
 //
 // A task is never run for a job's choice of command: the coordinator's
 // task names a workload, and a worker runs only the command its operator
@@ -131,12 +135,18 @@
 // of "." or ".." gets a leading '_', so that no ID can name a directory
 // outside WORK_DIR.
 //
-// On start, a worker alone in its work directory removes the task
-// directories that killed workers left there (see workdir.go): every
-// worker holds WORK_DIR/.scimesh-worker.lock shared while it runs, and
-// sweeps only when it can take it exclusively. It removes real
-// directories named as a task ID holding only numbered attempt
-// directories, and nothing else; with KeepWorkDirs, nothing.
+// The work directory must be the worker's own: Run makes it (mode 0700)
+// or refuses, before it claims anything, one another user owns or that
+// its group or others may write (see workdir.go). On start, a worker
+// alone in it removes the task directories that killed workers left
+// there: every worker holds WORK_DIR/.scimesh-worker.lock shared while it
+// runs (opened without following a link, and never waited for more than
+// a few seconds), and sweeps only when it can take it exclusively. It
+// removes real directories named as a task ID holding only numbered
+// attempt directories, and nothing else; with KeepWorkDirs, nothing.
+//
+// On Linux, Run marks the worker's process not dumpable, so that the
+// commands it runs, as its user, cannot read its environment or memory.
 //
 // Every goroutine the worker starts belongs to a slot or to Run and ends
 // before Run returns.
