@@ -236,7 +236,7 @@ func TestWorkerHostedLongLine(t *testing.T) {
 			t.Errorf("%s: the task failed at attempt %d with %q; want it failed for good at once, saying %q", name, tk.Attempt, tk.Error, want[name])
 		}
 	}
-	hwm := procPeakRSS(t, w.cmd.Process.Pid)
+	hwm := peakRSS(t, w.cmd.Process.Pid)
 	bound := int64(96 << 20)
 	if raceBuild {
 		bound = 192 << 20
@@ -245,24 +245,6 @@ func TestWorkerHostedLongLine(t *testing.T) {
 	if hwm > bound {
 		t.Errorf("the worker's peak RSS reached %s on lines of 256 MiB; want it under %s", fmtBytes(hwm), fmtBytes(bound))
 	}
-}
-
-// procPeakRSS is the peak resident memory of process pid (VmHWM).
-func procPeakRSS(t *testing.T, pid int) int64 {
-	t.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read the peak RSS of process %d: %v", pid, err)
-	}
-	for _, l := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(l, "VmHWM:"); ok {
-			var kb int64
-			fmt.Sscanf(strings.TrimSpace(v), "%d kB", &kb)
-			return kb << 10
-		}
-	}
-	t.Fatalf("no VmHWM in /proc/%d/status", pid)
-	return 0
 }
 
 // TestWorkerRefusesWorkDir runs real `scimesh worker` processes on work
