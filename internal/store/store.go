@@ -220,6 +220,26 @@ type Querier interface {
 	// how many it deleted.
 	WorkerDelete(ctx context.Context, before time.Time) (int, error)
 
+	// AccountInsert records a new account; an account of that name
+	// already there is ErrDuplicate.
+	AccountInsert(ctx context.Context, a *domain.Account) error
+	// AccountGet returns the account name, or ErrNotFound.
+	AccountGet(ctx context.Context, name string) (*domain.Account, error)
+	// AccountList returns every account, by name.
+	AccountList(ctx context.Context) ([]*domain.Account, error)
+	// AccountUpdate writes a's settings (all but its name and CreatedAt)
+	// over the account of its name, or is ErrNotFound.
+	AccountUpdate(ctx context.Context, a *domain.Account) error
+	// AccountTokenInsert records a new token of an account, by its hash;
+	// a hash already there is ErrDuplicate.
+	AccountTokenInsert(ctx context.Context, t *AccountToken) error
+	// AccountTokenGet returns the token of hash, revoked or not, or
+	// ErrNotFound.
+	AccountTokenGet(ctx context.Context, hash string) (*AccountToken, error)
+	// AccountTokenRevoke revokes, at p.Now, every token of p.Account not
+	// yet revoked but p.Keep (when set), and returns how many it revoked.
+	AccountTokenRevoke(ctx context.Context, p *AccountTokenRevokeParams) (int, error)
+
 	// SessionInsert records a dashboard session, by the hash of its
 	// secret, until expires.
 	SessionInsert(ctx context.Context, id string, expires time.Time) error
@@ -508,4 +528,20 @@ type TaskResultListParams struct {
 type ChunkResult struct {
 	ChunkIndex int
 	Result     []byte
+}
+
+// AccountToken is a token of an account, kept by the hash of its secret:
+// the secret itself is shown once, when it is made, and never stored.
+type AccountToken struct {
+	Hash      string // hex sha256 of the token
+	Account   string
+	CreatedAt time.Time
+	RevokedAt time.Time // zero while the token is valid
+}
+
+// AccountTokenRevokeParams says whose tokens AccountTokenRevoke revokes.
+type AccountTokenRevokeParams struct {
+	Account string
+	Keep    string // a hash not to revoke; "" revokes them all
+	Now     time.Time
 }

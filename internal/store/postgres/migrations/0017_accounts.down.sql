@@ -1,0 +1,2 @@
+DROP TABLE account_tokens;
+DROP TABLE accounts;
