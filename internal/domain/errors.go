@@ -32,6 +32,9 @@ var (
 	// ErrBusy reports a process that holds its maximum of some waiting
 	// call (long-polls, streams); the caller may retry shortly.
 	ErrBusy = errors.New("busy")
+	// ErrUnauthenticated reports a token that is no account's, revoked, or
+	// of a disabled account.
+	ErrUnauthenticated = errors.New("unauthenticated")
 )
 
 // Invalidf returns an ErrInvalidArgument carrying a message for people.
