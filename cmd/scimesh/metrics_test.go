@@ -19,6 +19,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/telemetry"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // testClock is real time moved forward by advance.
@@ -78,7 +79,7 @@ func metricValue(mfs map[string]*dto.MetricFamily, name string, labels map[strin
 // figure of GET /metrics against it.
 func TestMetricsFigures(t *testing.T) {
 	t.Parallel()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	log := slog.New(telemetry.NewLogHandler(slog.NewTextHandler(logs, nil)))
 	clock := &testClock{}
 	srv, err := server.New(t.Context(), server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: "sqlite:" + filepath.Join(t.TempDir(), "scimesh.db"),

@@ -144,7 +144,7 @@ func startNginx(t *testing.T, nginx, dir, upstream, caFile, certFile, keyFile st
 		t.Fatal(err)
 	}
 	cmd := exec.Command(nginx, "-p", prefix, "-c", conf, "-e", filepath.Join(prefix, "error.log"))
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start nginx: %v", err)

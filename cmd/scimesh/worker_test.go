@@ -346,7 +346,7 @@ if env=$(tr '\0' '\n' </proc/$w/environ 2>&1); then echo "$env" | grep -q '^SCIM
 	cmd.Dir = home
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	out := &syncBuffer{}
+	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

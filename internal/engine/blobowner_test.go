@@ -1,37 +1,18 @@
 package engine_test
 
 import (
-	"bytes"
 	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
-
-// syncBuffer is a bytes.Buffer a logger may write to from any goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestSecondDatabaseRefusesTheBlobStore runs two databases (two SQLite
 // files) on one blob directory. The first upload binds it to the first
@@ -56,7 +37,7 @@ func TestSecondDatabaseRefusesTheBlobStore(t *testing.T) {
 		}
 	}
 
-	var log syncBuffer
+	var log testenv.Buffer
 	second := engine.New(openStore(t), engine.Config{Blobs: first.blobs, Retention: keepJobs, UploadRetention: keepUploads,
 		Logger: slog.New(slog.NewTextHandler(&log, nil))})
 	r, err := second.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads})

@@ -6,19 +6,9 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/scimesh/scimesh/internal/testenv"
 )
-
-// countingReader counts the bytes read through it.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
-}
 
 // TestBoundedGzipStopsAtTheBound inflates a bomb (256 MiB of zeros in a
 // few hundred KiB) through the bounded decompressor: it yields the bound
@@ -34,7 +24,7 @@ func TestBoundedGzipStopsAtTheBound(t *testing.T) {
 	zw.Close()
 
 	const limit = 1 << 20
-	src := &countingReader{r: bytes.NewReader(bomb.Bytes())}
+	src := &testenv.CountingReader{R: bytes.NewReader(bomb.Bytes())}
 	d := newBoundedGzip(limit)()
 	if err := d.Reset(src); err != nil {
 		t.Fatal(err)
@@ -46,8 +36,8 @@ func TestBoundedGzipStopsAtTheBound(t *testing.T) {
 	if got != limit+1 {
 		t.Errorf("yielded %d bytes, want the bound and one more (%d)", got, limit+1)
 	}
-	if src.n > int64(bomb.Len())/16 {
-		t.Errorf("read %d of the bomb's %d compressed bytes: it inflated far past the bound", src.n, bomb.Len())
+	if src.N > int64(bomb.Len())/16 {
+		t.Errorf("read %d of the bomb's %d compressed bytes: it inflated far past the bound", src.N, bomb.Len())
 	}
 
 	// Reused for a message within the bound, it yields all of it.

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +19,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -38,24 +37,6 @@ func deadPostgres(t *testing.T) string {
 	return "postgres://postgres@" + addr + "/scimesh?sslmode=disable"
 }
 
-// lockedBuffer collects a server's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestWaitForDatabase: a server whose PostgreSQL database does not answer
 // serves anyway. /health is 200; /ready and gRPC health are 503
 // unavailable to anyone; every other REST route and RPC is 401 without a
@@ -64,7 +45,7 @@ func (l *lockedBuffer) String() string {
 // once. Ending ctx ends Run at once, with no error.
 func TestWaitForDatabase(t *testing.T) {
 	t.Parallel()
-	var logs lockedBuffer
+	var logs testenv.Buffer
 	tokens := auth.Tokens{Client: "client-token-0123456789", Worker: "worker-token-0123456789", Peer: "peer-token-0123456789"}
 	srv, err := New(t.Context(), Config{Addr: "127.0.0.1:0", DB: deadPostgres(t), WaitForDatabase: true, Tokens: tokens,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})

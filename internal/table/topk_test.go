@@ -15,6 +15,7 @@ import (
 	"testing/iotest"
 
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // selectCSV runs in through a TopK and returns what a worker sends.
@@ -215,38 +216,16 @@ func TestTopKLongRecord(t *testing.T) {
 func TestTopKEndlessRecord(t *testing.T) {
 	t.Parallel()
 	const bound = 1 << 20
-	endless := &countingReader{r: io.MultiReader(strings.NewReader("id,score\na,1\n"), io.LimitReader(endlessX{}, 16*bound))}
+	endless := &testenv.CountingReader{R: io.MultiReader(strings.NewReader("id,score\na,1\n"), io.LimitReader(testenv.Endless('x'), 16*bound))}
 	tk, _ := NewTopK("score", domain.Desc, 1)
 	tk.maxRecord = bound
 	_, err := tk.Select(endless)
 	if err == nil || !strings.Contains(err.Error(), "the record after line 2 is longer than 1 MiB") {
 		t.Fatalf("Select of an endless record: %v, want refused as too long", err)
 	}
-	if endless.n > bound+topKBufSize+64 {
-		t.Errorf("Select read %d bytes of the output; want at most the bound, %d, and a buffer of %d", endless.n, bound, topKBufSize)
+	if endless.N > bound+topKBufSize+64 {
+		t.Errorf("Select read %d bytes of the output; want at most the bound, %d, and a buffer of %d", endless.N, bound, topKBufSize)
 	}
-}
-
-// endlessX reads as an endless run of x.
-type endlessX struct{}
-
-func (endlessX) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'x'
-	}
-	return len(p), nil
-}
-
-// countingReader counts what is read of r.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func TestNewTopKRejectsSettings(t *testing.T) {

@@ -1,7 +1,9 @@
-// Package testenv is how a test that needs something this machine may
-// lack (PostgreSQL, an S3 store, Slurm, a browser, a program) says so: it
-// skips loudly, and fails when the CI environment variable is set, where
-// every test must run.
+// Package testenv holds what the tests of many packages share: how a test
+// that needs something this machine may lack (PostgreSQL, an S3 store,
+// Slurm, a browser, a program) says so — it skips loudly, and fails when
+// the CI environment variable is set, where every test must run — and the
+// small readers and writers tests use to watch what code reads and logs.
+// Only tests import it.
 package testenv
 
 import (

@@ -28,6 +28,7 @@ import (
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
+	"github.com/scimesh/scimesh/internal/testenv"
 	"github.com/scimesh/scimesh/internal/worker"
 )
 
@@ -197,7 +198,7 @@ type running struct {
 	cancel context.CancelFunc
 	done   chan error
 	client *client.Client
-	logs   *logBuffer
+	logs   *testenv.Buffer
 	worker *worker.Worker
 }
 
@@ -236,7 +237,7 @@ func (b *bundle) startWorkerAt(url string, cfg worker.Config) *running {
 	if cfg.LogInterval == 0 {
 		cfg.LogInterval = 50 * time.Millisecond
 	}
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	cfg.Logger = slogTo(logs)
 	c := client.New(url, workerToken)
 	cfg.Client = c
@@ -290,24 +291,6 @@ func (r *running) stop(t *testing.T) error {
 // slogTo returns a logger that writes every level to w.
 func slogTo(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-// logBuffer collects a worker's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // alive reports whether process pid runs (a zombie does not).

@@ -20,7 +20,7 @@ import (
 func runRefused(t *testing.T, dir string, within time.Duration, want string) {
 	t.Helper()
 	w, err := worker.New(worker.Config{Client: client.New("http://127.0.0.1:1", "t"), ID: "w", Concurrency: 1,
-		Workloads: []worker.Workload{mustWorkload(t, "score="+scoreCommand)}, WorkDir: dir, Logger: slogTo(&logBuffer{})})
+		Workloads: []worker.Workload{mustWorkload(t, "score="+scoreCommand)}, WorkDir: dir, Logger: slogTo(&testenv.Buffer{})})
 	if err != nil {
 		t.Fatal(err)
 	}

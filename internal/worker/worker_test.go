@@ -22,6 +22,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/internal/testenv"
 	"github.com/scimesh/scimesh/internal/worker"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
@@ -464,7 +465,7 @@ func TestRefusedTreeToken(t *testing.T) {
 // coordinator is away, and stops cleanly.
 func TestUnreachableCoordinator(t *testing.T) {
 	t.Parallel()
-	logs := &logBuffer{}
+	logs := &testenv.Buffer{}
 	w, err := worker.New(worker.Config{
 		Client: client.New("http://127.0.0.1:1", workerToken), ID: "w1", Concurrency: 1,
 		Workloads:  []worker.Workload{mustWorkload(t, "tanimoto")},

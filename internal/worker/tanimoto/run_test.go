@@ -14,6 +14,8 @@ import (
 	"strings"
 	"testing"
 	"testing/iotest"
+
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 func run(t testing.TB, p json.RawMessage, hasHeader bool, input string) (string, error) {
@@ -146,36 +148,14 @@ func TestRunLongRecord(t *testing.T) {
 		}
 	}
 
-	endless := &countingReader{r: io.MultiReader(strings.NewReader(head), io.LimitReader(endlessX{}, 64*MaxRecordBytes))}
+	endless := &testenv.CountingReader{R: io.MultiReader(strings.NewReader(head), io.LimitReader(testenv.Endless('x'), 64*MaxRecordBytes))}
 	err := Run(context.Background(), params("ff"), true, endless, io.Discard)
 	if !errors.Is(err, ErrBadInput) || !strings.Contains(err.Error(), "line 3: "+want) {
 		t.Errorf("a line of 64 MiB: error %v, want bad input, line 3: %s", err, want)
 	}
-	if limit := int64(MaxRecordBytes + 2*readBufferSize); endless.n > limit {
-		t.Errorf("Run read %d bytes of a line that does not end; want at most %d", endless.n, limit)
+	if limit := int64(MaxRecordBytes + 2*readBufferSize); endless.N > limit {
+		t.Errorf("Run read %d bytes of a line that does not end; want at most %d", endless.N, limit)
 	}
-}
-
-// endlessX reads as an endless run of x.
-type endlessX struct{}
-
-func (endlessX) Read(p []byte) (int, error) {
-	for i := range p {
-		p[i] = 'x'
-	}
-	return len(p), nil
-}
-
-// countingReader counts what is read of r.
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 func TestRunOtherErrors(t *testing.T) {
