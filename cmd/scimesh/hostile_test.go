@@ -38,6 +38,9 @@ var hostileTokens = auth.Tokens{
 	Peer:   "peer-token-0123456789abcdef",
 }
 
+// hostileEnv gives a serve process the hostile suite's tokens.
+var hostileEnv = []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
+
 // restRoutes says who may call each REST route and the most its body
 // may hold (SPEC §3, §7). Every route the server serves must be listed:
 // a new route without an entry fails TestHostileCallers.
@@ -602,8 +605,7 @@ func fmtBytes(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20
 func TestHostileMemory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	env := []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
-	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
+	p := serveProc(t, dir, hostileEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
 	h := &hostile{url: p.url}
 	peak := func() int64 { return peakRSS(t, p.cmd.Process.Pid) }
 	// A caller without a token costs nothing: nothing of the body is read.
@@ -762,8 +764,7 @@ func connectEnvelope(msg string) []byte {
 func TestHostileAnonymousBombs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	env := []string{"WORKER_AUTH_TOKEN=" + hostileTokens.Worker, "CLIENT_AUTH_TOKEN=" + hostileTokens.Client, "PEER_AUTH_TOKEN=" + hostileTokens.Peer}
-	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
+	p := serveProc(t, dir, hostileEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
 	h := &hostile{url: p.url}
 	// A healthy check first, so that what the first answer costs is in
 	// the baseline.
