@@ -92,7 +92,7 @@ func (s *Server) routes() {
 	m.Handle("POST /tasks/{task_id}/logs", worker(logBody), http.HandlerFunc(s.appendLogs))
 
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { // the fallback: not a route
-		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see GET /openapi.yaml or the API reference in the README")
+		writeAPIError(w, http.StatusNotFound, "not_found", "no route "+r.Method+" "+r.URL.Path+"; see GET /openapi.yaml or docs/api.md")
 	})
 }
 
