@@ -502,15 +502,7 @@ func TestRetentionOnABucket(t *testing.T) {
 	b.complete(t, v.ID)
 	kept := b.upload(t, 2)
 	b.job(t, "other", kept, 2) // pending: needs its upload
-	w, err := bucket.Create(ctx, orphanKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write([]byte("abcd"))
-	if _, err := w.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(1100 * time.Millisecond) // S3 keeps times to the second
+	putOrphan(t, bucket)
 	b.clock.Advance(keepJobs + day)
 	r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs, UploadRetention: keepUploads, OrphanAge: time.Second})
 	if err != nil || r.Jobs != 1 || r.Uploads != 1 || r.Files != 1 || r.FileBytes != 4 {
@@ -584,15 +576,7 @@ func TestSweepTouchesOnlyItsOwn(t *testing.T) {
 			s3test.Put(t, rawURL, name, []byte("theirs"))
 			uploads[s3test.StartUpload(t, rawURL, name)] = name
 		}
-		w, err := bucket.Create(ctx, orphanKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write([]byte("abcd"))
-		if _, err := w.Commit(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(1100 * time.Millisecond) // S3 keeps times to the second
+		putOrphan(t, bucket)
 		r, err := e.PruneExpired(ctx, engine.PruneExpiredParams{OrphanAge: time.Second})
 		if err != nil || r.Files != 1 {
 			t.Fatalf("pass = %+v, %v; want SciMesh's one orphan removed", r, err)
@@ -610,4 +594,20 @@ func TestSweepTouchesOnlyItsOwn(t *testing.T) {
 			t.Errorf("unfinished uploads after the pass: %v, want the other application's %v", got, uploads)
 		}
 	})
+}
+
+// putOrphan writes an object of SciMesh's name that no row names into
+// bucket, and waits until it is at least a second old (S3 keeps times to
+// the second).
+func putOrphan(t *testing.T, bucket blob.Store) {
+	t.Helper()
+	w, err := bucket.Create(t.Context(), orphanKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("abcd"))
+	if _, err := w.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
 }
