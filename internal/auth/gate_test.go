@@ -159,7 +159,9 @@ func TestGateTrickledBodies(t *testing.T) {
 	}
 	wg.Wait()
 	var late []string
+	var slowest time.Duration
 	for i, r := range results {
+		slowest = max(slowest, r.closed)
 		switch {
 		case errs[i] != nil:
 			t.Fatalf("client %d: %v", i, errs[i])
@@ -172,6 +174,7 @@ func TestGateTrickledBodies(t *testing.T) {
 	if len(late) > 0 {
 		t.Fatalf("%d of %d trickling clients were not answered and let go within %v; first: %s", len(late), clients, grace+5*time.Second, late[0])
 	}
+	t.Logf("%d trickling clients, grace %v: the last connection was closed after %v", clients, grace, slowest.Round(time.Millisecond))
 	// The descriptors and goroutines go back to what they were.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
