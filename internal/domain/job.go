@@ -10,6 +10,7 @@ import (
 type Job struct {
 	ID             string
 	Name           string
+	Owner          string // the account that created it
 	Workload       string
 	Parameters     json.RawMessage // a JSON object, never nil: "{}" when none
 	ChunkRows      int
@@ -68,6 +69,7 @@ type Upload struct {
 	Rows      int64  // CSV records, the header included
 	BlobKey   string // its name in the blob store: u- and the upload's local ID
 	BlobBytes int64  // size of the normalized file
+	Owner     string // the account that uploaded it
 	CreatedAt time.Time
 }
 

@@ -10,6 +10,7 @@ import (
 type Task struct {
 	ID               string
 	JobID            string // empty for tree tasks that belong to no job
+	Owner            string // the account of its job or tree, copied for claims
 	Kind             TaskKind
 	Workload         string
 	ChunkIndex       int // position among the job's chunks; -1 for the stitch task

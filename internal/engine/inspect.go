@@ -15,6 +15,9 @@ import (
 // CountFinishedTasks counts a job's completed chunks by when they finished,
 // in buckets of width from start (see store.Querier.TaskCountFinished).
 func (e *Engine) CountFinishedTasks(ctx context.Context, jobID string, start time.Time, width time.Duration, buckets int) ([]int, error) {
+	if _, err := e.clientJobSettings(ctx, jobID); err != nil {
+		return nil, err
+	}
 	c, err := e.store.TaskCountFinished(ctx, &store.TaskCountFinishedParams{JobID: jobID, Start: start, Width: width, Buckets: buckets})
 	return c, mapStoreErr(err)
 }
@@ -25,9 +28,14 @@ func (e *Engine) CountTasks(ctx context.Context) ([]store.TaskCount, error) {
 	return c, mapStoreErr(err)
 }
 
-// ListTreeRoots returns the newest roots of general trees on this shard.
+// ListTreeRoots returns the newest roots of general trees on this shard
+// that the caller may see.
 func (e *Engine) ListTreeRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	ts, err := e.store.TaskListRoots(ctx, limit)
+	owner := ""
+	if c := domain.CallerOf(ctx); !c.Admin {
+		owner = c.Account
+	}
+	ts, err := e.store.TaskListRoots(ctx, owner, limit)
 	return ts, mapStoreErr(err)
 }
 
@@ -45,9 +53,9 @@ const MaxTreeShown = 2000
 // (a job's, or a general one), by position in the tree, at most
 // MaxTreeShown of them.
 func (e *Engine) GetTree(ctx context.Context, id string) ([]*TreeNode, error) {
-	t, err := e.store.TaskGet(ctx, id)
+	t, err := clientTask(ctx, e.store, id)
 	if err != nil {
-		return nil, notFound(err, "task %q", id)
+		return nil, err
 	}
 	kinds := []domain.TaskKind{domain.KindTree}
 	if t.Kind != domain.KindTree {

@@ -83,6 +83,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	job := &domain.Job{
 		ID:             e.cfg.Shard + ":" + local,
 		Name:           spec.Name,
+		Owner:          domain.CallerOf(ctx).Account,
 		Workload:       spec.Workload,
 		Parameters:     spec.Parameters,
 		ChunkRows:      spec.ChunkRows,
@@ -116,6 +117,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		LeaseSeconds:     job.LeaseSeconds,
 		Priority:         job.Priority,
 		JobCreatedAt:     now,
+		Owner:            job.Owner,
 		PendingUpstreams: len(inputs),
 		CreatedAt:        now,
 		UpdatedAt:        now,
@@ -202,6 +204,7 @@ func chunkTask(job *domain.Job, i int, c chunkInput, cancelled bool, now time.Ti
 		TimeoutSeconds: job.TimeoutSeconds, // the stitch root has none: it is the coordinator's
 		Priority:       job.Priority,
 		JobCreatedAt:   job.CreatedAt,
+		Owner:          job.Owner,
 		InputURI:       c.URI,
 		InputSHA256:    c.SHA256,
 		InputBytes:     c.Bytes,
@@ -299,7 +302,7 @@ func (e *Engine) chunkInputs(ctx context.Context, spec *domain.JobSpec) ([]chunk
 // so that the caller creates the job anew.
 func (e *Engine) replay(ctx context.Context, key, hash string) (*JobView, error) {
 	for {
-		j, err := e.store.JobGetByIdempotencyKey(ctx, key)
+		j, err := e.store.JobGetByIdempotencyKey(ctx, domain.CallerOf(ctx).Account, key)
 		if err != nil {
 			return nil, mapStoreErr(err)
 		}
@@ -382,18 +385,16 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 
 // GetJob returns a job with its progress.
 func (e *Engine) GetJob(ctx context.Context, id string) (*JobView, error) {
-	j, err := e.store.JobGet(ctx, id)
-	if err == nil && j.Creating {
-		err = store.ErrNotFound // not whole yet: no client sees it
-	}
+	j, err := clientJob(ctx, e.store, id)
 	if err != nil {
-		return nil, notFound(err, "job %q", id)
+		return nil, err
 	}
 	return e.view(ctx, j)
 }
 
 // ListJobsParams selects a page of jobs.
 type ListJobsParams struct {
+	Owner  string           // the account whose jobs to list; empty for the caller's (an admin's: everyone's)
 	Status domain.JobStatus // empty for any
 	Limit  int              // 1-1000; 0 means 50
 	Cursor string           // from a previous page's next cursor
@@ -408,7 +409,13 @@ func (e *Engine) ListJobs(ctx context.Context, p ListJobsParams) ([]*JobView, st
 	if err != nil {
 		return nil, "", err
 	}
-	lp := &store.JobListParams{Status: p.Status, Limit: limit + 1}
+	lp := &store.JobListParams{Owner: p.Owner, Status: p.Status, Limit: limit + 1}
+	if c := domain.CallerOf(ctx); !c.Admin {
+		if p.Owner != "" && p.Owner != c.Account {
+			return nil, "", nil // another account's jobs: none it may see
+		}
+		lp.Owner = c.Account
+	}
 	if p.Cursor != "" {
 		c, err := decodeJobCursor(p.Cursor)
 		if err != nil {
@@ -471,12 +478,9 @@ func decodeJobCursor(c string) (*store.JobCursor, error) {
 func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 	var job *domain.Job
 	err := e.tx(ctx, func(q store.Querier) error {
-		j, err := q.JobGet(ctx, id)
-		if err == nil && j.Creating {
-			err = store.ErrNotFound // not whole yet: no client sees it
-		}
+		j, err := clientJob(ctx, q, id)
 		if err != nil {
-			return notFound(err, "job %q", id)
+			return err
 		}
 		job = j
 		if j.Status.Final() {
@@ -511,12 +515,9 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 	)
 	err := e.tx(ctx, func(q store.Querier) error {
 		moved, rootRdy = 0, false
-		j, err := q.JobGet(ctx, id)
+		j, err := clientJob(ctx, q, id)
 		if err != nil {
-			return notFound(err, "job %q", id)
-		}
-		if j.Creating { // hidden, as from every other route
-			return fmt.Errorf("job %q: %w", id, domain.ErrNotFound)
+			return err
 		}
 		job = j
 		now := e.now()

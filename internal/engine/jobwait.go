@@ -113,6 +113,9 @@ func (e *Engine) WaitJob(ctx context.Context, id, after string, wait time.Durati
 	if wait == 0 || after == "" {
 		return e.GetJob(ctx, id)
 	}
+	if _, err := e.clientJobSettings(ctx, id); err != nil {
+		return nil, err // another account's job: not even its changes are waited for
+	}
 	began := time.Now()
 	changes, done := e.jobWatchers.watch(id)
 	defer done()

@@ -86,9 +86,9 @@ type LogPage struct {
 // ListLogs returns up to limit lines of a task's log after the line with ID
 // after (0 from the start).
 func (e *Engine) ListLogs(ctx context.Context, taskID string, after int64, limit int) (*LogPage, error) {
-	t, err := e.store.TaskGet(ctx, taskID)
+	t, err := clientTask(ctx, e.store, taskID)
 	if err != nil {
-		return nil, notFound(err, "task %q", taskID)
+		return nil, err
 	}
 	if t.JobID != "" && t.Kind != domain.KindTree {
 		// A job deleted by retention is gone at once, although its tasks

@@ -223,6 +223,9 @@ func (e *Engine) AcceptTasks(ctx context.Context, placed []PlacedTask) error {
 			return err
 		}
 		p.TreeCreatedAt = p.TreeCreatedAt.UTC().Truncate(time.Microsecond)
+		if p.Owner == "" {
+			p.Owner = domain.AdminAccount
+		}
 		var a []domain.TaskArg
 		tasks[i], a = p.row(now)
 		args = append(args, a...)
@@ -262,6 +265,9 @@ func (e *Engine) checkPlaced(p *PlacedTask) error {
 	if p.TreeID == "" {
 		return domain.Invalidf("task %q has no tree ID", p.ID)
 	}
+	if p.Owner != "" && !domain.ValidAccountName(p.Owner) {
+		return domain.Invalidf("task %q: owner %q is not an account name", p.ID, p.Owner)
+	}
 	spec := domain.TreeTaskSpec{ID: p.ID, Workload: p.Workload, MaxAttempts: p.MaxAttempts,
 		LeaseSeconds: p.LeaseSeconds, Priority: p.Priority}
 	if p.MaxAttempts == 0 || p.LeaseSeconds == 0 {
@@ -284,7 +290,7 @@ func samePlaced(ctx context.Context, q store.Querier, p *PlacedTask) error {
 	}
 	same := t.Kind == domain.KindTree && t.JobID == p.TreeID && t.DownstreamID == p.DownstreamID &&
 		t.Workload == p.Workload && t.MaxAttempts == p.MaxAttempts && t.LeaseSeconds == p.LeaseSeconds &&
-		t.Priority == p.Priority && t.ChunkIndex == p.Position && t.JobCreatedAt.Equal(p.TreeCreatedAt) &&
+		t.Priority == p.Priority && t.ChunkIndex == p.Position && t.JobCreatedAt.Equal(p.TreeCreatedAt) && t.Owner == p.Owner &&
 		len(args) == len(p.Args)
 	for i := 0; same && i < len(args); i++ {
 		a, want := args[i], p.Args[i]

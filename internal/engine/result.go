@@ -42,12 +42,9 @@ type ResultStream struct {
 // piece; before the job completes, ErrNotReady. A job still being created
 // does not exist yet.
 func (e *Engine) OpenJobResult(ctx context.Context, id string) (*ResultStream, error) {
-	j, err := e.store.JobGet(ctx, id)
-	if err == nil && j.Creating {
-		err = store.ErrNotFound
-	}
+	j, err := clientJob(ctx, e.store, id)
 	if err != nil {
-		return nil, notFound(err, "job %q", id)
+		return nil, err
 	}
 	if j.Status != domain.JobCompleted {
 		return nil, fmt.Errorf("job %s is %s; its result exists once it is completed: %w", id, j.Status, domain.ErrNotReady)

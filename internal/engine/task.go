@@ -39,9 +39,9 @@ func (e *Engine) ListTasks(ctx context.Context, p ListTasksParams) ([]*TaskView,
 			return nil, "", domain.Invalidf("cursor %q is not one this server handed out; pass next_cursor from the previous page", p.Cursor)
 		}
 	}
-	job, err := e.jobSettings(ctx, p.JobID)
+	job, err := e.clientJobSettings(ctx, p.JobID)
 	if err != nil {
-		return nil, "", notFound(err, "job %q", p.JobID)
+		return nil, "", err
 	}
 	tasks, err := e.store.TaskList(ctx, &store.TaskListParams{
 		JobID: p.JobID, Kind: domain.KindChunk, State: p.State, Limit: limit + 1, AfterIndex: after,
@@ -82,9 +82,9 @@ type TaskView struct {
 
 // GetTask returns a task with its job's settings.
 func (e *Engine) GetTask(ctx context.Context, id string) (*TaskView, error) {
-	t, err := e.store.TaskGet(ctx, id)
+	t, err := clientTask(ctx, e.store, id)
 	if err != nil {
-		return nil, notFound(err, "task %q", id)
+		return nil, err
 	}
 	return e.taskView(ctx, t)
 }

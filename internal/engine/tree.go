@@ -26,6 +26,9 @@ type PlacedTask struct {
 	TreeID       string `json:"tree_id"` // the root's real ID
 	DownstreamID string `json:"downstream_id,omitempty"`
 	Workload     string `json:"workload"`
+	// Owner is the account that submitted the tree; empty in messages
+	// of shards older than accounts, which means the admin.
+	Owner string `json:"owner,omitempty"`
 	// Args are JSON values, or references (Ref) to the real IDs of the
 	// upstreams whose results they become.
 	Args         []domain.TreeArg `json:"args,omitempty"`
@@ -43,7 +46,7 @@ type PlacedTask struct {
 // row returns p as a new task and its arguments.
 func (p *PlacedTask) row(now time.Time) (*domain.Task, []domain.TaskArg) {
 	t := &domain.Task{
-		ID: p.ID, JobID: p.TreeID, Kind: domain.KindTree, Workload: p.Workload, ChunkIndex: p.Position,
+		ID: p.ID, JobID: p.TreeID, Kind: domain.KindTree, Workload: p.Workload, ChunkIndex: p.Position, Owner: p.Owner,
 		State: domain.TaskPending, MaxAttempts: p.MaxAttempts, LeaseSeconds: p.LeaseSeconds, Priority: p.Priority,
 		RunAfter: now, JobCreatedAt: p.TreeCreatedAt, DownstreamID: p.DownstreamID, CreatedAt: now, UpdatedAt: now,
 	}
@@ -95,6 +98,7 @@ func (e *Engine) SubmitTree(ctx context.Context, spec *domain.TreeSpec, known fu
 		p := PlacedTask{
 			ID: ids[i], TreeID: rootID, Workload: ts.Workload, MaxAttempts: ts.MaxAttempts,
 			LeaseSeconds: ts.LeaseSeconds, Priority: ts.Priority, Position: pos, TreeCreatedAt: now,
+			Owner: domain.CallerOf(ctx).Account,
 		}
 		if p.MaxAttempts == 0 {
 			p.MaxAttempts = domain.DefaultMaxAttempts

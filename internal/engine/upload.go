@@ -65,6 +65,7 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 		Rows:      stats.Rows,
 		BlobKey:   key,
 		BlobBytes: stats.Bytes,
+		Owner:     domain.CallerOf(ctx).Account,
 		CreatedAt: e.now(),
 	}
 	if err := e.tx(ctx, func(q store.Querier) error { return q.UploadInsert(ctx, u) }); err != nil {
@@ -139,6 +140,9 @@ func (p *pipelinedHash) Close() {
 // records and returns the header line they repeat.
 func (e *Engine) splitUpload(ctx context.Context, spec *domain.JobSpec) (*table.Chunking, error) {
 	u, err := e.store.UploadGet(ctx, spec.UploadID)
+	if err == nil && hidden(ctx, u.Owner) {
+		err = store.ErrNotFound
+	}
 	if err != nil {
 		return nil, notFound(err, "upload %q", spec.UploadID)
 	}

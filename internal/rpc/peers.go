@@ -116,7 +116,7 @@ func placedTaskProto(t engine.PlacedTask) (*v1.PlacedTask, error) {
 	return &v1.PlacedTask{
 		TaskId: t.ID, RootId: t.TreeID, DownstreamId: t.DownstreamID, Workload: t.Workload, Args: args,
 		MaxAttempts: int32(t.MaxAttempts), LeaseSeconds: int32(t.LeaseSeconds), Priority: int32(t.Priority),
-		TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position),
+		TreeCreatedAt: timestamppb.New(t.TreeCreatedAt), Position: int32(t.Position), Owner: t.Owner,
 	}, nil
 }
 

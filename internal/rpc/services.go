@@ -317,7 +317,7 @@ func placedTasks(m *v1.SubmitTaskRequest) ([]engine.PlacedTask, error) {
 		placed[i] = engine.PlacedTask{
 			ID: t.TaskId, TreeID: t.RootId, DownstreamID: t.DownstreamId, Workload: t.Workload, Args: args,
 			MaxAttempts: int(t.MaxAttempts), LeaseSeconds: int(t.LeaseSeconds), Priority: int(t.Priority),
-			TreeCreatedAt: t.TreeCreatedAt.AsTime(), Position: int(t.Position),
+			TreeCreatedAt: t.TreeCreatedAt.AsTime(), Position: int(t.Position), Owner: t.Owner,
 		}
 	}
 	return placed, nil

@@ -75,9 +75,10 @@ type Querier interface {
 	// ResultBytes, the CSV's size, which the database knows without
 	// reading the value.
 	JobGet(ctx context.Context, id string) (*domain.Job, error)
-	// JobGetByIdempotencyKey returns the job created with key, creating or
-	// not, or ErrNotFound. It leaves Result nil and sets ResultBytes.
-	JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error)
+	// JobGetByIdempotencyKey returns the job account owner created with
+	// key, creating or not, or ErrNotFound. It leaves Result nil and sets
+	// ResultBytes.
+	JobGetByIdempotencyKey(ctx context.Context, owner, key string) (*domain.Job, error)
 	// JobList returns jobs newest first (CreatedAt, then ID, descending),
 	// leaving out those still creating. It leaves Result nil and sets
 	// ResultBytes.
@@ -206,9 +207,9 @@ type Querier interface {
 	// states without a task are left out.
 	TaskCountByState(ctx context.Context) ([]TaskCount, error)
 	// TaskListRoots returns up to limit roots of general trees on this
-	// database (tasks of kind tree whose ID is their JobID), newest first
-	// (CreatedAt, then ID, descending).
-	TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error)
+	// database (tasks of kind tree whose ID is their JobID) that owner owns
+	// (empty: anyone), newest first (CreatedAt, then ID, descending).
+	TaskListRoots(ctx context.Context, owner string, limit int) ([]*domain.Task, error)
 
 	// WorkerUpsert records that worker p.ID called at p.Now, creating it when
 	// new; with p.Heartbeat the call renewed a lease.
@@ -387,6 +388,7 @@ type TaskArgListRefsParams struct {
 // JobListParams selects a page of jobs.
 type JobListParams struct {
 	Status domain.JobStatus // empty for any
+	Owner  string           // the account whose jobs to list; empty for everyone's
 	Limit  int
 	// After, when set, continues after the job with this (CreatedAt, ID).
 	After *JobCursor

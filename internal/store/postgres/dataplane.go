@@ -11,9 +11,9 @@ import (
 )
 
 const (
-	uploadColumns   = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
+	uploadColumns   = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at, owner`
 	sqlUploadInsert = `INSERT INTO uploads (` + uploadColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT DO NOTHING`
 
 	sqlUploadGet = `SELECT ` + uploadColumns + ` FROM uploads WHERE id = $1`
@@ -45,7 +45,7 @@ LIMIT $3`
 // transaction usable.
 func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
 	normTime(&u.CreatedAt)
-	tag, err := q.db.Exec(ctx, sqlUploadInsert, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt))
+	tag, err := q.db.Exec(ctx, sqlUploadInsert, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt), u.Owner)
 	if err != nil {
 		return translate(err, "insert upload %s", u.ID)
 	}
@@ -59,7 +59,7 @@ func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
 func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, error) {
 	var u domain.Upload
 	var created pgtype.Timestamptz
-	err := q.db.QueryRow(ctx, sqlUploadGet, id).Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created)
+	err := q.db.QueryRow(ctx, sqlUploadGet, id).Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created, &u.Owner)
 	if err != nil {
 		return nil, translate(err, "get upload %s", id)
 	}

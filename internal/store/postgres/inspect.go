@@ -20,7 +20,7 @@ const (
 WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
-WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT $1`
+WHERE kind = 'tree' AND id = job_id AND ($2 = '' OR owner = $2) ORDER BY created_at DESC, id DESC LIMIT $1`
 	sqlWorkerUpsert = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
 ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
 	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END`
@@ -70,8 +70,8 @@ func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, erro
 }
 
 // TaskListRoots returns the newest roots of general trees.
-func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	rows, err := q.db.Query(ctx, sqlTaskListRoots, limitArg(limit))
+func (q *querier) TaskListRoots(ctx context.Context, owner string, limit int) ([]*domain.Task, error) {
+	rows, err := q.db.Query(ctx, sqlTaskListRoots, limitArg(limit), owner)
 	if err != nil {
 		return nil, translate(err, "list tree roots")
 	}

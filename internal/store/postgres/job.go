@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -17,7 +18,7 @@ import (
 const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k,
 	score_column, sort_order, max_attempts, lease_seconds, priority, status, error,
 	root_task_id, chunk_count, idempotency_key, request_hash, result, result_sha256,
-	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating`
+	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating, owner`
 
 // jobSelectColumns are jobColumns as reads select them: the final CSV's
 // size in place of the CSV, which only JobResultRead reads. octet_length
@@ -30,28 +31,18 @@ var (
 	// ON CONFLICT DO NOTHING reports a taken ID or idempotency key as zero
 	// rows instead of an error that would abort the caller's transaction.
 	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)
 ON CONFLICT DO NOTHING`
 
 	sqlJobGet = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = $1`
 
-	sqlJobGetByIdempotencyKey = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = $1`
+	sqlJobGetByIdempotencyKey = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE owner = $1 AND idempotency_key = $2`
 
-	// JobList in four forms (any status or one; from the start or after a
-	// cursor), each a plain range scan of jobs_created or
-	// jobs_status_created. A NULL limit is no limit.
-	sqlJobList = `SELECT ` + jobSelectColumns + ` FROM jobs
-WHERE NOT creating
-ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListAfter = `SELECT ` + jobSelectColumns + ` FROM jobs
-WHERE NOT creating AND (created_at, id) < ($2, $3)
-ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListStatus = `SELECT ` + jobSelectColumns + ` FROM jobs
-WHERE NOT creating AND status = $2
-ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlJobListStatusAfter = `SELECT ` + jobSelectColumns + ` FROM jobs
-WHERE NOT creating AND status = $2 AND (created_at, id) < ($3, $4)
-ORDER BY created_at DESC, id DESC LIMIT $1`
+	// JobList in eight forms (everyone's or one owner's; any status or
+	// one; from the start or after a cursor), each a plain range scan of
+	// jobs_created, jobs_status_created or their owner's forms. A NULL
+	// limit is no limit.
+	sqlJobList = jobListStatements()
 
 	sqlJobUpdate = `UPDATE jobs
 SET status = $2, error = $3, result = COALESCE($4, result), result_sha256 = $5, updated_at = $6,
@@ -82,7 +73,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.ScoreColumn, string(j.Order), j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error,
 		j.RootTaskID, j.ChunkCount, textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, j.Creating)
+		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, j.Creating, j.Owner)
 	if err != nil {
 		return translate(err, "insert job %s", j.ID)
 	}
@@ -105,11 +96,11 @@ func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 
 // JobGetByIdempotencyKey returns the job created with key, or
 // store.ErrNotFound.
-func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
+func (q *querier) JobGetByIdempotencyKey(ctx context.Context, owner, key string) (*domain.Job, error) {
 	if key == "" {
 		return nil, translate(store.ErrNotFound, "get job by idempotency key: no key")
 	}
-	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGetByIdempotencyKey, key))
+	j, err := scanJob(q.db.QueryRow(ctx, sqlJobGetByIdempotencyKey, owner, key))
 	if err != nil {
 		return nil, translate(err, "get job by idempotency key")
 	}
@@ -139,19 +130,17 @@ func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParam
 // JobList returns jobs newest first (CreatedAt, then ID, descending). A
 // Limit of 0 or less is no limit.
 func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
-	limit := limitArg(p.Limit)
-	var rows pgx.Rows
-	var err error
-	switch {
-	case p.Status == "" && p.After == nil:
-		rows, err = q.db.Query(ctx, sqlJobList, limit)
-	case p.Status == "":
-		rows, err = q.db.Query(ctx, sqlJobListAfter, limit, p.After.CreatedAt, p.After.ID)
-	case p.After == nil:
-		rows, err = q.db.Query(ctx, sqlJobListStatus, limit, string(p.Status))
-	default:
-		rows, err = q.db.Query(ctx, sqlJobListStatusAfter, limit, string(p.Status), p.After.CreatedAt, p.After.ID)
+	args := []any{limitArg(p.Limit)}
+	if p.Owner != "" {
+		args = append(args, p.Owner)
 	}
+	if p.Status != "" {
+		args = append(args, string(p.Status))
+	}
+	if p.After != nil {
+		args = append(args, p.After.CreatedAt, p.After.ID)
+	}
+	rows, err := q.db.Query(ctx, sqlJobList[jobListForm{owner: p.Owner != "", status: p.Status != "", after: p.After != nil}], args...)
 	if err != nil {
 		return nil, translate(err, "list jobs")
 	}
@@ -160,6 +149,36 @@ func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domai
 		return nil, translate(err, "list jobs")
 	}
 	return jobs, nil
+}
+
+// jobListForm is which of JobList's filters a query has.
+type jobListForm struct{ owner, status, after bool }
+
+// jobListStatements writes JobList's query in each of its forms; $1 is
+// the limit, the filters' parameters follow in the order of jobListForm.
+func jobListStatements() map[jobListForm]string {
+	m := make(map[jobListForm]string)
+	for _, owner := range []bool{false, true} {
+		for _, status := range []bool{false, true} {
+			for _, after := range []bool{false, true} {
+				where, n := []string{"NOT creating"}, 1
+				param := func() string { n++; return "$" + strconv.Itoa(n) }
+				if owner {
+					where = append(where, "owner = "+param())
+				}
+				if status {
+					where = append(where, "status = "+param())
+				}
+				if after {
+					where = append(where, "(created_at, id) < ("+param()+", "+param()+")")
+				}
+				m[jobListForm{owner, status, after}] = `SELECT ` + jobSelectColumns + ` FROM jobs
+WHERE ` + strings.Join(where, " AND ") + `
+ORDER BY created_at DESC, id DESC LIMIT $1`
+			}
+		}
+	}
+	return m
 }
 
 // JobUpdate writes j's mutable fields where the stored version equals
@@ -207,7 +226,7 @@ func scanJob(row pgx.Row) (*domain.Job, error) {
 	err := row.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK,
 		&j.ScoreColumn, &order, &j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error,
 		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.ResultBytes, &j.ResultSHA256,
-		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
+		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner)
 	if err != nil {
 		return nil, err
 	}

@@ -240,7 +240,7 @@ func (q *querier) UploadListExpired(ctx context.Context, p *store.UploadListExpi
 		u       domain.Upload
 		created pgtype.Timestamptz
 	)
-	_, err = pgx.ForEachRow(rows, []any{&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created, &u.Owner}, func() error {
 		c := u
 		c.CreatedAt = timeOf(created)
 		out = append(out, &c)

@@ -97,7 +97,7 @@ func TestDuplicateKeepsTxUsable(t *testing.T) {
 		if err := q.TaskInsert(ctx, tasks[1:]); !errors.Is(err, store.ErrDuplicate) {
 			return fmt.Errorf("TaskInsert of a taken ID: got %v, want ErrDuplicate", err)
 		}
-		if _, err := q.JobGetByIdempotencyKey(ctx, "k"); err != nil {
+		if _, err := q.JobGetByIdempotencyKey(ctx, domain.AdminAccount, "k"); err != nil {
 			return fmt.Errorf("JobGetByIdempotencyKey after a refused insert: %w", err)
 		}
 		return q.TaskInsert(ctx, tasks[2:])

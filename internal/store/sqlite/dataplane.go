@@ -8,10 +8,10 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-const uploadColumns = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at`
+const uploadColumns = `id, sha256, bytes, rows, blob_key, blob_bytes, created_at, owner`
 
 var (
-	sqlUploadInsert = newStatement(`INSERT INTO uploads (` + uploadColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?)`)
+	sqlUploadInsert = newStatement(`INSERT INTO uploads (` + uploadColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
 
 	sqlUploadGet = newStatement(`SELECT ` + uploadColumns + ` FROM uploads WHERE id = ?`)
 
@@ -28,7 +28,7 @@ var (
 
 // UploadInsert records u. A taken ID is store.ErrDuplicate.
 func (q *querier) UploadInsert(ctx context.Context, u *domain.Upload) error {
-	_, err := q.exec(ctx, sqlUploadInsert, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt))
+	_, err := q.exec(ctx, sqlUploadInsert, u.ID, u.SHA256, u.Bytes, u.Rows, u.BlobKey, u.BlobBytes, timeArg(u.CreatedAt), u.Owner)
 	if err != nil {
 		return translate(err, "insert upload %s", u.ID)
 	}
@@ -42,7 +42,7 @@ func (q *querier) UploadGet(ctx context.Context, id string) (*domain.Upload, err
 		created sql.NullInt64
 	)
 	err := q.queryRow(ctx, false, func(r scanner) error {
-		return r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created)
+		return r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created, &u.Owner)
 	}, sqlUploadGet, id)
 	if err != nil {
 		return nil, translate(err, "get upload %s", id)

@@ -17,7 +17,7 @@ var (
 	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`)
 	sqlTaskCountByState = newStatement(`SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`)
 	sqlTaskListRoots    = newStatement(`SELECT ` + taskColumns + ` FROM tasks
-	WHERE kind = 'tree' AND id = job_id ORDER BY created_at DESC, id DESC LIMIT ?`)
+	WHERE kind = 'tree' AND id = job_id AND (?1 = '' OR owner = ?1) ORDER BY created_at DESC, id DESC LIMIT ?2`)
 	sqlWorkerUpsert = newStatement(`INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
 	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`)
@@ -62,8 +62,8 @@ func (q *querier) TaskCountByState(ctx context.Context) ([]store.TaskCount, erro
 }
 
 // TaskListRoots returns the newest roots of general trees.
-func (q *querier) TaskListRoots(ctx context.Context, limit int) ([]*domain.Task, error) {
-	out, err := q.tasks(ctx, false, sqlTaskListRoots, limitArg(limit))
+func (q *querier) TaskListRoots(ctx context.Context, owner string, limit int) ([]*domain.Task, error) {
+	out, err := q.tasks(ctx, false, sqlTaskListRoots, owner, limitArg(limit))
 	if err != nil {
 		return nil, translate(err, "list tree roots")
 	}

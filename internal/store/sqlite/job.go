@@ -15,7 +15,7 @@ import (
 const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
 	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
-	timeout_seconds, creating`
+	timeout_seconds, creating, owner`
 
 // jobSelectColumns are jobColumns as reads select them: the final CSV's size in
 // place of the CSV, which only JobResultRead reads. length() of a BLOB
@@ -23,19 +23,17 @@ const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_
 var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
 
 var (
-	sqlJobInsert = newStatement(`INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(28) + `)`)
+	sqlJobInsert = newStatement(`INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(29) + `)`)
 
 	sqlJobGet = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = ?`)
 
-	sqlJobGetByIdempotencyKey = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE idempotency_key = ?`)
+	sqlJobGetByIdempotencyKey = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE owner = ? AND idempotency_key = ?`)
 
-	// JobList in four forms (any status or one; from the start or after a
-	// cursor), each a plain range scan of jobs_created or
-	// jobs_status_created. LIMIT -1 is no limit.
-	sqlJobList            = newStatement(jobListSQL(false, false))
-	sqlJobListAfter       = newStatement(jobListSQL(false, true))
-	sqlJobListStatus      = newStatement(jobListSQL(true, false))
-	sqlJobListStatusAfter = newStatement(jobListSQL(true, true))
+	// JobList in eight forms (everyone's or one owner's; any status or
+	// one; from the start or after a cursor), each a plain range scan of
+	// jobs_created, jobs_status_created or their owner's forms. LIMIT -1
+	// is no limit.
+	sqlJobList = jobListStatements()
 
 	sqlJobUpdate = newStatement(`UPDATE jobs SET status = ?, error = ?, result = coalesce(?, result), result_sha256 = ?, updated_at = ?,
 	finished_at = ?, version = version + 1 WHERE id = ? AND version = ?`)
@@ -48,13 +46,33 @@ var (
 	sqlJobResultRead = newStatement(`SELECT substr(result, ? + 1, ?) FROM jobs WHERE id = ?`)
 )
 
-// jobListSQL builds JobList's query, with or without a status and a cursor.
-func jobListSQL(status, after bool) string {
+// jobListForm is which of JobList's filters a query has.
+type jobListForm struct{ owner, status, after bool }
+
+// jobListStatements prepares JobList's query in each of its forms.
+func jobListStatements() map[jobListForm]*statement {
+	m := make(map[jobListForm]*statement)
+	for _, owner := range []bool{false, true} {
+		for _, status := range []bool{false, true} {
+			for _, after := range []bool{false, true} {
+				f := jobListForm{owner, status, after}
+				m[f] = newStatement(jobListSQL(f))
+			}
+		}
+	}
+	return m
+}
+
+// jobListSQL builds JobList's query in form f.
+func jobListSQL(f jobListForm) string {
 	where := []string{"NOT creating"}
-	if status {
+	if f.owner {
+		where = append(where, "owner = ?")
+	}
+	if f.status {
 		where = append(where, "status = ?")
 	}
-	if after {
+	if f.after {
 		where = append(where, "(created_at, id) < (?, ?)")
 	}
 	return `SELECT ` + jobSelectColumns + ` FROM jobs WHERE ` + strings.Join(where, " AND ") + ` ORDER BY created_at DESC, id DESC LIMIT ?`
@@ -73,7 +91,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.MaxAttempts, j.LeaseSeconds, j.Priority, string(j.Status), j.Error, j.RootTaskID, j.ChunkCount,
 		textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
-		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating))
+		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating), j.Owner)
 	if err != nil {
 		return translate(err, "insert job %s", j.ID)
 	}
@@ -95,11 +113,11 @@ func (q *querier) JobGet(ctx context.Context, id string) (*domain.Job, error) {
 	return j, nil
 }
 
-// JobGetByIdempotencyKey returns the job created with key, or
+// JobGetByIdempotencyKey returns the job owner created with key, or
 // store.ErrNotFound; no job has the empty key.
-func (q *querier) JobGetByIdempotencyKey(ctx context.Context, key string) (*domain.Job, error) {
+func (q *querier) JobGetByIdempotencyKey(ctx context.Context, owner, key string) (*domain.Job, error) {
 	var j *domain.Job
-	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, sqlJobGetByIdempotencyKey, key)
+	err := q.queryRow(ctx, false, func(r scanner) (err error) { j, err = scanJob(r); return err }, sqlJobGetByIdempotencyKey, owner, key)
 	if err != nil {
 		return nil, translate(err, "get job by idempotency key")
 	}
@@ -124,6 +142,9 @@ func (q *querier) JobResultRead(ctx context.Context, p *store.JobResultReadParam
 // Limit of 0 or less means no limit.
 func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domain.Job, error) {
 	var args []any
+	if p.Owner != "" {
+		args = append(args, p.Owner)
+	}
 	if p.Status != "" {
 		args = append(args, string(p.Status))
 	}
@@ -131,17 +152,7 @@ func (q *querier) JobList(ctx context.Context, p *store.JobListParams) ([]*domai
 		args = append(args, p.After.CreatedAt.UnixMicro(), p.After.ID)
 	}
 	args = append(args, limitArg(p.Limit))
-	var query *statement
-	switch {
-	case p.Status == "" && p.After == nil:
-		query = sqlJobList
-	case p.Status == "":
-		query = sqlJobListAfter
-	case p.After == nil:
-		query = sqlJobListStatus
-	default:
-		query = sqlJobListStatusAfter
-	}
+	query := sqlJobList[jobListForm{owner: p.Owner != "", status: p.Status != "", after: p.After != nil}]
 	var out []*domain.Job
 	err := q.query(ctx, false, func(r scanner) error {
 		j, err := scanJob(r)
@@ -198,7 +209,7 @@ func scanJob(r scanner) (*domain.Job, error) {
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
 		&j.RequestHash, &j.ResultBytes, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
-		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating)
+		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

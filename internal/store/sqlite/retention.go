@@ -267,7 +267,7 @@ func (q *querier) UploadListExpired(ctx context.Context, p *store.UploadListExpi
 	err := q.query(ctx, false, func(r scanner) error {
 		var u domain.Upload
 		var created sql.NullInt64
-		if err := r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created); err != nil {
+		if err := r.Scan(&u.ID, &u.SHA256, &u.Bytes, &u.Rows, &u.BlobKey, &u.BlobBytes, &created, &u.Owner); err != nil {
 			return err
 		}
 		u.CreatedAt = timeOf(created)

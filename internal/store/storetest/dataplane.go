@@ -16,7 +16,7 @@ func exerciseUploads(t *testing.T, newStore newFunc) {
 		s := newStore(t)
 		want := &domain.Upload{
 			ID: "0:u1", SHA256: strings.Repeat("ab", 32), Bytes: 1 << 33, Rows: 1<<31 + 7,
-			BlobKey: strings.Repeat("cd", 32), BlobBytes: 1<<33 - 5, CreatedAt: Epoch(),
+			BlobKey: strings.Repeat("cd", 32), BlobBytes: 1<<33 - 5, Owner: "ada.lab", CreatedAt: Epoch(),
 		}
 		if err := s.UploadInsert(t.Context(), want); err != nil {
 			t.Fatal(err)

@@ -113,7 +113,7 @@ func checkCounts(t *testing.T, what string, got, want map[countKey]int) {
 
 func listRoots(t *testing.T, q store.Querier, limit int) []*domain.Task {
 	t.Helper()
-	got, err := q.TaskListRoots(t.Context(), limit)
+	got, err := q.TaskListRoots(t.Context(), "", limit)
 	if err != nil {
 		t.Fatalf("TaskListRoots(%d): %v", limit, err)
 	}
@@ -333,6 +333,7 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		// Two roots created at the same instant: the greater ID first.
 		tieA := treeTask("0:r-tie-a", "0:r-tie-a", domain.TaskLeased, at.Add(-2*time.Hour))
 		tieB := treeTask("0:r-tie-b", "0:r-tie-b", domain.TaskPending, at.Add(-2*time.Hour).In(zone))
+		tieB.Owner = "ada"
 		finish(tieA, domain.TaskCompleted, at) // a finished root is still a root
 		tieA.Result = []byte(`{"answer":42}`)
 		// Never roots: tree tasks that are not their tree's ID, and chunk and
@@ -357,6 +358,11 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 			}
 		}
 		check("TaskListRoots(0)", listRoots(t, s, 0), all)
+		adas, aerr := s.TaskListRoots(ctx, "ada", 10)
+		if aerr != nil {
+			t.Fatalf("TaskListRoots(ada, 10): %v", aerr)
+		}
+		check("TaskListRoots(ada, 10)", adas, []*domain.Task{tieB})
 		check("TaskListRoots(-1)", listRoots(t, s, -1), all)
 		check("TaskListRoots(4)", listRoots(t, s, 4), all)
 		check("TaskListRoots(100)", listRoots(t, s, 100), all)

@@ -23,6 +23,7 @@ func fullJob(id string) *domain.Job {
 	return &domain.Job{
 		ID:             id,
 		Name:           "full job é",
+		Owner:          "ada.lab",
 		Workload:       "tanimoto.v2",
 		Parameters:     json.RawMessage(`{"b": [1, 2],   "a":"x\u00e9",` + "\n" + `"z": null}`),
 		ChunkRows:      12345,
@@ -74,7 +75,7 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 				t.Errorf("after JobInsert j.ResultBytes = %d, want %d", j.ResultBytes, len(result))
 			}
 			checkJob(t, "JobGet", getJob(t, s, "j1"), want)
-			byKey, err := s.JobGetByIdempotencyKey(t.Context(), "idem-j1")
+			byKey, err := s.JobGetByIdempotencyKey(t.Context(), "ada.lab", "idem-j1")
 			if err != nil {
 				t.Fatalf("JobGetByIdempotencyKey: %v", err)
 			}
@@ -192,7 +193,7 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 						t.Errorf("JobInsert %d: %v, want nil or ErrDuplicate", i, err)
 						return
 					}
-					if got, err := s.JobGetByIdempotencyKey(ctx, "key-1"); err != nil || got.ID == j.ID {
+					if got, err := s.JobGetByIdempotencyKey(ctx, j.Owner, "key-1"); err != nil || got.ID == j.ID {
 						t.Errorf("JobGetByIdempotencyKey after a refused insert = %v, %v; want the winner", got, err)
 					}
 				})
@@ -205,13 +206,36 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 			}
 		})
 
+		// An idempotency key is its owner's: another account's job with the
+		// same key is another job, and is not found by the key.
+		t.Run("IdempotencyKeysAreTheOwners", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			a, b := NewJob("a", Epoch()), NewJob("b", Epoch())
+			a.Owner, b.Owner = "ada", "bob"
+			a.IdempotencyKey, b.IdempotencyKey = "same", "same"
+			insertJobs(t, s, a, b)
+			for _, j := range []*domain.Job{a, b} {
+				got, err := s.JobGetByIdempotencyKey(t.Context(), j.Owner, "same")
+				if err != nil || got.ID != j.ID {
+					t.Errorf("JobGetByIdempotencyKey(%s, same) = %v, %v; want job %s", j.Owner, got, err, j.ID)
+				}
+			}
+			_, err := s.JobGetByIdempotencyKey(t.Context(), "carol", "same")
+			checkErr(t, "JobGetByIdempotencyKey(carol, same)", err, store.ErrNotFound)
+			c := NewJob("c", Epoch())
+			c.Owner, c.IdempotencyKey = "ada", "same"
+			err = s.InTx(t.Context(), func(q store.Querier) error { return q.JobInsert(t.Context(), c) })
+			checkErr(t, "JobInsert of ada's taken key", err, store.ErrDuplicate)
+		})
+
 		// Pinned: an empty IdempotencyKey means "none", so any number of
 		// jobs may have one, and no job is found by the empty key.
 		t.Run("EmptyIdempotencyKeysDoNotCollide", func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
 			insertJobs(t, s, NewJob("a", Epoch()), NewJob("b", Epoch()), NewJob("c", Epoch()))
-			_, err := s.JobGetByIdempotencyKey(t.Context(), "")
+			_, err := s.JobGetByIdempotencyKey(t.Context(), domain.AdminAccount, "")
 			checkErr(t, "JobGetByIdempotencyKey(\"\")", err, store.ErrNotFound)
 		})
 	})
@@ -222,7 +246,7 @@ func exerciseJobs(t *testing.T, newStore newFunc) {
 		insertJobs(t, s, NewJob("j1", Epoch()))
 		_, err := s.JobGet(t.Context(), "missing")
 		checkErr(t, "JobGet(missing)", err, store.ErrNotFound)
-		_, err = s.JobGetByIdempotencyKey(t.Context(), "missing")
+		_, err = s.JobGetByIdempotencyKey(t.Context(), domain.AdminAccount, "missing")
 		checkErr(t, "JobGetByIdempotencyKey(missing)", err, store.ErrNotFound)
 	})
 
@@ -420,5 +444,33 @@ func exerciseJobList(t *testing.T, newStore newFunc) {
 		checkIDs(t, "JobList pending after c", jobIDs(got), []string{"f", "a"})
 		got = list(&store.JobListParams{Status: domain.JobCancelled, Limit: 100})
 		checkIDs(t, "JobList cancelled", jobIDs(got), nil)
+	})
+
+	t.Run("OwnerFilter", func(t *testing.T) {
+		s := newStore(t)
+		owned := func(id, owner string, created time.Time, st domain.JobStatus) *domain.Job {
+			j := mk(id, created, st)
+			j.Owner = owner
+			return j
+		}
+		insertJobs(t, s,
+			owned("a1", "ada", at, domain.JobPending), owned("b1", "bob", at.Add(time.Second), domain.JobPending),
+			owned("a2", "ada", at.Add(2*time.Second), domain.JobRunning), owned("a3", "ada", at.Add(3*time.Second), domain.JobPending))
+		list := func(p *store.JobListParams) []string {
+			t.Helper()
+			got, err := s.JobList(t.Context(), p)
+			if err != nil {
+				t.Fatalf("JobList(%+v): %v", p, err)
+			}
+			return jobIDs(got)
+		}
+		checkIDs(t, "JobList of ada", list(&store.JobListParams{Owner: "ada", Limit: 100}), []string{"a3", "a2", "a1"})
+		checkIDs(t, "JobList of bob", list(&store.JobListParams{Owner: "bob", Limit: 100}), []string{"b1"})
+		checkIDs(t, "JobList of nobody", list(&store.JobListParams{Owner: "carol", Limit: 100}), nil)
+		checkIDs(t, "JobList of everyone", list(&store.JobListParams{Limit: 100}), []string{"a3", "a2", "b1", "a1"})
+		checkIDs(t, "JobList of ada, pending", list(&store.JobListParams{Owner: "ada", Status: domain.JobPending, Limit: 100}), []string{"a3", "a1"})
+		after := &store.JobCursor{CreatedAt: at.Add(3 * time.Second), ID: "a3"}
+		checkIDs(t, "JobList of ada after a3", list(&store.JobListParams{Owner: "ada", Limit: 1, After: after}), []string{"a2"})
+		checkIDs(t, "JobList of ada, pending, after a3", list(&store.JobListParams{Owner: "ada", Status: domain.JobPending, Limit: 100, After: after}), []string{"a1"})
 	})
 }

@@ -103,7 +103,7 @@ func exerciseJobResult(t *testing.T, newStore newFunc) {
 				t.Errorf("JobGet(%s): ResultBytes %d, Result %d bytes; want %d and nil", id, got.ResultBytes, len(got.Result), n)
 			}
 		}
-		byKey, err := s.JobGetByIdempotencyKey(t.Context(), "key-done")
+		byKey, err := s.JobGetByIdempotencyKey(t.Context(), domain.AdminAccount, "key-done")
 		if err != nil || byKey.ResultBytes != 10_000 {
 			t.Errorf("JobGetByIdempotencyKey: %+v, %v; want ResultBytes 10000", byKey, err)
 		}

@@ -66,6 +66,7 @@ func NewJob(id string, createdAt time.Time) *domain.Job {
 	return &domain.Job{
 		ID:           id,
 		Name:         "job " + id,
+		Owner:        domain.AdminAccount,
 		Workload:     "tanimoto",
 		Parameters:   json.RawMessage(`{"query": "CCO", "radius":2}`),
 		ChunkRows:    1000,
@@ -100,6 +101,7 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 		LeaseSeconds:     j.LeaseSeconds,
 		Priority:         j.Priority,
 		JobCreatedAt:     j.CreatedAt,
+		Owner:            j.Owner,
 		PendingUpstreams: n,
 		CreatedAt:        j.CreatedAt,
 		UpdatedAt:        j.CreatedAt,
@@ -117,6 +119,7 @@ func NewTasks(j *domain.Job, n int) []*domain.Task {
 			TimeoutSeconds: j.TimeoutSeconds,
 			Priority:       j.Priority,
 			JobCreatedAt:   j.CreatedAt,
+			Owner:          j.Owner,
 			InputURI:       fmt.Sprintf("blob:chunks/%s/%d.csv", j.ID, i),
 			InputSHA256:    strings.Repeat("a1", 32),
 			InputBytes:     int64(1000 + i),

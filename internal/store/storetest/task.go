@@ -17,6 +17,7 @@ func fullTask(id string) *domain.Task {
 	return &domain.Task{
 		ID:               id,
 		JobID:            "job-1",
+		Owner:            "ada.lab",
 		Kind:             domain.KindTree,
 		Workload:         "tanimoto.v2",
 		ChunkIndex:       17,

@@ -85,7 +85,7 @@ func exerciseTx(t *testing.T, newStore newFunc) {
 			if _, err := q.JobGet(ctx, "j1"); err != nil {
 				return fmt.Errorf("JobGet inside the tx: %w", err)
 			}
-			if _, err := q.JobGetByIdempotencyKey(ctx, "k"); err != nil {
+			if _, err := q.JobGetByIdempotencyKey(ctx, domain.AdminAccount, "k"); err != nil {
 				return fmt.Errorf("JobGetByIdempotencyKey inside the tx: %w", err)
 			}
 			if got, err := q.JobList(ctx, &store.JobListParams{Limit: 10}); err != nil || len(got) != 1 {

@@ -99,7 +99,10 @@ type PlacedTask struct {
 	TreeCreatedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=tree_created_at,json=treeCreatedAt,proto3" json:"tree_created_at,omitempty"`
 	// position is the task's place in the tree, the root 0, in the order
 	// tasks are created: claims prefer lower positions within a tree.
-	Position      int32 `protobuf:"varint,10,opt,name=position,proto3" json:"position,omitempty"`
+	Position int32 `protobuf:"varint,10,opt,name=position,proto3" json:"position,omitempty"`
+	// owner is the account that submitted the tree; empty means the built-in
+	// admin account (a shard older than accounts sends none).
+	Owner         string `protobuf:"bytes,11,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -202,6 +205,13 @@ func (x *PlacedTask) GetPosition() int32 {
 		return x.Position
 	}
 	return 0
+}
+
+func (x *PlacedTask) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
 }
 
 // SubmitTaskResponse acknowledges a SubmitTask; it has no fields yet.
@@ -548,7 +558,7 @@ const file_scimesh_v1_internal_proto_rawDesc = "" +
 	"\x19scimesh/v1/internal.proto\x12\n" +
 	"scimesh.v1\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16scimesh/v1/queue.proto\"A\n" +
 	"\x11SubmitTaskRequest\x12,\n" +
-	"\x05tasks\x18\x01 \x03(\v2\x16.scimesh.v1.PlacedTaskR\x05tasks\"\xe8\x02\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x16.scimesh.v1.PlacedTaskR\x05tasks\"\xfe\x02\n" +
 	"\n" +
 	"PlacedTask\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x17\n" +
@@ -561,7 +571,8 @@ const file_scimesh_v1_internal_proto_rawDesc = "" +
 	"\bpriority\x18\b \x01(\x05R\bpriority\x12B\n" +
 	"\x0ftree_created_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rtreeCreatedAt\x12\x1a\n" +
 	"\bposition\x18\n" +
-	" \x01(\x05R\bposition\"\x14\n" +
+	" \x01(\x05R\bposition\x12\x14\n" +
+	"\x05owner\x18\v \x01(\tR\x05owner\"\x14\n" +
 	"\x12SubmitTaskResponse\"\x80\x01\n" +
 	"\x14ReportSuccessRequest\x12\x17\n" +
 	"\atask_id\x18\x01 \x01(\tR\x06taskId\x12\x1f\n" +
