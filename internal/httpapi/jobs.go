@@ -115,7 +115,7 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	jobs, next, err := s.engine.ListJobs(r.Context(), engine.ListJobsParams{
-		Status: domain.JobStatus(q.Get("status")), Limit: limit, Cursor: q.Get("cursor"),
+		Owner: q.Get("owner"), Status: domain.JobStatus(q.Get("status")), Limit: limit, Cursor: q.Get("cursor"),
 	})
 	if err != nil {
 		s.writeError(w, r, err)

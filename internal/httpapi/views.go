@@ -12,6 +12,7 @@ import (
 type jobJSON struct {
 	JobID          string            `json:"job_id"`
 	Name           string            `json:"name"`
+	Owner          string            `json:"owner"`
 	Workload       string            `json:"workload"`
 	Status         domain.JobStatus  `json:"status"`
 	Priority       int               `json:"priority"`
@@ -37,7 +38,7 @@ type jobJSON struct {
 func jobView(v *engine.JobView) *jobJSON {
 	j := v.Job
 	return &jobJSON{
-		JobID: j.ID, Name: j.Name, Workload: j.Workload, Status: j.Status, Priority: j.Priority,
+		JobID: j.ID, Name: j.Name, Owner: j.Owner, Workload: j.Workload, Status: j.Status, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: timePtr(j.FinishedAt),
 		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks, ProgressToken: v.ProgressToken(),
 		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
