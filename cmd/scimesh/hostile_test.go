@@ -538,7 +538,8 @@ func (h *hostile) grpcProtocol(t *testing.T) {
 }
 
 // TestHostileDashboard: the dashboard's routes admit only a session (or
-// the client token), bound their forms and refuse cross-site posts.
+// a client's token), refuse another role's token as such (403), bound
+// their forms and refuse cross-site posts.
 func TestHostileDashboard(t *testing.T) {
 	t.Parallel()
 	h := startHostile(t, server.Config{})
@@ -551,12 +552,14 @@ func TestHostileDashboard(t *testing.T) {
 		want                int
 	}{
 		{"GET", "/ui/jobs", "", nil, "", 0, http.StatusSeeOther},
-		{"GET", "/ui/jobs", hostileTokens.Worker, nil, "", 0, http.StatusSeeOther},
+		{"GET", "/ui/jobs", hostileTokens.Worker, nil, "", 0, http.StatusForbidden},
+		{"GET", "/ui/jobs", "unknown-token", nil, "", 0, http.StatusSeeOther},
 		{"GET", "/ui/jobs", hostileTokens.Client, nil, "", 0, http.StatusOK},
 		{"GET", "/ui/jobs/" + h.jobID + "/events", "", nil, "", 0, http.StatusUnauthorized},
 		{"GET", "/ui/tasks/" + h.taskID + "/log", "", nil, "", 0, http.StatusUnauthorized},
 		{"POST", "/ui/jobs/" + h.jobID + "/cancel", "", nil, "", 0, http.StatusUnauthorized},
-		{"POST", "/ui/jobs/" + h.jobID + "/cancel", hostileTokens.Worker, nil, "", 0, http.StatusUnauthorized},
+		{"POST", "/ui/jobs/" + h.jobID + "/cancel", hostileTokens.Worker, nil, "", 0, http.StatusForbidden},
+		{"POST", "/ui/jobs/" + h.jobID + "/cancel", "unknown-token", nil, "", 0, http.StatusUnauthorized},
 		{"POST", "/ui/login", "", http.Header{"Sec-Fetch-Site": {"cross-site"}}, "token=" + hostileTokens.Client, 0, http.StatusForbidden},
 		{"POST", "/ui/login", "", nil, strings.Repeat("a", 64<<10+1), 0, http.StatusRequestEntityTooLarge},
 		{"POST", "/ui/login", "", nil, "", 1 << 30, http.StatusRequestEntityTooLarge},

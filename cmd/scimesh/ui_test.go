@@ -97,7 +97,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	do(t, ctx, "open the jobs", chromedp.Navigate(p.url+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	do(t, ctx, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"),
 		chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#error")))
-	if got := textOf(t, ctx, "#error"); !strings.Contains(got, "not the client token") {
+	if got := textOf(t, ctx, "#error"); !strings.Contains(got, "not a token of this coordinator") {
 		t.Fatalf("login with a wrong token says %q", got)
 	}
 	shot(t, ctx, "1-login-refused")

@@ -8,7 +8,10 @@ import (
 	"mime"
 	"net/http"
 	"os"
+	"sync/atomic"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
 // Route is what a route asks of its callers.
@@ -37,6 +40,7 @@ type DenyFunc func(w http.ResponseWriter, r *http.Request, e *Error)
 type Gate struct {
 	tokens   Tokens
 	sessions *Sessions
+	accounts atomic.Pointer[Accounts] // nil: none yet (Bind)
 	cross    *http.CrossOriginProtection
 
 	// BodyGrace and BodyRate cut off a body that trickles in: a body must
@@ -61,10 +65,11 @@ func (g *Gate) Tokens() Tokens { return g.tokens }
 func (g *Gate) Sessions() *Sessions { return g.sessions }
 
 // Guard returns h behind the gate: a request that may not call the route
-// rt is refused with deny, and the body h reads is bounded as rt says.
+// rt is refused with deny, and the body h reads is bounded as rt says. A
+// client request's context carries who it acts as (domain.CallerOf).
 func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		session, e := g.admit(r, rt)
+		session, caller, e := g.admit(r, rt)
 		if e != nil {
 			if r.ContentLength != 0 {
 				LetGo(w, r) // nothing of the body is read, and nothing will be
@@ -74,6 +79,9 @@ func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 		}
 		if rt.Session {
 			r = r.WithContext(context.WithValue(r.Context(), sessionKey{}, session))
+		}
+		if rt.Session || rt.Role == Client {
+			r = r.WithContext(domain.WithCaller(r.Context(), caller))
 		}
 		if r.Body != nil && r.Body != http.NoBody && !rt.Stream {
 			r.Body = g.bound(w, r, rt.MaxBody)
@@ -105,39 +113,87 @@ func LetGo(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit says whether r may call rt, reading nothing of its body, and
-// returns its dashboard session when rt admits one.
-func (g *Gate) admit(r *http.Request, rt Route) (session string, _ *Error) {
+// returns its dashboard session when rt admits one and who it acts as
+// when rt is a client's.
+func (g *Gate) admit(r *http.Request, rt Route) (session string, caller domain.Caller, _ *Error) {
 	if err := g.cross.Check(r); err != nil {
-		return "", &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+		return "", caller, &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
 			Message: "refused a cross-site request: a page of another site may not call this coordinator"}
 	}
-	if rt.Session {
-		var err error
-		switch session, err = g.sessions.Session(r); {
-		case errors.Is(err, ErrNoSession):
-			return "", &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
-				Message: "log in to the dashboard first (/ui/login), or send the client token as 'Authorization: Bearer TOKEN'"}
-		case err != nil:
-			return "", &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
-				Message: "the sessions could not be checked: the database is not answering; retry later"}
-		}
-	} else if e := g.tokens.check(r.Header, rt.Role); e != nil {
-		return "", e
+	var e *Error
+	switch {
+	case rt.Session:
+		session, caller, e = g.dashboard(r)
+	case rt.Role == Client:
+		caller, e = g.CallerOf(r.Context(), Bearer(r.Header))
+	default:
+		e = g.check(r, rt.Role)
 	}
+	if e != nil {
+		return "", caller, e
+	}
+	if e := bodyFits(r, rt); e != nil {
+		return "", caller, e
+	}
+	return session, caller, nil
+}
+
+// dashboard returns the session of a dashboard request and who it acts
+// as: a bearer token's account (BearerSession), or its session cookie's.
+func (g *Gate) dashboard(r *http.Request) (string, domain.Caller, *Error) {
+	if _, ok := r.Header["Authorization"]; ok {
+		c, e := g.CallerOf(r.Context(), Bearer(r.Header))
+		return BearerSession, c, e
+	}
+	if g.sessions.Open() {
+		return "", adminCaller, nil
+	}
+	session, c, err := g.sessions.Session(r)
+	switch {
+	case errors.Is(err, ErrNoSession):
+		return "", c, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
+			Message: "log in to the dashboard first (/ui/login), or send your token as 'Authorization: Bearer TOKEN'"}
+	case err != nil:
+		return "", c, &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,
+			Message: "the sessions could not be checked: the database is not answering; retry later"}
+	}
+	return session, c, nil
+}
+
+// check is Tokens.check, which also knows an account's token on a worker
+// or peer route for a token of the wrong role (403), not an unknown one.
+func (g *Gate) check(r *http.Request, want Role) *Error {
+	e := g.tokens.check(r.Header, want)
+	if e == nil || e.Status != http.StatusUnauthorized {
+		return e
+	}
+	tok := Bearer(r.Header)
+	if a := g.accountsOf(); a != nil && domain.LooksLikeAccountToken(tok) {
+		if _, err := a.Authenticate(r.Context(), tok); err == nil {
+			return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+				Message: "an account's token may not call this route; it needs the " + want.String() + " token"}
+		}
+	}
+	return e
+}
+
+// bodyFits refuses a request whose declared body rt does not take, or not
+// as JSON when rt asks for it.
+func bodyFits(r *http.Request, rt Route) *Error {
 	if !rt.Stream && r.ContentLength > rt.MaxBody {
 		msg := fmt.Sprintf("the request body is %d bytes; this route takes at most %d", r.ContentLength, rt.MaxBody)
 		if rt.MaxBody == 0 {
 			msg = "this route takes no request body; send none"
 		}
-		return "", &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
+		return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeTooLarge, Message: msg}
 	}
 	if rt.JSON && r.ContentLength != 0 {
 		if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-			return "", &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
+			return &Error{Status: http.StatusBadRequest, Code: CodeInvalidArgument,
 				Message: "send the request body as JSON, with 'Content-Type: application/json'"}
 		}
 	}
-	return session, nil
+	return nil
 }
 
 // Identify refuses r (401) unless it carries a token of some role or a
@@ -149,13 +205,16 @@ func (g *Gate) Identify(r *http.Request) *Error {
 	if g.tokens.Client == "" || g.tokens.Worker == "" {
 		return nil
 	}
-	if _, err := g.sessions.Session(r); err == nil {
+	if _, ok := g.sessions.signed(r); ok {
 		return nil
 	}
 	tok := Bearer(r.Header)
-	if tok == "" {
+	switch {
+	case tok == "":
 		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 			Message: "missing bearer token: send your token as 'Authorization: Bearer TOKEN'"}
+	case domain.LooksLikeAccountToken(tok):
+		return nil // an account's, maybe: only the database can tell, and it has not answered
 	}
 	for _, n := range g.tokens.named() {
 		if Equal(tok, n.value) {

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
 // SessionCookie names the dashboard's session cookie.
@@ -25,8 +27,9 @@ const SessionTTL = 12 * time.Hour
 // expiry, a random secret and an HMAC of both under a key derived from
 // the client token, so that a forged or stale cookie is refused without
 // a lookup and changing the token ends every session. A live session is
-// also kept in the Registry, shared by every replica, so that logging out
-// ends it everywhere at once.
+// kept in the Registry, shared by every replica, with the account it acts
+// as and the token it was started with: logging out, revoking that token
+// or disabling the account ends it everywhere at once.
 type Sessions struct {
 	token    string // the client token; empty: no login
 	key      []byte
@@ -50,10 +53,19 @@ func (s *Sessions) Registry() SessionRegistry {
 // SessionRegistry keeps the live sessions by ID (ID of the cookie), in
 // the database every replica shares.
 type SessionRegistry interface {
-	StartSession(ctx context.Context, id string, expires time.Time) error
-	SessionLive(ctx context.Context, id string) (bool, error)
+	// StartSession records session id of account, started with the token
+	// whose domain.TokenHash is tokenHash ("" for the client token).
+	StartSession(ctx context.Context, id, account, tokenHash string, expires time.Time) error
+	// SessionCaller returns who session id acts as, and false when it is
+	// not live: never started, ended, expired, its account disabled or
+	// the token it was started with revoked.
+	SessionCaller(ctx context.Context, id string) (domain.Caller, bool, error)
 	EndSession(ctx context.Context, id string) error
 }
+
+// errNoRegistry says that sessions cannot be started or checked yet: the
+// database has not answered.
+var errNoRegistry = errors.New("auth: the sessions' database has not answered yet")
 
 // ErrNoSession says that a request has no valid session: no cookie, or
 // one forged, expired or ended.
@@ -76,23 +88,24 @@ func NewSessions(clientToken string) *Sessions {
 // Open reports whether no login is needed.
 func (s *Sessions) Open() bool { return s.token == "" }
 
-// Login reports whether token is the client token people log in with.
-func (s *Sessions) Login(token string) bool { return Equal(token, s.token) }
-
 func (s *Sessions) sign(v string) string {
 	m := hmac.New(sha256.New, s.key)
 	m.Write([]byte(v))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// Start starts a session valid until exp and returns its cookie's value.
-func (s *Sessions) Start(ctx context.Context, exp time.Time) (string, error) {
+// Start starts a session of account c valid until exp, logged in with the
+// token whose domain.TokenHash is tokenHash ("" for the client token), and
+// returns its cookie's value.
+func (s *Sessions) Start(ctx context.Context, exp time.Time, c domain.Caller, tokenHash string) (string, error) {
+	reg := s.Registry()
+	if reg == nil {
+		return "", errNoRegistry
+	}
 	e, secret := strconv.FormatInt(exp.Unix(), 10), rand.Text()
 	v := e + "." + secret + "." + s.sign("session|"+e+"|"+secret)
-	if reg := s.Registry(); reg != nil {
-		if err := reg.StartSession(ctx, ID(v), exp); err != nil {
-			return "", err
-		}
+	if err := reg.StartSession(ctx, ID(v), c.Account, tokenHash, exp); err != nil {
+		return "", err
 	}
 	return v, nil
 }
@@ -114,48 +127,51 @@ func ID(session string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// BearerSession is the session of a request that carries the client token
-// as a bearer token instead of a cookie; a browser never sends one on its
-// own, so such a request needs no form token.
+// BearerSession is the session of a request that carries a token as a
+// bearer token instead of a cookie; a browser never sends one on its own,
+// so such a request needs no form token.
 const BearerSession = "bearer"
 
-// Session returns the request's session: its cookie's value, BearerSession
-// for a request with the client token as a bearer token, "" when no login
-// is needed. It is ErrNoSession when the request has no valid one, and
-// another error when the Registry could not tell.
-func (s *Sessions) Session(r *http.Request) (string, error) {
-	if s.Open() {
-		return "", nil
+// Session returns the request's session cookie's value and who it acts
+// as. It is ErrNoSession when the request has no live session, and another
+// error when the Registry could not tell.
+func (s *Sessions) Session(r *http.Request) (string, domain.Caller, error) {
+	v, ok := s.signed(r)
+	if !ok {
+		return "", domain.Caller{}, ErrNoSession
 	}
-	if _, ok := r.Header["Authorization"]; ok {
-		if !Equal(Bearer(r.Header), s.token) {
-			return "", ErrNoSession
-		}
-		return BearerSession, nil
+	reg := s.Registry()
+	if reg == nil {
+		return "", domain.Caller{}, errNoRegistry
 	}
+	who, live, err := reg.SessionCaller(r.Context(), ID(v))
+	switch {
+	case err != nil:
+		return "", domain.Caller{}, err
+	case !live:
+		return "", domain.Caller{}, ErrNoSession
+	}
+	return v, who, nil
+}
+
+// signed returns the value of r's session cookie when this server signed
+// it and it has not expired; whether the session still lives only the
+// Registry can tell.
+func (s *Sessions) signed(r *http.Request) (string, bool) {
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
-		return "", ErrNoSession
+		return "", false
 	}
 	parts := strings.Split(c.Value, ".")
 	if len(parts) != 3 {
-		return "", ErrNoSession
+		return "", false
 	}
 	exp, err := strconv.ParseInt(parts[0], 10, 64)
 	if err != nil || time.Now().Unix() > exp ||
 		!hmac.Equal([]byte(parts[2]), []byte(s.sign("session|"+parts[0]+"|"+parts[1]))) {
-		return "", ErrNoSession
+		return "", false
 	}
-	if reg := s.Registry(); reg != nil {
-		live, err := reg.SessionLive(r.Context(), ID(c.Value))
-		if err != nil {
-			return "", err
-		}
-		if !live {
-			return "", ErrNoSession
-		}
-	}
-	return c.Value, nil
+	return c.Value, true
 }
 
 type sessionKey struct{}

@@ -1,6 +1,11 @@
 package domain
 
-import "time"
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+)
 
 // Account is who a client request acts as: a person or a program of the
 // lab that shares one SciMesh. Jobs, uploads and task trees belong to the
@@ -60,4 +65,21 @@ func (a *Account) Validate() error {
 		return Invalidf("quotas are 0 (none) or more: max_running %d, max_jobs %d, max_storage %d", a.MaxRunning, a.MaxJobs, a.MaxStorage)
 	}
 	return nil
+}
+
+// AccountTokenPrefix starts every account token, so that a token pasted
+// where it should not be is recognised for what it is.
+const AccountTokenPrefix = "scimesh_"
+
+// LooksLikeAccountToken reports whether token has the form of an account
+// token, so that one of another form is refused without a lookup.
+func LooksLikeAccountToken(token string) bool {
+	return strings.HasPrefix(token, AccountTokenPrefix) && len(token) == len(AccountTokenPrefix)+64
+}
+
+// TokenHash is the hash an account token is kept and looked up by: a
+// token is 256 random bits, so a fast hash is enough.
+func TokenHash(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
 }

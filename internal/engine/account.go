@@ -2,8 +2,6 @@ package engine
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
@@ -12,23 +10,13 @@ import (
 )
 
 // Accounts: who a client request acts as. An account's tokens are made
-// here, shown once to whoever asked for them, and kept only as the sha256
-// of their secret: a token is 256 random bits, so a fast hash is enough.
-
-// tokenPrefix starts every account token, so that a token pasted where it
-// should not be is recognised for what it is.
-const tokenPrefix = "scimesh_"
-
-// TokenHash is the hash an account token is kept and looked up by.
-func TokenHash(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
-}
+// here, shown once to whoever asked for them, and kept only as their
+// domain.TokenHash.
 
 // newToken returns a new account token and its hash.
 func newToken() (token, hash string) {
-	token = tokenPrefix + randomHex(32)
-	return token, TokenHash(token)
+	token = domain.AccountTokenPrefix + randomHex(32)
+	return token, domain.TokenHash(token)
 }
 
 // CreateAccount records a new account with a first token, and returns the
@@ -89,7 +77,10 @@ func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool)
 // ErrUnauthenticated; the error does not say which.
 func (e *Engine) Authenticate(ctx context.Context, token string) (*domain.Account, error) {
 	refused := fmt.Errorf("unknown token: check the token you were given: %w", domain.ErrUnauthenticated)
-	t, err := e.store.AccountTokenGet(ctx, TokenHash(token))
+	if !domain.LooksLikeAccountToken(token) {
+		return nil, refused // no account's: not worth a lookup
+	}
+	t, err := e.store.AccountTokenGet(ctx, domain.TokenHash(token))
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, refused
 	}

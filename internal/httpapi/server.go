@@ -37,6 +37,9 @@ func New(e *engine.Engine, gate *auth.Gate, log *slog.Logger, maxUpload int64) *
 		maxUpload = DefaultMaxUploadBytes
 	}
 	s := &Server{maxUpload: maxUpload, engine: e, gate: gate, log: log, mux: http.NewServeMux()}
+	if e != nil {
+		gate.Bind(e) // accounts and sessions live in the database, shared by every replica
+	}
 	s.routes()
 	return s
 }

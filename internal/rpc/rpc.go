@@ -48,6 +48,9 @@ func Mount(mux *http.ServeMux, e *engine.Engine, gate *auth.Gate, known func(str
 	if log == nil {
 		log = slog.Default()
 	}
+	if e != nil {
+		gate.Bind(e) // accounts live in the database, shared by every replica
+	}
 	options := func(limit int64) connect.HandlerOption {
 		return connect.WithHandlerOptions(
 			connect.WithInterceptors(errorMapper{log: log}),

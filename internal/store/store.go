@@ -241,12 +241,13 @@ type Querier interface {
 	// yet revoked but p.Keep (when set), and returns how many it revoked.
 	AccountTokenRevoke(ctx context.Context, p *AccountTokenRevokeParams) (int, error)
 
-	// SessionInsert records a dashboard session, by the hash of its
-	// secret, until expires.
-	SessionInsert(ctx context.Context, id string, expires time.Time) error
-	// SessionLive reports whether session id was recorded, not deleted,
-	// and does not expire before now.
-	SessionLive(ctx context.Context, id string, now time.Time) (bool, error)
+	// SessionInsert records a dashboard session.
+	SessionInsert(ctx context.Context, s *Session) error
+	// SessionLive returns who session id acts as when it was recorded,
+	// not deleted, does not expire before now, its account is not
+	// disabled and the token it was started with not revoked; else
+	// ErrNotFound.
+	SessionLive(ctx context.Context, id string, now time.Time) (domain.Caller, error)
 	// SessionDelete deletes session id; a session that is not there is no
 	// error.
 	SessionDelete(ctx context.Context, id string) error
@@ -530,6 +531,14 @@ type TaskResultListParams struct {
 type ChunkResult struct {
 	ChunkIndex int
 	Result     []byte
+}
+
+// Session is a dashboard session.
+type Session struct {
+	ID        string // the hash of its secret
+	Account   string
+	TokenHash string // of the token it was started with; empty for the client token
+	ExpiresAt time.Time
 }
 
 // AccountToken is a token of an account, kept by the hash of its secret:

@@ -10,10 +10,11 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
-// Dashboard routes, as the gate admits them: pages for a session (or the
-// client token as a bearer token), the login and the static files for
+// Dashboard routes, as the gate admits them: pages for a session (or a
+// client's token as a bearer token), the login and the static files for
 // anyone; a POST carries a small form.
 var (
 	pageRoute   = auth.Route{Role: auth.Client, Session: true}
@@ -90,14 +91,24 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	next := safeNext(r.PostFormValue("next"))
-	if !u.sessions.Login(r.PostFormValue("token")) {
+	token := r.PostFormValue("token")
+	caller, e := u.cfg.Gate.CallerOf(r.Context(), token)
+	switch {
+	case e != nil && e.Status == http.StatusServiceUnavailable:
+		u.render(w, r, e.Status, "login", "Log in", "", loginData{Next: next, Error: "The database is not answering; try again in a moment."})
+		return
+	case e != nil || token == "":
 		u.logins.failed(addr)
 		u.render(w, r, http.StatusUnauthorized, "login", "Log in", "",
-			loginData{Next: next, Error: "That is not the client token. Use the CLIENT_AUTH_TOKEN this coordinator was started with."})
+			loginData{Next: next, Error: "That is not a token of this coordinator. Use your account's token, or the CLIENT_AUTH_TOKEN it was started with."})
 		return
 	}
+	tokenHash := "" // the client token's session ends when the token changes
+	if domain.LooksLikeAccountToken(token) && !auth.Equal(token, u.cfg.Gate.Tokens().Client) {
+		tokenHash = domain.TokenHash(token) // an account's ends when that token is revoked
+	}
 	exp := time.Now().Add(auth.SessionTTL)
-	session, err := u.sessions.Start(r.Context(), exp)
+	session, err := u.sessions.Start(r.Context(), exp, caller, tokenHash)
 	if err != nil {
 		u.fail(w, r, fmt.Errorf("start a session: %w", err))
 		return

@@ -4,11 +4,14 @@
 // step. It reads and acts through the engine, like the REST API, and holds
 // no rules of its own.
 //
-// With a client token configured, a person logs in once with it and gets a
-// session cookie (HttpOnly, SameSite=Strict) signed with a key derived from
-// the token, so changing the token ends every session; the session is also
-// kept in the database, so that logging out ends it in every replica.
-// Wrong tokens are limited per client address. Requests that change something (cancel, retry, log out) are POSTs that
+// With a client token configured, a person logs in once with an account's
+// token (or the client token, the admin's) and gets a session cookie
+// (HttpOnly, SameSite=Strict) signed with a key derived from the client
+// token, so changing that token ends every session; the session is kept in
+// the database with its account, so that logging out, revoking the token
+// or disabling the account ends it in every replica, and every page shows
+// what that account may see. Wrong tokens are limited per client address.
+// Requests that change something (cancel, retry, log out) are POSTs that
 // carry a token derived from the session and come from the dashboard's own
 // origin; others are refused.
 package ui
@@ -75,8 +78,8 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	}
 	u := &UI{e: e, cfg: cfg, sessions: cfg.Gate.Sessions(), logins: newLoginLimiter(), log: cfg.Logger, mux: http.NewServeMux(),
 		http: &http.Client{Timeout: 2 * time.Second}}
-	if u.sessions.Registry() == nil && e != nil {
-		u.sessions.SetRegistry(e) // sessions live in the database, so that logging out ends them everywhere
+	if e != nil {
+		cfg.Gate.Bind(e) // accounts and sessions live in the database, shared by every replica
 	}
 	if err := u.parse(); err != nil {
 		return nil, err

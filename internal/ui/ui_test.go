@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -119,8 +120,8 @@ func TestLogin(t *testing.T) {
 
 	// A forged or expired session is no session, nor one signed right
 	// but never started in the database.
-	expired, _ := auth.NewSessions("ctok").Start(t.Context(), time.Now().Add(-time.Minute))
-	unrecorded, _ := auth.NewSessions("ctok").Start(t.Context(), time.Now().Add(time.Hour))
+	expired := signedSession(t, "ctok", time.Now().Add(-time.Minute))
+	unrecorded := signedSession(t, "ctok", time.Now().Add(time.Hour))
 	for _, v := range []string{ck[0].Value + "0", "99999999999.abc", "99999999999.abc.def", expired, unrecorded} {
 		req, _ := http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
 		req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: v})
@@ -134,9 +135,8 @@ func TestLogin(t *testing.T) {
 		}
 	}
 	// A session signed with another token's key is no session either.
-	other := auth.NewSessions("other")
 	req, _ = http.NewRequest("GET", srv.URL+"/ui/jobs", nil)
-	forged, _ := other.Start(t.Context(), time.Now().Add(time.Hour))
+	forged := signedSession(t, "other", time.Now().Add(time.Hour))
 	req.AddCookie(&http.Cookie{Name: auth.SessionCookie, Value: forged})
 	if resp, _ := client(t).Do(req); resp.StatusCode != http.StatusSeeOther {
 		t.Errorf("a session of another token admitted: %d", resp.StatusCode)
@@ -473,3 +473,25 @@ func TestLoginLimiter(t *testing.T) {
 		t.Errorf("%d addresses remembered, want at most %d", len(l.full), loginAddrs)
 	}
 }
+
+// signedSession is the cookie of a session that the dashboard of client
+// token token would sign, until exp, but never recorded in its database.
+func signedSession(t *testing.T, token string, exp time.Time) string {
+	t.Helper()
+	s := auth.NewSessions(token)
+	s.SetRegistry(nowhere{})
+	v, err := s.Start(t.Context(), exp, domain.Caller{Account: domain.AdminAccount, Admin: true}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// nowhere is a session registry that records nothing.
+type nowhere struct{}
+
+func (nowhere) StartSession(context.Context, string, string, string, time.Time) error { return nil }
+func (nowhere) SessionCaller(context.Context, string) (domain.Caller, bool, error) {
+	return domain.Caller{}, false, nil
+}
+func (nowhere) EndSession(context.Context, string) error { return nil }

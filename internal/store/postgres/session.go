@@ -3,32 +3,41 @@ package postgres
 import (
 	"context"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 )
 
 // The dashboard's sessions.
 
 const (
-	sqlSessionInsert        = `INSERT INTO ui_sessions (id, expires_at) VALUES ($1, $2)`
-	sqlSessionLive          = `SELECT EXISTS (SELECT 1 FROM ui_sessions WHERE id = $1 AND expires_at >= $2)`
+	sqlSessionInsert = `INSERT INTO ui_sessions (id, expires_at, account, token_hash) VALUES ($1, $2, $3, $4)`
+	// A session lives while its account is enabled and the token it was
+	// started with (none: the client token, the admin's) is not revoked.
+	sqlSessionLive = `SELECT a.name, a.admin FROM ui_sessions s JOIN accounts a ON a.name = s.account
+WHERE s.id = $1 AND s.expires_at >= $2 AND NOT a.disabled
+AND (s.token_hash = '' OR EXISTS (SELECT 1 FROM account_tokens t
+	WHERE t.hash = s.token_hash AND t.account = s.account AND t.revoked_at IS NULL))`
 	sqlSessionDelete        = `DELETE FROM ui_sessions WHERE id = $1`
 	sqlSessionDeleteExpired = `DELETE FROM ui_sessions WHERE expires_at < $1`
 )
 
-// SessionInsert records a dashboard session until expires.
-func (q *querier) SessionInsert(ctx context.Context, id string, expires time.Time) error {
-	if _, err := q.db.Exec(ctx, sqlSessionInsert, id, expires); err != nil {
+// SessionInsert records a dashboard session.
+func (q *querier) SessionInsert(ctx context.Context, s *store.Session) error {
+	if _, err := q.db.Exec(ctx, sqlSessionInsert, s.ID, s.ExpiresAt, s.Account, s.TokenHash); err != nil {
 		return translate(err, "record a session")
 	}
 	return nil
 }
 
-// SessionLive reports whether a session is recorded and live at now.
-func (q *querier) SessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
-	var live bool
-	if err := q.db.QueryRow(ctx, sqlSessionLive, id, now).Scan(&live); err != nil {
-		return false, translate(err, "look a session up")
+// SessionLive returns who a session acts as when it is live at now, else
+// store.ErrNotFound.
+func (q *querier) SessionLive(ctx context.Context, id string, now time.Time) (domain.Caller, error) {
+	var c domain.Caller
+	if err := q.db.QueryRow(ctx, sqlSessionLive, id, now).Scan(&c.Account, &c.Admin); err != nil {
+		return domain.Caller{}, translate(err, "look a session up")
 	}
-	return live, nil
+	return c, nil
 }
 
 // SessionDelete deletes a session.

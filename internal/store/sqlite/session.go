@@ -3,33 +3,42 @@ package sqlite
 import (
 	"context"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 )
 
 // The dashboard's sessions.
 
 var (
-	sqlSessionInsert        = newStatement(`INSERT INTO ui_sessions (id, expires_at) VALUES (?, ?)`)
-	sqlSessionLive          = newStatement(`SELECT count(*) FROM ui_sessions WHERE id = ? AND expires_at >= ?`)
+	sqlSessionInsert = newStatement(`INSERT INTO ui_sessions (id, expires_at, account, token_hash) VALUES (?, ?, ?, ?)`)
+	// A session lives while its account is enabled and the token it was
+	// started with (none: the client token, the admin's) is not revoked.
+	sqlSessionLive = newStatement(`SELECT a.name, a.admin FROM ui_sessions s JOIN accounts a ON a.name = s.account
+	WHERE s.id = ?1 AND s.expires_at >= ?2 AND NOT a.disabled
+	AND (s.token_hash = '' OR EXISTS (SELECT 1 FROM account_tokens t
+		WHERE t.hash = s.token_hash AND t.account = s.account AND t.revoked_at IS NULL))`)
 	sqlSessionDelete        = newStatement(`DELETE FROM ui_sessions WHERE id = ?`)
 	sqlSessionDeleteExpired = newStatement(`DELETE FROM ui_sessions WHERE expires_at < ?`)
 )
 
-// SessionInsert records a dashboard session until expires.
-func (q *querier) SessionInsert(ctx context.Context, id string, expires time.Time) error {
-	if _, err := q.exec(ctx, sqlSessionInsert, id, expires.UnixMicro()); err != nil {
+// SessionInsert records a dashboard session.
+func (q *querier) SessionInsert(ctx context.Context, s *store.Session) error {
+	if _, err := q.exec(ctx, sqlSessionInsert, s.ID, s.ExpiresAt.UnixMicro(), s.Account, s.TokenHash); err != nil {
 		return translate(err, "record a session")
 	}
 	return nil
 }
 
-// SessionLive reports whether a session is recorded and live at now.
-func (q *querier) SessionLive(ctx context.Context, id string, now time.Time) (bool, error) {
-	var n int
-	err := q.query(ctx, false, func(r scanner) error { return r.Scan(&n) }, sqlSessionLive, id, now.UnixMicro())
+// SessionLive returns who a session acts as when it is live at now, else
+// store.ErrNotFound.
+func (q *querier) SessionLive(ctx context.Context, id string, now time.Time) (domain.Caller, error) {
+	var c domain.Caller
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&c.Account, &c.Admin) }, sqlSessionLive, id, now.UnixMicro())
 	if err != nil {
-		return false, translate(err, "look a session up")
+		return domain.Caller{}, translate(err, "look a session up")
 	}
-	return n > 0, nil
+	return c, nil
 }
 
 // SessionDelete deletes a session.
