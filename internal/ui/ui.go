@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,7 @@ type UI struct {
 	logins   *loginLimiter
 	pages    map[string]*template.Template
 	mux      *http.ServeMux
+	patterns []string     // of the routes New registered, in order
 	http     *http.Client // for peers' reachability
 }
 
@@ -90,6 +92,7 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	}
 	handle := func(pattern string, rt auth.Route, h http.Handler) {
 		u.mux.Handle(pattern, cfg.Gate.Guard(rt, deny, h))
+		u.patterns = append(u.patterns, pattern)
 	}
 	page := func(pattern string, h http.HandlerFunc) { handle(pattern, pageRoute, u.guard(h)) }
 	handle("GET /ui/static/", openRoute, http.StripPrefix("/ui/static/", http.FileServerFS(static)))
@@ -110,6 +113,10 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	page("GET /ui/trees/{id}", u.tree)
 	return u, nil
 }
+
+// Routes lists the patterns of the dashboard's routes, in the order they
+// were registered, so that tests can check each of them.
+func (u *UI) Routes() []string { return slices.Clone(u.patterns) }
 
 // ServeHTTP serves a dashboard request.
 func (u *UI) ServeHTTP(w http.ResponseWriter, r *http.Request) {

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+
+	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/httpapi"
+	"github.com/scimesh/scimesh/internal/server"
+	"github.com/scimesh/scimesh/internal/ui"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+)
+
+// How a client route answers one account about another's objects.
+const (
+	// hidden: the route names an object (a job, a task, an upload); for
+	// another account's it answers exactly as for one that does not exist.
+	hidden = "hidden"
+	// listsOwn: the route lists; another account's objects are not in it.
+	listsOwn = "lists own"
+	// makesOwn: the route only makes the caller's own objects; none of
+	// another account's is named or shown.
+	makesOwn = "makes own"
+	// shared: the route shows what is no account's (workers, shards) or
+	// nothing at all (the login, static files).
+	shared = "shared"
+)
+
+// isolationREST says, for every client route of the REST API, how it
+// keeps accounts apart. A client route without an entry fails
+// TestIsolation: say how a new route keeps one account from another's.
+var isolationREST = map[string]string{
+	"POST /upload":               makesOwn,
+	"POST /jobs":                 hidden, // another account's upload_id
+	"GET /jobs":                  listsOwn,
+	"GET /jobs/{job_id}":         hidden,
+	"GET /jobs/{job_id}/tasks":   hidden,
+	"GET /jobs/{job_id}/result":  hidden,
+	"POST /jobs/{job_id}/cancel": hidden,
+	"POST /jobs/{job_id}/retry":  hidden,
+	"GET /tasks/{task_id}":       hidden,
+	"GET /tasks/{task_id}/logs":  hidden,
+}
+
+// isolationRPC does for the client service's procedures what
+// isolationREST does for routes.
+var isolationRPC = map[string]string{
+	"/scimesh.v1.Queue/Submit":  makesOwn,
+	"/scimesh.v1.Queue/Query":   hidden,
+	"/scimesh.v1.Queue/GetLogs": hidden,
+}
+
+// isolationUI does it for the dashboard's routes.
+var isolationUI = map[string]string{
+	"GET /ui/static/":           shared,
+	"GET /ui/login":             shared,
+	"POST /ui/login":            shared,
+	"POST /ui/logout":           shared,
+	"GET /ui/{$}":               shared,
+	"GET /ui/jobs":              listsOwn,
+	"GET /ui/jobs/{id}":         hidden,
+	"GET /ui/jobs/{id}/events":  hidden,
+	"GET /ui/jobs/{id}/result":  hidden,
+	"POST /ui/jobs/{id}/cancel": hidden,
+	"POST /ui/jobs/{id}/retry":  hidden,
+	"GET /ui/tasks/{id}":        hidden,
+	"GET /ui/tasks/{id}/log":    hidden,
+	"GET /ui/workers":           shared,
+	"GET /ui/shards":            shared,
+	"GET /ui/trees/{id}":        hidden,
+}
+
+// TestIsolation walks every client route of the REST API, every procedure
+// of the client's RPC service and every dashboard route as one account
+// (bob) against another's (ada's) upload, job, chunk task, stitch task
+// and task tree: each answers exactly as for an object that does not
+// exist (the same status, code and words, but for the ID), lists none of
+// ada's, and changes nothing of hers. An admin sees them, with their owner.
+func TestIsolation(t *testing.T) {
+	t.Parallel()
+	h := startHostile(t, server.Config{})
+	ctx := t.Context()
+	var ada, bob string
+	for _, name := range []string{"ada", "bob"} {
+		_, token, err := h.engine.CreateAccount(ctx, domain.Account{Name: name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name == "ada" {
+			ada = token
+		} else {
+			bob = token
+		}
+	}
+
+	// ada's objects: an upload, a job of two chunks cut from it, a tree.
+	upload := uploadCSV(t, h.url, ada, "id,score\na,1\nb,2\n")
+	var job jobOut
+	if s := call(t, "POST", h.url+"/jobs", ada, map[string]any{"workload": "w", "chunk_rows": 1, "input": map[string]any{"upload_id": upload}}, &job); s != 201 {
+		t.Fatalf("ada's job: %d", s)
+	}
+	var tasks struct{ Tasks []taskOut }
+	if s := call(t, "GET", h.url+"/jobs/"+job.JobID+"/tasks", ada, nil, &tasks); s != 200 || len(tasks.Tasks) != 2 {
+		t.Fatalf("ada's tasks: %d, %d tasks", s, len(tasks.Tasks))
+	}
+	chunk, stitch := tasks.Tasks[0].TaskID, job.JobID+"-root"
+	q := func(token string) scimeshv1connect.QueueClient {
+		return scimeshv1connect.NewQueueClient(http.DefaultClient, h.url, withToken(token))
+	}
+	tree, err := q(ada).Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:root", Workload: "sum", Args: []*v1.Arg{{Kind: &v1.Arg_TaskId{TaskId: "s0:leaf"}}}},
+		{Id: "s0:leaf", Workload: "num"},
+	}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	treeRoot, treeLeaf := tree.Msg.RootId, tree.Msg.Ids["s0:leaf"]
+	before := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf})
+
+	// REST: every client route.
+	objects := map[string][]string{"{job_id}": {job.JobID}, "{task_id}": {chunk, stitch, treeRoot, treeLeaf}}
+	missing := map[string]string{"{job_id}": "s0:no-such-job", "{task_id}": "s0:no-such-task"}
+	for _, pattern := range httpapi.New(nil, auth.NewGate(auth.Tokens{}), nil, 0).Routes() {
+		if restRoutes[pattern].role != auth.Client {
+			continue
+		}
+		how, ok := isolationREST[pattern]
+		if !ok {
+			t.Errorf("client route %q is not in isolationREST: say how it keeps one account from another's objects", pattern)
+			continue
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		switch {
+		case how == hidden && pattern == "POST /jobs":
+			spec := func(id string) map[string]any {
+				return map[string]any{"workload": "w", "input": map[string]any{"upload_id": id}}
+			}
+			sameAsMissing(t, pattern, upload, "s0:uno-such-upload", func(id string) (int, string) {
+				return rawCall(t, method, h.url+path, bob, spec(id))
+			})
+		case how == hidden:
+			param := path[strings.Index(path, "{") : strings.Index(path, "}")+1]
+			for _, id := range objects[param] {
+				sameAsMissing(t, pattern, id, missing[param], func(id string) (int, string) {
+					return rawCall(t, method, h.url+strings.Replace(path, param, id, 1), bob, nil)
+				})
+			}
+		case how == listsOwn:
+			for _, query := range []string{"", "?owner=ada", "?status=pending"} {
+				status, body := rawCall(t, method, h.url+path+query, bob, nil)
+				if status != 200 || strings.Contains(body, job.JobID) {
+					t.Errorf("bob's %s%s: %d %s; want 200 without ada's job", pattern, query, status, body)
+				}
+			}
+		}
+	}
+
+	// RPC: every procedure of the client's service.
+	for _, proc := range procedures() {
+		if !strings.HasPrefix(proc, "/scimesh.v1.Queue/") {
+			continue
+		}
+		how, ok := isolationRPC[proc]
+		if !ok {
+			t.Errorf("procedure %q is not in isolationRPC: say how it keeps one account from another's objects", proc)
+			continue
+		}
+		if how != hidden {
+			continue
+		}
+		for _, id := range objects["{task_id}"] {
+			sameAsMissing(t, proc, id, "s0:no-such-task", func(id string) (int, string) {
+				var err error
+				switch proc {
+				case "/scimesh.v1.Queue/Query":
+					_, err = q(bob).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: id}))
+				case "/scimesh.v1.Queue/GetLogs":
+					var s *connect.ServerStreamForClient[v1.LogChunk]
+					if s, err = q(bob).GetLogs(ctx, connect.NewRequest(&v1.GetLogsRequest{TaskId: id})); err == nil {
+						for s.Receive() {
+							t.Errorf("bob read a line of task %s's log", id)
+						}
+						err = s.Err()
+					}
+				default:
+					t.Fatalf("no call for %s", proc)
+				}
+				var ce *connect.Error
+				if !errors.As(err, &ce) {
+					t.Fatalf("bob's %s of task %s: %v, want an RPC error", proc, id, err)
+				}
+				return int(ce.Code()), ce.Message()
+			})
+		}
+	}
+
+	// The dashboard: every route, bob with his token as a bearer token.
+	dash, err := ui.New(nil, ui.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	uiObjects := map[string][]string{"/ui/jobs/": {job.JobID}, "/ui/tasks/": {chunk, stitch, treeRoot, treeLeaf}, "/ui/trees/": {treeRoot, treeLeaf}}
+	for _, pattern := range dash.Routes() {
+		how, ok := isolationUI[pattern]
+		if !ok {
+			t.Errorf("dashboard route %q is not in isolationUI: say how it keeps one account from another's objects", pattern)
+			continue
+		}
+		method, path, _ := strings.Cut(pattern, " ")
+		switch how {
+		case hidden:
+			prefix := path[:strings.Index(path, "{")]
+			for _, id := range uiObjects[prefix] {
+				sameAsMissing(t, pattern, id, "s0:no-such-thing", func(id string) (int, string) {
+					return rawCall(t, method, h.url+strings.Replace(path, "{id}", id, 1), bob, nil)
+				})
+			}
+		case listsOwn:
+			if status, body := rawCall(t, method, h.url+path, bob, nil); status != 200 || strings.Contains(body, job.JobID) {
+				t.Errorf("bob's %s: %d; want 200 without ada's job", pattern, status)
+			}
+		}
+	}
+
+	if after := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf}); after != before {
+		t.Errorf("ada's objects changed under bob's calls:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// An admin sees ada's job, with its owner, and can filter by it.
+	var seen struct {
+		Owner string `json:"owner"`
+	}
+	if s := call(t, "GET", h.url+"/jobs/"+job.JobID, hostileTokens.Client, nil, &seen); s != 200 || seen.Owner != "ada" {
+		t.Errorf("the admin's GET of ada's job: %d, owner %q", s, seen.Owner)
+	}
+	var list struct{ Jobs []jobOut }
+	if s := call(t, "GET", h.url+"/jobs?owner=ada", hostileTokens.Client, nil, &list); s != 200 || len(list.Jobs) != 1 || list.Jobs[0].JobID != job.JobID {
+		t.Errorf("the admin's list of ada's jobs: %d, %+v", s, list.Jobs)
+	}
+}
+
+// sameAsMissing checks that what call answers about another account's
+// object id is what it answers about missing, a name of nothing: a 404
+// (NotFound over RPC; an event stream's failure event for the
+// dashboard's), in the same words but for the ID.
+func sameAsMissing(t *testing.T, what, id, missing string, call func(id string) (int, string)) {
+	t.Helper()
+	gotStatus, got := call(id)
+	wantStatus, want := call(missing)
+	if wantStatus != http.StatusNotFound && wantStatus != int(connect.CodeNotFound) && !strings.Contains(want, "does not exist") {
+		t.Fatalf("%s of a missing object: %d %s; want it not found", what, wantStatus, want)
+	}
+	got, want = strings.ReplaceAll(got, id, "ID"), strings.ReplaceAll(want, missing, "ID")
+	if gotStatus != wantStatus || got != want {
+		t.Errorf("bob's %s of ada's %s: %d %q; of a missing one: %d %q", what, id, gotStatus, got, wantStatus, want)
+	}
+}
+
+// rawCall sends a JSON body (or none) and returns the status and the body.
+func rawCall(t *testing.T, method, url, token string, body any) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = strings.NewReader(string(b))
+	}
+	req, _ := http.NewRequest(method, url, rd)
+	req.Header.Set("Authorization", "Bearer "+token)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := hostileClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+// adasState describes ada's job and tasks as she sees them, to compare
+// before and after bob's calls.
+func adasState(t *testing.T, h *hostile, ada, jobID string, taskIDs []string) string {
+	t.Helper()
+	var b strings.Builder
+	var j map[string]any
+	call(t, "GET", h.url+"/jobs/"+jobID, ada, nil, &j)
+	delete(j, "progress_token")
+	out, _ := json.Marshal(j)
+	b.Write(out)
+	for _, id := range taskIDs {
+		var task map[string]any
+		if s := call(t, "GET", h.url+"/tasks/"+id, ada, nil, &task); s != 200 {
+			t.Fatalf("ada's task %s: %d", id, s)
+		}
+		out, _ := json.Marshal(task)
+		b.Write(out)
+	}
+	return b.String()
+}
