@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/storetest"
@@ -67,5 +68,59 @@ func TestMigrateDownUp(t *testing.T) {
 	}
 	if _, err := s.JobGet(ctx, "j1"); err != nil {
 		t.Errorf("JobGet after Up: %v", err)
+	}
+}
+
+// TestMigrateOwnership: jobs, tasks and uploads made before accounts
+// (migration 18) belong to the built-in admin account once migrated.
+func TestMigrateOwnership(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	path := filepath.Join(t.TempDir(), "scimesh.db")
+	s := openStore(t, path)
+	j := storetest.NewJob("j1", storetest.Epoch())
+	j.Owner = "ada"
+	tasks := storetest.NewTasks(j, 1)
+	u := &domain.Upload{ID: "0:u1", SHA256: "s", Bytes: 1, Rows: 1, BlobKey: "u-1", Owner: "ada", CreatedAt: storetest.Epoch()}
+	err := s.InTx(ctx, func(q store.Querier) error {
+		if err := q.JobInsert(ctx, j); err != nil {
+			return err
+		}
+		if err := q.UploadInsert(ctx, u); err != nil {
+			return err
+		}
+		return q.TaskInsert(ctx, tasks)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := s.MigrateDB()
+	for {
+		v, err := migrate.Down(ctx, db, ms)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v == 18 {
+			break
+		}
+	}
+	if _, err := migrate.Up(ctx, db, ms); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.JobGet(ctx, "j1")
+	if err != nil || got.Owner != domain.AdminAccount {
+		t.Errorf("job from before accounts: %+v, %v; want admin's", got, err)
+	}
+	task, err := s.TaskGet(ctx, tasks[1].ID)
+	if err != nil || task.Owner != domain.AdminAccount {
+		t.Errorf("task from before accounts: %+v, %v; want admin's", task, err)
+	}
+	up, err := s.UploadGet(ctx, "0:u1")
+	if err != nil || up.Owner != domain.AdminAccount {
+		t.Errorf("upload from before accounts: %+v, %v; want admin's", up, err)
 	}
 }
