@@ -34,7 +34,10 @@ const AdminAccount = "admin"
 // Bounds of an account's settings.
 const (
 	MaxAccountWeight = 1_000_000
-	maxAccountName   = 63
+	// MaxAccountCount bounds the quotas that count tasks and jobs, as the
+	// databases keep them in 32 bits.
+	MaxAccountCount = 1<<31 - 1
+	maxAccountName  = 63
 )
 
 // ValidAccountName reports whether name is an account's name:
@@ -63,6 +66,8 @@ func (a *Account) Validate() error {
 		return Invalidf("weight %d: use 1 to %d", a.Weight, MaxAccountWeight)
 	case a.MaxRunning < 0 || a.MaxJobs < 0 || a.MaxStorage < 0:
 		return Invalidf("quotas are 0 (none) or more: max_running %d, max_jobs %d, max_storage %d", a.MaxRunning, a.MaxJobs, a.MaxStorage)
+	case a.MaxRunning > MaxAccountCount || a.MaxJobs > MaxAccountCount:
+		return Invalidf("max_running %d, max_jobs %d: at most %d each (0 is none)", a.MaxRunning, a.MaxJobs, MaxAccountCount)
 	}
 	return nil
 }

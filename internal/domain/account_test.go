@@ -26,12 +26,14 @@ func TestAccountValidate(t *testing.T) {
 		t.Fatalf("a valid account: %v", err)
 	}
 	for what, a := range map[string]Account{
-		"bad name":         {Name: "Alice", Weight: 1},
-		"weight 0":         {Name: "alice"},
-		"weight too large": {Name: "alice", Weight: MaxAccountWeight + 1},
-		"negative running": {Name: "alice", Weight: 1, MaxRunning: -1},
-		"negative jobs":    {Name: "alice", Weight: 1, MaxJobs: -1},
-		"negative storage": {Name: "alice", Weight: 1, MaxStorage: -1},
+		"bad name":          {Name: "Alice", Weight: 1},
+		"weight 0":          {Name: "alice"},
+		"weight too large":  {Name: "alice", Weight: MaxAccountWeight + 1},
+		"negative running":  {Name: "alice", Weight: 1, MaxRunning: -1},
+		"negative jobs":     {Name: "alice", Weight: 1, MaxJobs: -1},
+		"negative storage":  {Name: "alice", Weight: 1, MaxStorage: -1},
+		"running too large": {Name: "alice", Weight: 1, MaxRunning: MaxAccountCount + 1},
+		"jobs too large":    {Name: "alice", Weight: 1, MaxJobs: MaxAccountCount + 1},
 	} {
 		if err := a.Validate(); !errors.Is(err, ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", what, err)
