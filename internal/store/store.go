@@ -231,6 +231,19 @@ type Querier interface {
 	// AccountUpdate writes a's settings (all but its name and CreatedAt)
 	// over the account of its name, or is ErrNotFound.
 	AccountUpdate(ctx context.Context, a *domain.Account) error
+	// AccountLock returns the account name, as AccountGet does, and inside
+	// a transaction keeps every other transaction's AccountLock and
+	// AccountUpdate of it waiting until this one ends: what is decided
+	// against its quotas holds until then.
+	AccountLock(ctx context.Context, name string) (*domain.Account, error)
+	// JobCountUnfinished counts the jobs of owner that are pending or
+	// running, those still being created included.
+	JobCountUnfinished(ctx context.Context, owner string) (int, error)
+	// UploadSumBytes sums the Bytes of owner's uploads.
+	UploadSumBytes(ctx context.Context, owner string) (int64, error)
+	// TaskCountLeased counts owner's leased tasks that workers run (of
+	// kinds chunk and tree).
+	TaskCountLeased(ctx context.Context, owner string) (int, error)
 	// AccountTokenInsert records a new token of an account, by its hash;
 	// a hash already there is ErrDuplicate.
 	AccountTokenInsert(ctx context.Context, t *AccountToken) error

@@ -17,12 +17,17 @@ const (
 	sqlAccountInsert = `INSERT INTO accounts (` + accountColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`
 	sqlAccountGet    = `SELECT ` + accountColumns + ` FROM accounts WHERE name = $1`
 	sqlAccountList   = `SELECT ` + accountColumns + ` FROM accounts ORDER BY name`
+	sqlAccountLock   = sqlAccountGet + ` FOR UPDATE`
 	sqlAccountUpdate = `UPDATE accounts SET admin = $2, disabled = $3, weight = $4, max_running = $5,
 	max_jobs = $6, max_storage = $7, updated_at = $8 WHERE name = $1`
 	sqlAccountTokenInsert = `INSERT INTO account_tokens (hash, account, created_at, revoked_at) VALUES ($1, $2, $3, $4)`
 	sqlAccountTokenGet    = `SELECT hash, account, created_at, revoked_at FROM account_tokens WHERE hash = $1`
 	sqlAccountTokenRevoke = `UPDATE account_tokens SET revoked_at = $3
 	WHERE account = $1 AND hash != $2 AND revoked_at IS NULL`
+
+	sqlJobCountUnfinished = `SELECT count(*) FROM jobs WHERE owner = $1 AND status IN ('pending', 'running')`
+	sqlUploadSumBytes     = `SELECT coalesce(sum(bytes), 0) FROM uploads WHERE owner = $1`
+	sqlTaskCountLeased    = `SELECT count(*) FROM tasks WHERE state = 'leased' AND owner = $1 AND kind IN ('chunk', 'tree')`
 )
 
 // AccountInsert records a new account.
@@ -78,6 +83,43 @@ func (q *querier) AccountUpdate(ctx context.Context, a *domain.Account) error {
 		return translate(err, "update account %s", a.Name)
 	}
 	return nil
+}
+
+// AccountLock returns an account and locks its row until the
+// transaction ends.
+func (q *querier) AccountLock(ctx context.Context, name string) (*domain.Account, error) {
+	a, err := scanAccount(q.db.QueryRow(ctx, sqlAccountLock, name))
+	if err != nil {
+		return nil, translate(err, "lock account %s", name)
+	}
+	return a, nil
+}
+
+// JobCountUnfinished counts an account's pending and running jobs.
+func (q *querier) JobCountUnfinished(ctx context.Context, owner string) (int, error) {
+	var n int
+	if err := q.db.QueryRow(ctx, sqlJobCountUnfinished, owner).Scan(&n); err != nil {
+		return 0, translate(err, "count the unfinished jobs of %s", owner)
+	}
+	return n, nil
+}
+
+// UploadSumBytes sums the bytes of an account's uploads.
+func (q *querier) UploadSumBytes(ctx context.Context, owner string) (int64, error) {
+	var n int64
+	if err := q.db.QueryRow(ctx, sqlUploadSumBytes, owner).Scan(&n); err != nil {
+		return 0, translate(err, "sum the uploads of %s", owner)
+	}
+	return n, nil
+}
+
+// TaskCountLeased counts an account's leased tasks that workers run.
+func (q *querier) TaskCountLeased(ctx context.Context, owner string) (int, error) {
+	var n int
+	if err := q.db.QueryRow(ctx, sqlTaskCountLeased, owner).Scan(&n); err != nil {
+		return 0, translate(err, "count the leased tasks of %s", owner)
+	}
+	return n, nil
 }
 
 // AccountTokenInsert records a new token.

@@ -22,6 +22,10 @@ var (
 	sqlAccountTokenGet    = newStatement(`SELECT hash, account, created_at, revoked_at FROM account_tokens WHERE hash = ?`)
 	sqlAccountTokenRevoke = newStatement(`UPDATE account_tokens SET revoked_at = ?3
 	WHERE account = ?1 AND hash != ?2 AND revoked_at IS NULL`)
+
+	sqlJobCountUnfinished = newStatement(`SELECT count(*) FROM jobs WHERE owner = ? AND status IN ('pending', 'running')`)
+	sqlUploadSumBytes     = newStatement(`SELECT coalesce(sum(bytes), 0) FROM uploads WHERE owner = ?`)
+	sqlTaskCountLeased    = newStatement(`SELECT count(*) FROM tasks WHERE state = 'leased' AND owner = ? AND kind IN ('chunk', 'tree')`)
 )
 
 // AccountInsert records a new account.
@@ -78,6 +82,46 @@ func (q *querier) AccountUpdate(ctx context.Context, a *domain.Account) error {
 		return translate(err, "update account %s", a.Name)
 	}
 	return nil
+}
+
+// AccountLock returns an account. Transactions run one at a time on
+// SQLite's one writer, so a read inside one holds until it ends.
+func (q *querier) AccountLock(ctx context.Context, name string) (*domain.Account, error) {
+	return q.AccountGet(ctx, name)
+}
+
+// count runs a statement that returns one number.
+func (q *querier) count(ctx context.Context, st *statement, arg any) (int64, error) {
+	var n int64
+	err := q.queryRow(ctx, false, func(r scanner) error { return r.Scan(&n) }, st, arg)
+	return n, err
+}
+
+// JobCountUnfinished counts an account's pending and running jobs.
+func (q *querier) JobCountUnfinished(ctx context.Context, owner string) (int, error) {
+	n, err := q.count(ctx, sqlJobCountUnfinished, owner)
+	if err != nil {
+		return 0, translate(err, "count the unfinished jobs of %s", owner)
+	}
+	return int(n), nil
+}
+
+// UploadSumBytes sums the bytes of an account's uploads.
+func (q *querier) UploadSumBytes(ctx context.Context, owner string) (int64, error) {
+	n, err := q.count(ctx, sqlUploadSumBytes, owner)
+	if err != nil {
+		return 0, translate(err, "sum the uploads of %s", owner)
+	}
+	return n, nil
+}
+
+// TaskCountLeased counts an account's leased tasks that workers run.
+func (q *querier) TaskCountLeased(ctx context.Context, owner string) (int, error) {
+	n, err := q.count(ctx, sqlTaskCountLeased, owner)
+	if err != nil {
+		return 0, translate(err, "count the leased tasks of %s", owner)
+	}
+	return int(n), nil
 }
 
 // AccountTokenInsert records a new token.

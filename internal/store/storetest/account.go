@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -82,5 +83,112 @@ func exerciseAccounts(t *testing.T, newStore newFunc) {
 		if got, err := s.AccountTokenGet(ctx, hash); err != nil || !got.RevokedAt.Equal(revokedAt) {
 			t.Errorf("token %s after the revocation: %+v, %v; want revoked at %v (zero: valid)", hash, got, err, revokedAt)
 		}
+	}
+}
+
+// exerciseAccountUse: an account's unfinished jobs (creating ones
+// included), the bytes of its uploads and its leased tasks that workers
+// run are counted, and no other account's; AccountLock reads the account
+// as AccountGet does, and a second transaction's AccountLock waits for
+// the first to end, so that it sees what the first wrote.
+func exerciseAccountUse(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	ctx := t.Context()
+	for _, name := range []string{"alice", "bob"} {
+		if err := s.AccountInsert(ctx, &domain.Account{Name: name, Weight: 1, MaxJobs: 2, CreatedAt: Epoch(), UpdatedAt: Epoch()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when, owner string, jobs, leased int, bytes int64) {
+		t.Helper()
+		if n, err := s.JobCountUnfinished(ctx, owner); err != nil || n != jobs {
+			t.Errorf("%s: unfinished jobs of %s %d, %v; want %d", when, owner, n, err, jobs)
+		}
+		if n, err := s.TaskCountLeased(ctx, owner); err != nil || n != leased {
+			t.Errorf("%s: leased tasks of %s %d, %v; want %d", when, owner, n, err, leased)
+		}
+		if n, err := s.UploadSumBytes(ctx, owner); err != nil || n != bytes {
+			t.Errorf("%s: upload bytes of %s %d, %v; want %d", when, owner, n, err, bytes)
+		}
+	}
+	check("with nothing", "alice", 0, 0, 0)
+
+	statuses := []domain.JobStatus{domain.JobPending, domain.JobRunning, domain.JobCompleted, domain.JobFailed, domain.JobCancelled}
+	for i, st := range statuses {
+		j := NewJob(fmt.Sprintf("a%d", i), Epoch())
+		j.Owner, j.Status, j.Creating = "alice", st, i == 0
+		tasks := NewTasks(j, 3)
+		if st == domain.JobRunning {
+			tasks[1].State, tasks[1].LeaseOwner, tasks[1].Attempt, tasks[1].LeaseExpiresAt = domain.TaskLeased, "w", 1, Epoch().Add(time.Hour)
+			tasks[2].State, tasks[2].LeaseOwner, tasks[2].Attempt, tasks[2].LeaseExpiresAt = domain.TaskLeased, "w", 1, Epoch().Add(time.Hour)
+			tasks[0].State, tasks[0].LeaseOwner, tasks[0].Attempt, tasks[0].LeaseExpiresAt = domain.TaskLeased, "c", 1, Epoch().Add(time.Hour) // a stitch: the coordinators' work
+		}
+		insertJobs(t, s, j)
+		insertTasks(t, s, tasks...)
+	}
+	other := NewJob("b0", Epoch())
+	other.Owner = "bob"
+	insertJobs(t, s, other)
+	otherTasks := NewTasks(other, 1)
+	otherTasks[1].State, otherTasks[1].LeaseOwner, otherTasks[1].Attempt, otherTasks[1].LeaseExpiresAt = domain.TaskLeased, "w", 1, Epoch().Add(time.Hour)
+	insertTasks(t, s, otherTasks...)
+	for i, u := range []struct {
+		owner string
+		bytes int64
+	}{{"alice", 1000}, {"alice", 5 << 30}, {"bob", 7}} {
+		up := &domain.Upload{ID: fmt.Sprintf("0:u%d", i), SHA256: "s", Bytes: u.bytes, Rows: 1, BlobKey: fmt.Sprintf("u-%d", i), BlobBytes: u.bytes,
+			Owner: u.owner, CreatedAt: Epoch()}
+		if err := s.UploadInsert(ctx, up); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("alice's", "alice", 2, 2, 1000+5<<30)
+	check("bob's", "bob", 1, 1, 7)
+	check("nobody's", "carol", 0, 0, 0)
+
+	if a, err := s.AccountLock(ctx, "alice"); err != nil || a.Name != "alice" || a.MaxJobs != 2 {
+		t.Errorf("AccountLock(alice) = %+v, %v", a, err)
+	}
+	if _, err := s.AccountLock(ctx, "carol"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("AccountLock(carol): %v, want ErrNotFound", err)
+	}
+
+	// A second locker waits for the first transaction, then counts what
+	// it wrote.
+	locked, second := make(chan struct{}), make(chan struct{})
+	seen := make(chan int, 1)
+	go func() {
+		<-locked
+		close(second)
+		n := -1
+		err := s.InTx(ctx, func(q store.Querier) error {
+			if _, err := q.AccountLock(ctx, "bob"); err != nil {
+				return err
+			}
+			var err error
+			n, err = q.JobCountUnfinished(ctx, "bob")
+			return err
+		})
+		if err != nil {
+			t.Errorf("the second transaction: %v", err)
+		}
+		seen <- n
+	}()
+	err := s.InTx(ctx, func(q store.Querier) error {
+		if _, err := q.AccountLock(ctx, "bob"); err != nil {
+			return err
+		}
+		close(locked)
+		<-second
+		time.Sleep(200 * time.Millisecond) // the second transaction reaches its lock meanwhile
+		j := NewJob("b1", Epoch())
+		j.Owner = "bob"
+		return q.JobInsert(ctx, j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := <-seen; n != 2 {
+		t.Errorf("the second locker counted %d unfinished jobs of bob, want 2: it did not wait for the first transaction", n)
 	}
 }

@@ -1,0 +1,1 @@
+DROP INDEX uploads_owner;
