@@ -35,6 +35,9 @@ var (
 	// ErrUnauthenticated reports a token that is no account's, revoked, or
 	// of a disabled account.
 	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrPermissionDenied reports a caller that may not do what it asked:
+	// a non-admin managing accounts.
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // Invalidf returns an ErrInvalidArgument carrying a message for people.

@@ -11,7 +11,16 @@ import (
 
 // Accounts: who a client request acts as. An account's tokens are made
 // here, shown once to whoever asked for them, and kept only as their
-// domain.TokenHash.
+// domain.TokenHash. Only an admin manages accounts (ErrPermissionDenied
+// for anyone else); any caller may read its own (CallerAccount).
+
+// requireAdmin refuses a caller of ctx that is not an admin.
+func requireAdmin(ctx context.Context) error {
+	if c := domain.CallerOf(ctx); !c.Admin {
+		return fmt.Errorf("account %s is not an admin; only an admin may manage accounts: %w", c.Account, domain.ErrPermissionDenied)
+	}
+	return nil
+}
 
 // newToken returns a new account token and its hash.
 func newToken() (token, hash string) {
@@ -23,6 +32,9 @@ func newToken() (token, hash string) {
 // account as recorded and the token, which is not kept and cannot be read
 // again. Weight 0 means 1. A name already taken is ErrConflict.
 func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.Account, string, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, "", err
+	}
 	if a.Weight == 0 {
 		a.Weight = 1
 	}
@@ -51,11 +63,14 @@ func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.A
 // revokeOthers, every other token of the account is revoked in the same
 // transaction. An account that does not exist is ErrNotFound.
 func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool) (string, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return "", err
+	}
 	now := e.now()
 	token, hash := newToken()
 	err := e.tx(ctx, func(q store.Querier) error {
 		if _, err := q.AccountGet(ctx, name); err != nil {
-			return err
+			return notFound(err, "account %q", name)
 		}
 		if err := q.AccountTokenInsert(ctx, &store.AccountToken{Hash: hash, Account: name, CreatedAt: now}); err != nil {
 			return err
@@ -70,6 +85,145 @@ func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool)
 		return "", fmt.Errorf("issue a token of account %s: %w", name, err)
 	}
 	return token, nil
+}
+
+// AccountUsage is what an account uses now, which its quotas bound.
+type AccountUsage struct {
+	Running      int   // its leased tasks that workers run (max_running)
+	Jobs         int   // its unfinished jobs (max_jobs)
+	StorageBytes int64 // the bytes of its uploads (max_storage)
+}
+
+// AccountView is an account and, when read alone, its current use.
+type AccountView struct {
+	*domain.Account
+	Usage *AccountUsage // nil in a list
+}
+
+// ListAccounts returns every account, by name, for an admin.
+func (e *Engine) ListAccounts(ctx context.Context) ([]*domain.Account, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	list, err := e.store.AccountList(ctx)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("list accounts: %w", err))
+	}
+	return list, nil
+}
+
+// GetAccount returns account name with its current use, for an admin;
+// one that does not exist is ErrNotFound.
+func (e *Engine) GetAccount(ctx context.Context, name string) (*AccountView, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	return e.accountView(ctx, name)
+}
+
+// CallerAccount returns the account of the caller of ctx, whoever it is,
+// with its current use.
+func (e *Engine) CallerAccount(ctx context.Context) (*AccountView, error) {
+	return e.accountView(ctx, domain.CallerOf(ctx).Account)
+}
+
+func (e *Engine) accountView(ctx context.Context, name string) (*AccountView, error) {
+	a, err := e.store.AccountGet(ctx, name)
+	if err != nil {
+		return nil, notFound(err, "account %q", name)
+	}
+	u, err := e.accountUsage(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return &AccountView{Account: a, Usage: u}, nil
+}
+
+// accountUsage counts what account name uses now.
+func (e *Engine) accountUsage(ctx context.Context, name string) (*AccountUsage, error) {
+	var u AccountUsage
+	var err error
+	if u.Running, err = e.store.TaskCountLeased(ctx, name); err != nil {
+		return nil, mapStoreErr(err)
+	}
+	if u.Jobs, err = e.store.JobCountUnfinished(ctx, name); err != nil {
+		return nil, mapStoreErr(err)
+	}
+	if u.StorageBytes, err = e.store.UploadSumBytes(ctx, name); err != nil {
+		return nil, mapStoreErr(err)
+	}
+	return &u, nil
+}
+
+// AccountChange is what UpdateAccount changes of an account: each
+// setting that is not nil.
+type AccountChange struct {
+	Admin, Disabled             *bool
+	Weight, MaxRunning, MaxJobs *int
+	MaxStorage                  *int64
+}
+
+// apply sets a's settings that c changes.
+func (c *AccountChange) apply(a *domain.Account) {
+	set := func(dst *int, src *int) {
+		if src != nil {
+			*dst = *src
+		}
+	}
+	if c.Admin != nil {
+		a.Admin = *c.Admin
+	}
+	if c.Disabled != nil {
+		a.Disabled = *c.Disabled
+	}
+	set(&a.Weight, c.Weight)
+	set(&a.MaxRunning, c.MaxRunning)
+	set(&a.MaxJobs, c.MaxJobs)
+	if c.MaxStorage != nil {
+		a.MaxStorage = *c.MaxStorage
+	}
+}
+
+// UpdateAccount changes the settings of account name as c says, for an
+// admin, and returns the account as it is now. An account that does not
+// exist is ErrNotFound, a setting out of its bounds ErrInvalidArgument;
+// the built-in admin account, whose token CLIENT_AUTH_TOKEN is, can be
+// neither disabled nor made a non-admin (ErrConflict). The account's row
+// is locked while it changes, so that two changes at once both apply.
+func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange) (*domain.Account, error) {
+	if err := requireAdmin(ctx); err != nil {
+		return nil, err
+	}
+	var out *domain.Account
+	err := e.tx(ctx, func(q store.Querier) error {
+		a, err := q.AccountLock(ctx, name)
+		if err != nil {
+			return notFound(err, "account %q", name)
+		}
+		was := *a
+		c.apply(a)
+		switch {
+		case a.Name == domain.AdminAccount && a.Disabled:
+			return fmt.Errorf("the built-in account admin cannot be disabled: CLIENT_AUTH_TOKEN acts as it; change that token instead: %w", domain.ErrConflict)
+		case a.Name == domain.AdminAccount && !a.Admin:
+			return fmt.Errorf("the built-in account admin stays an admin: CLIENT_AUTH_TOKEN acts as it: %w", domain.ErrConflict)
+		}
+		if err := a.Validate(); err != nil {
+			return err
+		}
+		if *a != was {
+			a.UpdatedAt = e.now()
+			if err := q.AccountUpdate(ctx, a); err != nil {
+				return err
+			}
+		}
+		out = a
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("update account %s: %w", name, err)
+	}
+	return out, nil
 }
 
 // Authenticate returns the account whose token token is. A token that is
