@@ -38,6 +38,10 @@ var (
 	// ErrPermissionDenied reports a caller that may not do what it asked:
 	// a non-admin managing accounts.
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrQuotaExceeded reports a request that would take an account past
+	// one of its quotas; the message names the quota, its limit and the
+	// current use.
+	ErrQuotaExceeded = errors.New("quota exceeded")
 )
 
 // Invalidf returns an ErrInvalidArgument carrying a message for people.

@@ -63,7 +63,7 @@ func TestSecondDatabaseRefusesTheBlobStore(t *testing.T) {
 	if n := strings.Count(log.String(), "belongs to another SciMesh database"); n != 1 {
 		t.Errorf("the refusal was logged %d times in four passes, want once:\n%s", n, log.String())
 	}
-	if _, err := second.CreateUpload(ctx, strings.NewReader("id,x\na,1\n")); !errors.As(err, &foreign) {
+	if _, err := second.CreateUpload(ctx, strings.NewReader("id,x\na,1\n"), -1); !errors.As(err, &foreign) {
 		t.Errorf("an upload to another database's store = %v, want a ForeignError", err)
 	}
 	if _, _, err := second.CreateJob(ctx, spec(2), ""); err != nil {
@@ -87,7 +87,7 @@ func TestSecondDatabaseRefusesTheBlobStore(t *testing.T) {
 	if !strings.Contains(log.String(), "is this database's") {
 		t.Errorf("the end of the refusal was not logged:\n%s", log.String())
 	}
-	if _, err := second.CreateUpload(ctx, strings.NewReader("id,x\na,1\n")); err != nil {
+	if _, err := second.CreateUpload(ctx, strings.NewReader("id,x\na,1\n"), -1); err != nil {
 		t.Errorf("an upload once the store is the second database's: %v", err)
 	}
 	if err := first.e.CheckBlobStore(ctx); !errors.As(err, &foreign) {

@@ -74,6 +74,10 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		}
 	}
 
+	owner := domain.CallerOf(ctx).Account
+	if err := checkJobQuota(ctx, e.store, owner, false); err != nil { // before the input is read
+		return nil, false, mapStoreErr(err)
+	}
 	inputs, header, err := e.chunkInputs(ctx, spec)
 	if err != nil {
 		return nil, false, err
@@ -83,7 +87,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	job := &domain.Job{
 		ID:             e.cfg.Shard + ":" + local,
 		Name:           spec.Name,
-		Owner:          domain.CallerOf(ctx).Account,
+		Owner:          owner,
 		Workload:       spec.Workload,
 		Parameters:     spec.Parameters,
 		ChunkRows:      spec.ChunkRows,
@@ -123,6 +127,9 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		UpdatedAt:        now,
 	}
 	err = e.tx(ctx, func(q store.Querier) error {
+		if err := checkJobQuota(ctx, q, owner, true); err != nil {
+			return err
+		}
 		if job.UploadID != "" {
 			// Keeps retention from deleting the upload under the new job
 			// (see store.RetentionQuerier.UploadTouch), or finds it gone.

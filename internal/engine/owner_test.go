@@ -27,7 +27,7 @@ func TestOwnership(t *testing.T) {
 	bob := domain.WithCaller(t.Context(), domain.Caller{Account: "bob"})
 	root := domain.WithCaller(t.Context(), domain.Caller{Account: "root", Admin: true})
 
-	up, err := e.CreateUpload(ada, strings.NewReader("id,x\na,1\nb,2\n"))
+	up, err := e.CreateUpload(ada, strings.NewReader("id,x\na,1\nb,2\n"), -1)
 	if err != nil {
 		t.Fatal(err)
 	}

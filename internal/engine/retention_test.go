@@ -75,7 +75,7 @@ func (b *retentionBundle) upload(t *testing.T, rows int) *domain.Upload {
 	for i := range rows {
 		fmt.Fprintf(&sb, "r%d,%d\n", i, i)
 	}
-	u, err := b.e.CreateUpload(t.Context(), strings.NewReader(sb.String()))
+	u, err := b.e.CreateUpload(t.Context(), strings.NewReader(sb.String()), -1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,9 +35,26 @@ import (
 // A blob store bound to another database (see CheckBlobStore) takes no
 // upload: once the table is read, the upload is refused and its blob
 // discarded.
-func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload, error) {
+//
+// An upload that would take its account past its max_storage is
+// ErrQuotaExceeded, and nothing of it is kept: refused before a byte is
+// read when its declared size (-1: not declared) is too large, else cut
+// off as it crosses the quota, else refused once read, when the account's
+// other uploads took the room meanwhile (see quota.go).
+func (e *Engine) CreateUpload(ctx context.Context, r io.Reader, declared int64) (*domain.Upload, error) {
 	if e.cfg.Blobs == nil {
 		return nil, errors.New("upload: this coordinator has no blob store")
+	}
+	owner := domain.CallerOf(ctx).Account
+	use, err := storageOf(ctx, e.store, owner, false)
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("upload: %w", err))
+	}
+	if left := use.left(); left >= 0 {
+		if declared > left {
+			return nil, fmt.Errorf("upload: %w", use.refuse(tooBig(declared)))
+		}
+		r = &quotaReader{r: r, use: use, left: left}
 	}
 	local := e.newLocalID()
 	key := "u-" + local
@@ -65,10 +82,20 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader) (*domain.Upload,
 		Rows:      stats.Rows,
 		BlobKey:   key,
 		BlobBytes: stats.Bytes,
-		Owner:     domain.CallerOf(ctx).Account,
+		Owner:     owner,
 		CreatedAt: e.now(),
 	}
-	if err := e.tx(ctx, func(q store.Querier) error { return q.UploadInsert(ctx, u) }); err != nil {
+	err = e.tx(ctx, func(q store.Querier) error {
+		use, err := storageOf(ctx, q, owner, true)
+		if err != nil {
+			return err
+		}
+		if left := use.left(); left >= 0 && u.Bytes > left {
+			return use.refuse(tooBig(u.Bytes))
+		}
+		return q.UploadInsert(ctx, u)
+	})
+	if err != nil {
 		return nil, fmt.Errorf("record upload: %w", err)
 	}
 	if _, err := w.Commit(); err != nil {

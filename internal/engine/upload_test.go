@@ -47,21 +47,21 @@ func TestUploadToBucket(t *testing.T) {
 		sb.WriteString("row-xxxxxxxxxxxxxxxxxxxx,1\r\n")
 	}
 	good := sb.String()
-	if _, err := e.CreateUpload(ctx, strings.NewReader(good+"bad,1,2\n")); !errors.Is(err, domain.ErrInvalidArgument) {
+	if _, err := e.CreateUpload(ctx, strings.NewReader(good+"bad,1,2\n"), -1); !errors.Is(err, domain.ErrInvalidArgument) {
 		t.Fatalf("CreateUpload of a malformed table = %v, want ErrInvalidArgument", err)
 	}
 	if o, l := keys(); o != 0 || l != 0 {
 		t.Fatalf("a refused upload left %d objects and %d unfinished uploads", o, l)
 	}
 	cut := io.MultiReader(strings.NewReader(good), errReader{errors.New("the client went away")})
-	if _, err := e.CreateUpload(ctx, cut); err == nil {
+	if _, err := e.CreateUpload(ctx, cut, -1); err == nil {
 		t.Fatal("CreateUpload of a body cut short succeeded")
 	}
 	if o, l := keys(); o != 0 || l != 0 {
 		t.Fatalf("an upload cut short left %d objects and %d unfinished uploads", o, l)
 	}
 
-	u, err := e.CreateUpload(ctx, strings.NewReader("id,x\r\na,1\r\n\"b\",2\r\nc,3\r\n"))
+	u, err := e.CreateUpload(ctx, strings.NewReader("id,x\r\na,1\r\n\"b\",2\r\nc,3\r\n"), -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +111,7 @@ func TestPresign(t *testing.T) {
 	e := newEngine(openStore(t), engine.Config{Blobs: bucket, Presign: true})
 	claim := func(table, workload string) *engine.TaskView {
 		t.Helper()
-		u, err := e.CreateUpload(ctx, strings.NewReader(table))
+		u, err := e.CreateUpload(ctx, strings.NewReader(table), -1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,7 +17,7 @@ import (
 const DefaultMaxUploadBytes = 64 << 30
 
 func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
-	u, err := s.engine.CreateUpload(r.Context(), r.Body) // bounded by the gate at maxUpload
+	u, err := s.engine.CreateUpload(r.Context(), r.Body, r.ContentLength) // bounded by the gate at maxUpload
 	if err != nil {
 		var over *http.MaxBytesError
 		var slow *auth.SlowBodyError
@@ -26,6 +26,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request) {
 			err = fmt.Errorf("%s: %w", uploadTooLarge(over.Limit), domain.ErrTooLarge)
 		case errors.As(err, &slow):
 			err = bodyError(err)
+		case errors.Is(err, domain.ErrQuotaExceeded):
+			auth.LetGo(w, r) // what is left of the body will not be read
 		}
 		s.writeError(w, r, err)
 		return
