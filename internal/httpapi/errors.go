@@ -32,7 +32,9 @@ var errorMap = []struct {
 	{domain.ErrCancelled, http.StatusConflict, "cancelled"},
 	{domain.ErrNotReady, http.StatusConflict, "not_ready"},
 	{domain.ErrConflict, http.StatusConflict, "conflict"},
+	{domain.ErrPermissionDenied, http.StatusForbidden, "permission_denied"},
 	{domain.ErrTooLarge, http.StatusRequestEntityTooLarge, "too_large"},
+	{domain.ErrQuotaExceeded, http.StatusTooManyRequests, "quota_exceeded"},
 	{domain.ErrBusy, http.StatusServiceUnavailable, "unavailable"},
 	{domain.ErrUnavailable, http.StatusServiceUnavailable, "unavailable"},
 }

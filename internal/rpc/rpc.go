@@ -166,7 +166,9 @@ var codes = []struct {
 	{domain.ErrCancelled, connect.CodeFailedPrecondition},
 	{domain.ErrNotReady, connect.CodeFailedPrecondition},
 	{domain.ErrConflict, connect.CodeAlreadyExists},
+	{domain.ErrPermissionDenied, connect.CodePermissionDenied},
 	{domain.ErrTooLarge, connect.CodeResourceExhausted},
+	{domain.ErrQuotaExceeded, connect.CodeResourceExhausted},
 	{domain.ErrBusy, connect.CodeUnavailable},        // too many waiting calls: retry shortly
 	{domain.ErrUnavailable, connect.CodeUnavailable}, // database busy, locked or down: retry
 }

@@ -31,6 +31,8 @@ func TestErrorCodes(t *testing.T) {
 		{domain.ErrCancelled, connect.CodeFailedPrecondition, "", "cancelled"},
 		{domain.ErrConflict, connect.CodeAlreadyExists, "", "conflict"},
 		{domain.ErrTooLarge, connect.CodeResourceExhausted, "", ""},
+		{fmt.Errorf("quota max_jobs: 3 unfinished jobs of 3 allowed: %w", domain.ErrQuotaExceeded), connect.CodeResourceExhausted, "", "max_jobs"},
+		{fmt.Errorf("only an admin: %w", domain.ErrPermissionDenied), connect.CodePermissionDenied, "", "admin"},
 		{busy, connect.CodeUnavailable, "/var/lib", "retry"},
 		{context.DeadlineExceeded, connect.CodeUnavailable, "", "retry"},
 		{errors.New("pq: relation tasks at 0xdeadbeef"), connect.CodeInternal, "0xdeadbeef", "internal"},

@@ -172,6 +172,10 @@ func (u *UI) explain(r *http.Request, err error) (int, string) {
 		return http.StatusBadRequest, err.Error()
 	case errors.Is(err, domain.ErrNotReady), errors.Is(err, domain.ErrConflict), errors.Is(err, domain.ErrCancelled):
 		return http.StatusConflict, err.Error()
+	case errors.Is(err, domain.ErrPermissionDenied):
+		return http.StatusForbidden, err.Error()
+	case errors.Is(err, domain.ErrQuotaExceeded):
+		return http.StatusTooManyRequests, err.Error()
 	case errors.Is(err, domain.ErrBusy):
 		return http.StatusServiceUnavailable, err.Error()
 	case errors.Is(err, domain.ErrUnavailable):
