@@ -62,6 +62,12 @@ var restRoutes = map[string]struct {
 	"POST /jobs/{job_id}/retry":       {auth.Client, 1 << 20},
 	"GET /tasks/{task_id}":            {auth.Client, 0},
 	"GET /tasks/{task_id}/logs":       {auth.Client, 0},
+	"GET /account":                    {auth.Client, 0},
+	"POST /accounts":                  {auth.Client, 64 << 10},
+	"GET /accounts":                   {auth.Client, 0},
+	"GET /accounts/{name}":            {auth.Client, 0},
+	"PATCH /accounts/{name}":          {auth.Client, 64 << 10},
+	"POST /accounts/{name}/tokens":    {auth.Client, 64 << 10},
 	"POST /tasks/claim":               {auth.Worker, 1 << 20},
 	"POST /tasks/results":             {auth.Worker, 256 << 20},
 	"POST /tasks/{task_id}/heartbeat": {auth.Worker, 1 << 20},
@@ -126,7 +132,8 @@ func startHostile(t *testing.T, cfg server.Config) *hostile {
 }
 
 // unchanged checks that the attacks changed nothing: the one job and its
-// task as they were made, no log line, no upload, no worker seen.
+// task as they were made, no log line, no upload, no worker seen, no
+// account but the built-in admin, as the migration made it.
 func (h *hostile) unchanged(t *testing.T) {
 	t.Helper()
 	ctx := t.Context()
@@ -147,6 +154,10 @@ func (h *hostile) unchanged(t *testing.T) {
 	logs, err := h.engine.ListLogs(ctx, h.taskID, 0, 10)
 	if err != nil || len(logs.Lines) != 0 {
 		t.Errorf("log after the attacks: %v %v, want none", logs, err)
+	}
+	accounts, err := h.engine.ListAccounts(ctx)
+	if err != nil || len(accounts) != 1 || accounts[0].Name != domain.AdminAccount || accounts[0].Disabled || !accounts[0].UpdatedAt.Equal(accounts[0].CreatedAt) {
+		t.Errorf("accounts after the attacks: %+v, %v; want the built-in admin alone, unchanged", accounts, err)
 	}
 	workers, err := h.engine.ListWorkers(ctx, time.Hour, 10)
 	if err != nil || len(workers) != 0 {
@@ -352,7 +363,7 @@ func TestHostileCallers(t *testing.T) {
 			continue
 		}
 		method, path, _ := strings.Cut(pattern, " ")
-		path = strings.NewReplacer("{job_id}", h.jobID, "{task_id}", h.taskID).Replace(path)
+		path = strings.NewReplacer("{job_id}", h.jobID, "{task_id}", h.taskID, "{name}", domain.AdminAccount).Replace(path)
 		t.Run(pattern, func(t *testing.T) {
 			h.restRoute(t, method, path, want.role, want.body)
 		})

@@ -32,22 +32,33 @@ const (
 	// shared: the route shows what is no account's (workers, shards) or
 	// nothing at all (the login, static files).
 	shared = "shared"
+	// admins: the route is an admin's (managing accounts); anyone else is
+	// refused and changes nothing.
+	admins = "admins only"
+	// ownAccount: the route shows the caller's own account, no other.
+	ownAccount = "own account"
 )
 
 // isolationREST says, for every client route of the REST API, how it
 // keeps accounts apart. A client route without an entry fails
 // TestIsolation: say how a new route keeps one account from another's.
 var isolationREST = map[string]string{
-	"POST /upload":               makesOwn,
-	"POST /jobs":                 hidden, // another account's upload_id
-	"GET /jobs":                  listsOwn,
-	"GET /jobs/{job_id}":         hidden,
-	"GET /jobs/{job_id}/tasks":   hidden,
-	"GET /jobs/{job_id}/result":  hidden,
-	"POST /jobs/{job_id}/cancel": hidden,
-	"POST /jobs/{job_id}/retry":  hidden,
-	"GET /tasks/{task_id}":       hidden,
-	"GET /tasks/{task_id}/logs":  hidden,
+	"POST /upload":                 makesOwn,
+	"POST /jobs":                   hidden, // another account's upload_id
+	"GET /jobs":                    listsOwn,
+	"GET /jobs/{job_id}":           hidden,
+	"GET /jobs/{job_id}/tasks":     hidden,
+	"GET /jobs/{job_id}/result":    hidden,
+	"POST /jobs/{job_id}/cancel":   hidden,
+	"POST /jobs/{job_id}/retry":    hidden,
+	"GET /tasks/{task_id}":         hidden,
+	"GET /tasks/{task_id}/logs":    hidden,
+	"GET /account":                 ownAccount,
+	"POST /accounts":               admins,
+	"GET /accounts":                admins,
+	"GET /accounts/{name}":         admins,
+	"PATCH /accounts/{name}":       admins,
+	"POST /accounts/{name}/tokens": admins,
 }
 
 // isolationRPC does for the client service's procedures what
@@ -160,6 +171,21 @@ func TestIsolation(t *testing.T) {
 					t.Errorf("bob's %s%s: %d %s; want 200 without ada's job", pattern, query, status, body)
 				}
 			}
+		case how == admins:
+			// What would change ada's account, or make bob another.
+			body := map[string]any{"POST": map[string]any{"name": "ada", "revoke_others": true}, "PATCH": map[string]any{"disabled": true}}[method]
+			if method == "POST" && path == "/accounts" {
+				body = map[string]any{"name": "mallory", "admin": true}
+			}
+			status, answer := rawCall(t, method, h.url+strings.Replace(path, "{name}", "ada", 1), bob, body)
+			if status != http.StatusForbidden || !strings.Contains(answer, "permission_denied") || strings.Contains(answer, `"ada"`) {
+				t.Errorf("bob's %s: %d %s; want 403 permission_denied, nothing of ada's", pattern, status, answer)
+			}
+		case how == ownAccount:
+			status, answer := rawCall(t, method, h.url+path, bob, nil)
+			if status != 200 || !strings.Contains(answer, `"name":"bob"`) || strings.Contains(answer, "ada") {
+				t.Errorf("bob's %s: %d %s; want 200, his own account alone", pattern, status, answer)
+			}
 		}
 	}
 
@@ -230,6 +256,9 @@ func TestIsolation(t *testing.T) {
 		}
 	}
 
+	if list, err := h.engine.ListAccounts(ctx); err != nil || len(list) != 3 || list[0].Name != "ada" || list[0].Disabled || list[2].Name != "bob" || list[2].Admin {
+		t.Errorf("the accounts after bob's calls: %v, %v; want ada, admin and bob as they were made", list, err)
+	}
 	if after := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf}); after != before {
 		t.Errorf("ada's objects changed under bob's calls:\nbefore %s\nafter  %s", before, after)
 	}

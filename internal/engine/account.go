@@ -14,8 +14,10 @@ import (
 // domain.TokenHash. Only an admin manages accounts (ErrPermissionDenied
 // for anyone else); any caller may read its own (CallerAccount).
 
-// requireAdmin refuses a caller of ctx that is not an admin.
-func requireAdmin(ctx context.Context) error {
+// RequireAdmin refuses a caller of ctx that is not an admin, as every
+// account operation but CallerAccount does: a transport may ask first,
+// so as to refuse before it reads a request's body.
+func RequireAdmin(ctx context.Context) error {
 	if c := domain.CallerOf(ctx); !c.Admin {
 		return fmt.Errorf("account %s is not an admin; only an admin may manage accounts: %w", c.Account, domain.ErrPermissionDenied)
 	}
@@ -32,7 +34,7 @@ func newToken() (token, hash string) {
 // account as recorded and the token, which is not kept and cannot be read
 // again. Weight 0 means 1. A name already taken is ErrConflict.
 func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.Account, string, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := RequireAdmin(ctx); err != nil {
 		return nil, "", err
 	}
 	if a.Weight == 0 {
@@ -63,7 +65,7 @@ func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.A
 // revokeOthers, every other token of the account is revoked in the same
 // transaction. An account that does not exist is ErrNotFound.
 func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool) (string, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := RequireAdmin(ctx); err != nil {
 		return "", err
 	}
 	now := e.now()
@@ -102,7 +104,7 @@ type AccountView struct {
 
 // ListAccounts returns every account, by name, for an admin.
 func (e *Engine) ListAccounts(ctx context.Context) ([]*domain.Account, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	list, err := e.store.AccountList(ctx)
@@ -115,7 +117,7 @@ func (e *Engine) ListAccounts(ctx context.Context) ([]*domain.Account, error) {
 // GetAccount returns account name with its current use, for an admin;
 // one that does not exist is ErrNotFound.
 func (e *Engine) GetAccount(ctx context.Context, name string) (*AccountView, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	return e.accountView(ctx, name)
@@ -191,7 +193,7 @@ func (c *AccountChange) apply(a *domain.Account) {
 // neither disabled nor made a non-admin (ErrConflict). The account's row
 // is locked while it changes, so that two changes at once both apply.
 func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange) (*domain.Account, error) {
-	if err := requireAdmin(ctx); err != nil {
+	if err := RequireAdmin(ctx); err != nil {
 		return nil, err
 	}
 	var out *domain.Account

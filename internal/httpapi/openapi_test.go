@@ -408,6 +408,37 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.do(call{token: cl, method: "POST", path: "/jobs/{job_id}/retry", params: id("job_id", doomed.JobID), status: 409})
 	c.do(call{token: cl, method: "POST", path: "/jobs/{job_id}/retry", params: id("job_id", j.JobID), status: 409})
 
+	// Accounts: an admin manages them, an account reads its own, and its
+	// quotas refuse what would pass them.
+	var alice struct {
+		Token string `json:"token"`
+	}
+	c.do(call{token: cl, method: "POST", path: "/accounts", body: map[string]any{"name": "alice", "weight": 2, "max_jobs": 1, "max_storage": 10}, status: 201}).decode(t, &alice)
+	c.do(call{token: cl, method: "POST", path: "/accounts", body: map[string]any{"name": "alice"}, status: 409})
+	for _, bad := range []map[string]any{{"name": "Alice"}, {"name": "bob", "weight": 0}, {"name": "bob", "max_jobs": -1}, {"name": "bob", "colour": "red"}, {}} {
+		c.do(call{token: cl, method: "POST", path: "/accounts", body: bad, status: 400, invalid: true})
+	}
+	c.do(call{token: alice.Token, method: "POST", path: "/accounts", body: map[string]any{"name": "mallory"}, status: 403})
+	c.do(call{token: cl, method: "GET", path: "/accounts", status: 200})
+	c.do(call{token: alice.Token, method: "GET", path: "/accounts", status: 403})
+	name := func(n string) map[string]string { return id("name", n) }
+	c.do(call{token: cl, method: "GET", path: "/accounts/{name}", params: name("alice"), status: 200})
+	c.do(call{token: cl, method: "GET", path: "/accounts/{name}", params: name("nobody"), status: 404})
+	c.do(call{token: cl, method: "PATCH", path: "/accounts/{name}", params: name("alice"), body: map[string]any{"weight": 3, "disabled": false}, status: 200})
+	c.do(call{token: cl, method: "PATCH", path: "/accounts/{name}", params: name("alice"), body: map[string]any{"weight": 0}, status: 400, invalid: true})
+	c.do(call{token: cl, method: "PATCH", path: "/accounts/{name}", params: name("admin"), body: map[string]any{"disabled": true}, status: 409})
+	c.do(call{token: cl, method: "PATCH", path: "/accounts/{name}", params: name("nobody"), body: map[string]any{"weight": 1}, status: 404})
+	c.do(call{token: alice.Token, method: "PATCH", path: "/accounts/{name}", params: name("alice"), body: map[string]any{"max_jobs": 0}, status: 403})
+	c.do(call{token: cl, method: "POST", path: "/accounts/{name}/tokens", params: name("alice"), status: 201})
+	c.do(call{token: cl, method: "POST", path: "/accounts/{name}/tokens", params: name("alice"), body: map[string]any{"revoke_others": true}, status: 201}).decode(t, &alice)
+	c.do(call{token: cl, method: "POST", path: "/accounts/{name}/tokens", params: name("alice"), body: map[string]any{"revoke": true}, status: 400, invalid: true})
+	c.do(call{token: cl, method: "POST", path: "/accounts/{name}/tokens", params: name("nobody"), status: 404})
+	c.do(call{token: alice.Token, method: "GET", path: "/account", status: 200})
+	c.do(call{token: cl, method: "GET", path: "/account", status: 200})
+	c.do(call{token: alice.Token, method: "POST", path: "/jobs", body: jobBody(1, nil), status: 201})
+	c.do(call{token: alice.Token, method: "POST", path: "/jobs", body: jobBody(1, nil), status: 429})
+	c.do(call{token: alice.Token, method: "POST", path: "/upload", body: "id,fp\na,ff\n", status: 429})
+
 	// The parts other packages serve, open to anyone: the dashboard sends
 	// a browser without a session on to its login page.
 	c.do(call{method: "GET", path: "/metrics", status: 200})

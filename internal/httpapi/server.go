@@ -60,6 +60,8 @@ const (
 	smallBody = 1 << 20   // claims, heartbeats, failures, cancels, retries
 	logBody   = 16 << 20  // log lines
 	largeBody = 256 << 20 // job creation and results
+
+	accountBody = 64 << 10 // an account's settings
 )
 
 func (s *Server) routes() {
@@ -85,6 +87,12 @@ func (s *Server) routes() {
 	m.Handle("POST /jobs/{job_id}/retry", client(smallBody, true), http.HandlerFunc(s.retryJob))
 	m.Handle("GET /tasks/{task_id}", client(0, false), http.HandlerFunc(s.getTask))
 	m.Handle("GET /tasks/{task_id}/logs", client(0, false), http.HandlerFunc(s.logs))
+	m.Handle("GET /account", client(0, false), http.HandlerFunc(s.ownAccount))
+	m.Handle("POST /accounts", client(accountBody, true), http.HandlerFunc(s.createAccount))
+	m.Handle("GET /accounts", client(0, false), http.HandlerFunc(s.listAccounts))
+	m.Handle("GET /accounts/{name}", client(0, false), http.HandlerFunc(s.getAccount))
+	m.Handle("PATCH /accounts/{name}", client(accountBody, true), http.HandlerFunc(s.updateAccount))
+	m.Handle("POST /accounts/{name}/tokens", client(accountBody, true), http.HandlerFunc(s.issueToken))
 
 	m.Handle("POST /tasks/claim", worker(smallBody), http.HandlerFunc(s.claim))
 	m.Handle("POST /tasks/results", worker(largeBody), http.HandlerFunc(s.batchResults))
