@@ -21,6 +21,7 @@ const (
 	CodeCancelled        = "cancelled"
 	CodeNotReady         = "not_ready"
 	CodeTooLarge         = "too_large"
+	CodeQuotaExceeded    = "quota_exceeded"
 	CodeUnavailable      = "unavailable"
 	CodeInternal         = "internal"
 )
@@ -140,14 +141,17 @@ func IsNotReady(err error) bool { return hasCode(err, CodeNotReady) }
 
 // IsRetryable reports whether the same call may succeed later: the
 // coordinator is unreachable or failing (network errors, 5xx), busy (429),
-// or timed out (408). Answers that will not change by themselves (other 4xx)
-// are not retryable, nor are errors of a context the caller cancelled or
-// let expire.
+// or timed out (408). Answers that will not change by themselves (other 4xx,
+// and an account's quota, 429 quota_exceeded) are not retryable, nor are
+// errors of a context the caller cancelled or let expire.
 func IsRetryable(err error) bool {
 	if err == nil {
 		return false
 	}
 	if e := AsError(err); e != nil {
+		if e.Code == CodeQuotaExceeded {
+			return false
+		}
 		return e.Status >= 500 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout
 	}
 	var ne *networkError
