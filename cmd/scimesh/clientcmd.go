@@ -30,7 +30,7 @@ type clientFlags struct {
 
 func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.coordinator, "coordinator", defaultCoordinator, "coordinator URL (env SCIMESH_COORDINATOR)")
-	cmd.Flags().StringVar(&f.token, "token", "", "client token (env SCIMESH_TOKEN)")
+	cmd.Flags().StringVar(&f.token, "token", "", "your account's token, or the client token (env SCIMESH_TOKEN)")
 }
 
 // client resolves the coordinator and token (flags, then environment, then
@@ -71,7 +71,7 @@ func withHint(cmd *cobra.Command, err error) error {
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
-		return fmt.Errorf("%w\n(check the token: --token or SCIMESH_TOKEN must hold the client token)", err)
+		return fmt.Errorf("%w\n(check the token: --token or SCIMESH_TOKEN must hold your account's token, or the client token)", err)
 	case !errors.As(err, &ce) && client.IsRetryable(err):
 		return fmt.Errorf("%w\n(is the coordinator running and reachable? set --coordinator or SCIMESH_COORDINATOR)", err)
 	}

@@ -16,6 +16,7 @@ deterministic final CSV.`,
 	}
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newBenchCmd(), newWorkerCmd())
 	root.AddCommand(newClientCmds()...)
+	root.AddCommand(newAccountCmd())
 	root.AddCommand(newDemoCmd(), newSlurmCmd())
 	return root
 }

@@ -223,7 +223,7 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("update account %s: %w", name, err)
+		return nil, err // each error names the account, or the setting refused
 	}
 	return out, nil
 }
