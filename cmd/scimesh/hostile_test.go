@@ -575,6 +575,11 @@ func TestHostileDashboard(t *testing.T) {
 		{"POST", "/ui/login", "", nil, strings.Repeat("a", 64<<10+1), 0, http.StatusRequestEntityTooLarge},
 		{"POST", "/ui/login", "", nil, "", 1 << 30, http.StatusRequestEntityTooLarge},
 		{"GET", "/ui/login", "", nil, "", 0, http.StatusOK},
+		{"GET", "/ui/accounts", hostileTokens.Client, nil, "", 0, http.StatusOK},
+		{"POST", "/ui/accounts", "", nil, "name=mallory&admin=on", 0, http.StatusUnauthorized},
+		{"POST", "/ui/accounts", hostileTokens.Worker, nil, "name=mallory&admin=on", 0, http.StatusForbidden},
+		{"POST", "/ui/accounts", hostileTokens.Client, nil, "", 1 << 30, http.StatusRequestEntityTooLarge},
+		{"POST", "/ui/accounts/admin/disable", hostileTokens.Client, http.Header{"Sec-Fetch-Site": {"cross-site"}}, "", 0, http.StatusForbidden},
 	} {
 		var body io.Reader
 		if c.body != "" {

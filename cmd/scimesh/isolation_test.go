@@ -71,22 +71,28 @@ var isolationRPC = map[string]string{
 
 // isolationUI does it for the dashboard's routes.
 var isolationUI = map[string]string{
-	"GET /ui/static/":           shared,
-	"GET /ui/login":             shared,
-	"POST /ui/login":            shared,
-	"POST /ui/logout":           shared,
-	"GET /ui/{$}":               shared,
-	"GET /ui/jobs":              listsOwn,
-	"GET /ui/jobs/{id}":         hidden,
-	"GET /ui/jobs/{id}/events":  hidden,
-	"GET /ui/jobs/{id}/result":  hidden,
-	"POST /ui/jobs/{id}/cancel": hidden,
-	"POST /ui/jobs/{id}/retry":  hidden,
-	"GET /ui/tasks/{id}":        hidden,
-	"GET /ui/tasks/{id}/log":    hidden,
-	"GET /ui/workers":           shared,
-	"GET /ui/shards":            shared,
-	"GET /ui/trees/{id}":        hidden,
+	"GET /ui/static/":                  shared,
+	"GET /ui/login":                    shared,
+	"POST /ui/login":                   shared,
+	"POST /ui/logout":                  shared,
+	"GET /ui/{$}":                      shared,
+	"GET /ui/jobs":                     listsOwn,
+	"GET /ui/jobs/{id}":                hidden,
+	"GET /ui/jobs/{id}/events":         hidden,
+	"GET /ui/jobs/{id}/result":         hidden,
+	"POST /ui/jobs/{id}/cancel":        hidden,
+	"POST /ui/jobs/{id}/retry":         hidden,
+	"GET /ui/tasks/{id}":               hidden,
+	"GET /ui/tasks/{id}/log":           hidden,
+	"GET /ui/workers":                  shared,
+	"GET /ui/shards":                   shared,
+	"GET /ui/trees/{id}":               hidden,
+	"GET /ui/accounts":                 admins,
+	"POST /ui/accounts":                admins,
+	"POST /ui/accounts/{name}":         admins,
+	"POST /ui/accounts/{name}/disable": admins,
+	"POST /ui/accounts/{name}/enable":  admins,
+	"POST /ui/accounts/{name}/tokens":  admins,
 }
 
 // TestIsolation walks every client route of the REST API, every procedure
@@ -252,6 +258,10 @@ func TestIsolation(t *testing.T) {
 		case listsOwn:
 			if status, body := rawCall(t, method, h.url+path, bob, nil); status != 200 || strings.Contains(body, job.JobID) {
 				t.Errorf("bob's %s: %d; want 200 without ada's job", pattern, status)
+			}
+		case admins: // the page does not exist for him
+			if status, _ := rawCall(t, method, h.url+strings.Replace(path, "{name}", "ada", 1), bob, nil); status != http.StatusNotFound {
+				t.Errorf("bob's %s: %d; want 404", pattern, status)
 			}
 		}
 	}

@@ -165,8 +165,8 @@ type AccountChange struct {
 	MaxStorage                  *int64
 }
 
-// apply sets a's settings that c changes.
-func (c *AccountChange) apply(a *domain.Account) {
+// Apply sets a's settings that c changes.
+func (c *AccountChange) Apply(a *domain.Account) {
 	set := func(dst *int, src *int) {
 		if src != nil {
 			*dst = *src
@@ -203,7 +203,7 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 			return notFound(err, "account %q", name)
 		}
 		was := *a
-		c.apply(a)
+		c.Apply(a)
 		switch {
 		case a.Name == domain.AdminAccount && a.Disabled:
 			return fmt.Errorf("the built-in account admin cannot be disabled: CLIENT_AUTH_TOKEN acts as it; change that token instead: %w", domain.ErrConflict)

@@ -111,6 +111,12 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	page("GET /ui/workers", u.workers)
 	page("GET /ui/shards", u.shards)
 	page("GET /ui/trees/{id}", u.tree)
+	handle("GET /ui/accounts", pageRoute, adminOnly(u.guard(u.accounts)))
+	handle("POST /ui/accounts", formRoute, adminOnly(u.guard(u.addAccount)))
+	handle("POST /ui/accounts/{name}", formRoute, adminOnly(u.guard(u.setAccount)))
+	handle("POST /ui/accounts/{name}/disable", formRoute, adminOnly(u.guard(u.disableAccount)))
+	handle("POST /ui/accounts/{name}/enable", formRoute, adminOnly(u.guard(u.enableAccount)))
+	handle("POST /ui/accounts/{name}/tokens", formRoute, adminOnly(u.guard(u.issueToken)))
 	return u, nil
 }
 
@@ -133,6 +139,7 @@ type page struct {
 	Shard  string
 	CSRF   string
 	Open   bool // no login needed
+	Admin  bool // the caller is an admin: the accounts page, owners
 	Error  string
 	Data   any
 	Origin string
@@ -141,6 +148,9 @@ type page struct {
 // render writes a page; status 0 is 200.
 func (u *UI) render(w http.ResponseWriter, r *http.Request, status int, name, title, nav string, data any) {
 	p := page{Title: title, Nav: nav, Shard: u.e.Shard(), CSRF: u.sessions.FormToken(auth.SessionOf(r.Context())), Open: u.sessions.Open(), Data: data}
+	// Only a page the gate admitted has a caller (the login page has
+	// none, which domain.CallerOf would take for the admin).
+	p.Admin = (p.Open || auth.SessionOf(r.Context()) != "") && domain.CallerOf(r.Context()).Admin
 	t := u.pages[name]
 	var b strings.Builder
 	if err := t.ExecuteTemplate(&b, "layout", p); err != nil {
@@ -187,12 +197,14 @@ func (u *UI) explain(r *http.Request, err error) (int, string) {
 
 func (u *UI) parse() error {
 	funcs := template.FuncMap{
-		"age":      age,
-		"pct":      func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
-		"stamp":    stamp,
-		"peerTask": u.peerTaskURL,
-		"path":     url.PathEscape,
-		"local":    func(id string) bool { return domain.ShardOf(id) == u.e.Shard() },
+		"age":       age,
+		"pct":       func(f float64) string { return fmt.Sprintf("%.0f%%", f*100) },
+		"stamp":     stamp,
+		"peerTask":  u.peerTaskURL,
+		"path":      url.PathEscape,
+		"local":     func(id string) bool { return domain.ShardOf(id) == u.e.Shard() },
+		"size":      domain.SizeText,
+		"sizeField": sizeField,
 	}
 	names, err := fs.Glob(templateFiles, "templates/*.html")
 	if err != nil {
