@@ -182,6 +182,16 @@ class Client:
         every attempt, as text."""
         return self._t.call("GET", f"/tasks/{_seg(task_id)}/logs").decode("utf-8", "replace")
 
+    # Accounts.
+
+    def account(self) -> Dict[str, Any]:
+        """The caller's own account (``GET /account``), as a dict: its
+        ``name``, whether it is an ``admin`` or ``disabled``, its ``weight``
+        in the share of workers, its quotas ``max_running``, ``max_jobs`` and
+        ``max_storage`` (bytes; 0 is none), and what it uses now, ``usage``:
+        ``{"running", "jobs", "storage_bytes"}``."""
+        return self._json("GET", "/account")
+
     # What Job calls.
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
