@@ -29,8 +29,8 @@ class Client:
     """A connection to one coordinator.
 
     ``url`` defaults to the environment's ``SCIMESH_COORDINATOR`` (else
-    ``http://127.0.0.1:8080``), ``token`` to ``SCIMESH_TOKEN`` (the client
-    token, ``CLIENT_AUTH_TOKEN`` of the coordinator). ``timeout`` bounds
+    ``http://127.0.0.1:8080``), ``token`` to ``SCIMESH_TOKEN`` (your
+    account's token, or the coordinator's client token, ``CLIENT_AUTH_TOKEN``). ``timeout`` bounds
     each network operation in seconds. Calls that are safe to repeat (reads,
     cancel, job creation, which carries an ``Idempotency-Key``, and
     uploads that can be sent again) are retried up to ``retries`` times on
