@@ -22,6 +22,7 @@ type Task struct {
 	LeaseExpiresAt   time.Time // zero when not leased; never after AttemptDeadline
 	TimeoutSeconds   int       // how long one attempt may run; 0 for no limit
 	AttemptDeadline  time.Time // when the last attempt times out: its claim + TimeoutSeconds; zero when none
+	LeasedAt         time.Time // when the last attempt was leased: where its charged time starts; zero before the first
 	RunAfter         time.Time // not claimable before this instant (retry backoff)
 	Priority         int
 	JobCreatedAt     time.Time // the job's creation time, copied for claim order

@@ -65,6 +65,7 @@ type Store interface {
 // row's version to version+1 and reflects it in the struct passed in.
 type Querier interface {
 	RetentionQuerier
+	AccountingQuerier
 
 	// JobInsert inserts j and sets j.ResultBytes to the length of its
 	// Result (ResultBytes is never written: the store derives it). A taken
@@ -133,7 +134,7 @@ type Querier interface {
 	// nil: a nil Result keeps the stored one) where the stored version
 	// equals t.Version;
 	// otherwise ErrStale (ErrNotFound when the task is gone). The
-	// AttemptDeadline is TaskClaim's alone to set.
+	// AttemptDeadline and LeasedAt are TaskClaim's alone to set.
 	//
 	// TaskInsert and TaskUpdate store a RunAfter at or before the task's
 	// UpdatedAt (runnable at once) as none: it comes back zero, and the
@@ -157,8 +158,8 @@ type Querier interface {
 	// in backoff wait for TaskMakeRunnable), kind in p.Kinds, workload in
 	// p.Workloads (any when empty). Chosen by priority descending, then
 	// JobCreatedAt, then JobID, then ChunkIndex ascending. Each claimed
-	// task gets State leased, its LeaseOwner, Attempt+1, UpdatedAt p.Now
-	// and, with a TimeoutSeconds above 0, AttemptDeadline p.Now + its
+	// task gets State leased, its LeaseOwner, Attempt+1, UpdatedAt and
+	// LeasedAt p.Now and, with a TimeoutSeconds above 0, AttemptDeadline p.Now + its
 	// TimeoutSeconds (else zero); LeaseExpiresAt is p.Now + its
 	// LeaseSeconds, or the AttemptDeadline when that is earlier. The jobs
 	// of the claimed tasks that are pending become running at p.Now, in

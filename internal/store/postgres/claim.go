@@ -133,7 +133,7 @@ UPDATE tasks
 SET state = 'leased', lease_owner = ($1::text[])[claimable.n], attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + LEAST(lease_seconds, NULLIF(timeout_seconds, 0)) * interval '1 second',
 	attempt_deadline = $2::timestamptz + NULLIF(timeout_seconds, 0) * interval '1 second',
-	run_after = NULL, updated_at = $2::timestamptz, version = version + 1
+	run_after = NULL, updated_at = $2::timestamptz, leased_at = $2::timestamptz, version = version + 1
 FROM (
 	SELECT c.id AS claim_id,
 		row_number() OVER (ORDER BY c.priority DESC, c.job_created_at NULLS FIRST, c.job_id, c.chunk_index, c.id) AS n

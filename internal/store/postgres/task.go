@@ -23,7 +23,7 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 	lease_seconds, lease_owner, lease_expires_at, run_after, priority, job_created_at,
 	input_uri, input_sha256, input_bytes, result, metrics, error, downstream_id,
 	pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner`
+	timeout_seconds, attempt_deadline, owner, leased_at`
 
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
@@ -126,6 +126,7 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 		normTime(&t.UpdatedAt)
 		normTime(&t.FinishedAt)
 		normTime(&t.AttemptDeadline)
+		normTime(&t.LeasedAt)
 		domain.NormRunAfter(t)
 	}
 	if err := q.atomically(ctx, func(db dbtx) error { return copyTasks(ctx, db, tasks) }); err != nil {
@@ -157,7 +158,7 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 		row[19], row[20], row[21] = t.Error, t.DownstreamID, t.PendingUpstreams
 		row[22], row[23], row[24], row[25] = timeArg(t.CreatedAt), timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version+1
 		row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
-		row[30] = t.Owner
+		row[30], row[31] = t.Owner, timeArg(t.LeasedAt)
 		return row, nil
 	})
 	_, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src)
@@ -476,14 +477,14 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 		kind, state                        string
 		leaseExpires, runAfter, jobCreated pgtype.Timestamptz
 		created, updated, finished         pgtype.Timestamptz
-		deadline                           pgtype.Timestamptz
+		deadline, leased                   pgtype.Timestamptz
 		metrics                            []byte
 	)
 	err := row.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &leaseExpires, &runAfter, &t.Priority, &jobCreated,
 		&t.InputURI, &t.InputSHA256, &t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID,
 		&t.PendingUpstreams, &created, &updated, &finished, &t.Version, &t.InputOffset, &t.InputLength,
-		&t.TimeoutSeconds, &deadline, &t.Owner)
+		&t.TimeoutSeconds, &deadline, &t.Owner, &leased)
 	if err != nil {
 		return nil, err
 	}
@@ -494,6 +495,6 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 	}
 	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(leaseExpires), timeOf(runAfter), timeOf(jobCreated)
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
-	t.AttemptDeadline = timeOf(deadline)
+	t.AttemptDeadline, t.LeasedAt = timeOf(deadline), timeOf(leased)
 	return &t, nil
 }

@@ -31,7 +31,7 @@ var (
 	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = c.owner, attempt = attempt + 1,
 	lease_expires_at = ?2 + min(lease_seconds, CASE WHEN timeout_seconds > 0 THEN timeout_seconds ELSE lease_seconds END) * 1000000,
 	attempt_deadline = CASE WHEN timeout_seconds > 0 THEN ?2 + timeout_seconds * 1000000 END,
-	run_after = NULL, updated_at = ?2, version = version + 1
+	run_after = NULL, updated_at = ?2, leased_at = ?2, version = version + 1
 	FROM (SELECT value ->> 0 AS rid, value ->> 1 AS owner FROM json_each(?1)) AS c
 	WHERE tasks.rowid = c.rid AND state = 'pending' AND (run_after IS NULL OR (kind = 'stitch' AND run_after <= ?2))
 	RETURNING ` + taskColumns)

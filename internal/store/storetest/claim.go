@@ -290,6 +290,7 @@ func exerciseClaim(t *testing.T, newStore newFunc) {
 			want.Attempt = b.Attempt + 1
 			want.LeaseExpiresAt = now.Add(time.Duration(b.LeaseSeconds) * time.Second)
 			want.UpdatedAt = now
+			want.LeasedAt = now
 			want.Version = b.Version + 1
 			checkTask(t, "claimed task as returned", tk, want)
 			checkTask(t, "claimed task as stored", getTask(t, s, tk.ID), want)

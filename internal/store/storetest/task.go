@@ -29,6 +29,7 @@ func fullTask(id string) *domain.Task {
 		LeaseExpiresAt:   at.Add(45 * time.Second),
 		TimeoutSeconds:   300,
 		AttemptDeadline:  at.Add(4*time.Minute + time.Microsecond),
+		LeasedAt:         at.Add(-time.Minute),
 		RunAfter:         at.Add(time.Second), // in backoff: a RunAfter not after UpdatedAt is stored as none
 		Priority:         12,
 		JobCreatedAt:     at.Add(-time.Hour),
@@ -82,14 +83,14 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			at := time.Date(2023, 12, 31, 21, 30, 0, 987654321, zone)
 			tk := fullTask("t1")
 			tk.LeaseExpiresAt, tk.RunAfter, tk.JobCreatedAt, tk.CreatedAt, tk.UpdatedAt, tk.FinishedAt = at, at, at, at, at, time.Time{}
-			tk.AttemptDeadline = at
+			tk.AttemptDeadline, tk.LeasedAt = at, at
 			tk.RunAfter = at.Add(time.Second) // in backoff, so stored
 			insertTasks(t, s, tk)
 			got := getTask(t, s, "t1")
 			want := at.Truncate(time.Microsecond)
 			for name, v := range map[string]time.Time{"LeaseExpiresAt": got.LeaseExpiresAt, "RunAfter": got.RunAfter.Add(-time.Second),
 				"JobCreatedAt": got.JobCreatedAt, "CreatedAt": got.CreatedAt, "UpdatedAt": got.UpdatedAt,
-				"AttemptDeadline": got.AttemptDeadline} {
+				"AttemptDeadline": got.AttemptDeadline, "LeasedAt": got.LeasedAt} {
 				if !v.Equal(want) || v.Location() != time.UTC {
 					t.Errorf("%s = %s, want %s in UTC", name, fmtTime(v), fmtTime(want))
 				}
@@ -256,9 +257,9 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk.UpdatedAt = now
 			tk.FinishedAt = now.Add(time.Microsecond)
 			// Not mutable fields: must not be written. The attempt's
-			// deadline is TaskClaim's alone to set.
+			// deadline and lease time are TaskClaim's alone to set.
 			tk.InputURI, tk.Priority, tk.Workload, tk.DownstreamID = "blob:other", 99, "other", "elsewhere"
-			tk.TimeoutSeconds, tk.AttemptDeadline = 77, now.Add(time.Hour)
+			tk.TimeoutSeconds, tk.AttemptDeadline, tk.LeasedAt = 77, now.Add(time.Hour), now
 			if err := s.TaskUpdate(t.Context(), tk); err != nil {
 				t.Fatalf("TaskUpdate: %v", err)
 			}
@@ -267,7 +268,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			}
 			want := cloneTask(tk)
 			want.InputURI, want.Priority, want.Workload, want.DownstreamID = orig.InputURI, orig.Priority, orig.Workload, orig.DownstreamID
-			want.TimeoutSeconds, want.AttemptDeadline = orig.TimeoutSeconds, orig.AttemptDeadline
+			want.TimeoutSeconds, want.AttemptDeadline, want.LeasedAt = orig.TimeoutSeconds, orig.AttemptDeadline, orig.LeasedAt
 			checkTask(t, "TaskGet after TaskUpdate", getTask(t, s, tk.ID), want)
 
 			// Clearing fields writes NULLs that read back as zero values.

@@ -1,0 +1,3 @@
+DROP TABLE audit;
+DROP TABLE usage;
+ALTER TABLE tasks DROP COLUMN leased_at;
