@@ -238,12 +238,18 @@ const maxTxAttempts = 50
 
 // tx runs fn in a transaction, rerunning it while it loses races, and
 // wakes the outbox loop when the transaction committed outbox messages.
+// The attempts fn ends are charged (see charge) as the transaction's last
+// statement.
 func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 	return e.retry(ctx, func() error {
 		var w *outboxWatch
 		err := e.store.InTx(ctx, func(q store.Querier) error {
 			w = &outboxWatch{Querier: q}
-			return fn(w)
+			m := &metered{Querier: w}
+			if err := fn(m); err != nil {
+				return err
+			}
+			return m.flush(ctx)
 		})
 		if err == nil && w.sent {
 			e.outbox.Notify()

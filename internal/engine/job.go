@@ -498,8 +498,7 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 		if err := q.JobUpdate(ctx, j); err != nil {
 			return err
 		}
-		_, err = q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: j.ID, Now: now})
-		return err
+		return cancelJobTasks(ctx, q, domain.KindChunk, &store.TaskCancelJobParams{JobID: j.ID, Now: now})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)

@@ -206,6 +206,7 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 			if s == nil || domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
 				continue
 			}
+			charge(q, s, now)
 			domain.Release(s, fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why), now)
 			released = append(released, s)
 		}
@@ -552,6 +553,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			if outcome == domain.Replayed {
 				continue
 			}
+			charge(q, t, now)
 			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {
@@ -679,6 +681,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 			return err
 		}
 		task = t
+		charge(q, t, now)
 		if p.Release {
 			domain.Release(t, p.Error, now)
 			return q.TaskUpdate(ctx, t)
@@ -847,6 +850,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if t.Kind == domain.KindStitch {
 			reason = fmt.Sprintf("stitch lease of attempt %d expired: coordinator %q stopped", t.Attempt, t.LeaseOwner)
 		}
+		charge(q, t, now) // as ended when its lease ran out
 		var final bool
 		timedOut, final = domain.ExpireLease(t, reason, domain.Backoff(t.Attempt, e.cfg.Jitter()), now)
 		if err := q.TaskUpdate(ctx, t); err != nil {

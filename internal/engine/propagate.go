@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -99,7 +100,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 		if d.State.Final() {
 			break // failed or cancelled already, by whatever failed it
 		}
-		failTask(d, cause, now)
+		failTask(q, d, cause, now)
 		if err := q.TaskUpdate(ctx, d); err != nil {
 			return err
 		}
@@ -109,7 +110,7 @@ func (e *Engine) failPath(ctx context.Context, q store.Querier, t *domain.Task, 
 	reason := "task " + t.ID + " of the tree failed"
 	if cur.DownstreamID == "" { // the root failed here: the whole tree is over
 		if t.Kind != domain.KindTree {
-			if _, err := q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: t.JobID, Except: t.ID, Now: now}); err != nil {
+			if err := cancelJobTasks(ctx, q, domain.KindChunk, &store.TaskCancelJobParams{JobID: t.JobID, Except: t.ID, Now: now}); err != nil {
 				return err
 			}
 			return e.send(ctx, q, msgs...)
@@ -144,7 +145,7 @@ func (e *Engine) cancelTreeHere(ctx context.Context, q store.Querier, tree, exce
 			msgs = append(msgs, &Message{Kind: MsgSetCancel, TaskID: a.UpstreamID, Error: reason})
 		}
 	}
-	if _, err := q.TaskCancelJob(ctx, &store.TaskCancelJobParams{JobID: tree, Except: except, Now: now}); err != nil {
+	if err := cancelJobTasks(ctx, q, domain.KindTree, &store.TaskCancelJobParams{JobID: tree, Except: except, Now: now}); err != nil {
 		return nil, err
 	}
 	return msgs, nil
@@ -178,7 +179,7 @@ func (e *Engine) cancelUpstreams(ctx context.Context, q store.Querier, t *domain
 			if u.State.Final() {
 				continue
 			}
-			cancelTask(u, now)
+			cancelTask(q, u, now)
 			if err := q.TaskUpdate(ctx, u); err != nil {
 				return nil, err
 			}
@@ -188,18 +189,51 @@ func (e *Engine) cancelUpstreams(ctx context.Context, q store.Querier, t *domain
 	return msgs, nil
 }
 
-// failTask fails t, which an upstream's failure doomed, with cause.
-func failTask(t *domain.Task, cause string, now time.Time) {
+// failTask fails t, which an upstream's failure doomed, with cause, in
+// the transaction of q.
+func failTask(q store.Querier, t *domain.Task, cause string, now time.Time) {
+	endLease(q, t, now)
 	t.State, t.Error = domain.TaskFailed, cause
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt, t.FinishedAt = now, now
 }
 
-// cancelTask cancels t.
-func cancelTask(t *domain.Task, now time.Time) {
+// cancelTask cancels t in the transaction of q.
+func cancelTask(q store.Querier, t *domain.Task, now time.Time) {
+	endLease(q, t, now)
 	t.State = domain.TaskCancelled
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt, t.FinishedAt = now, now
+}
+
+// endLease charges the attempt of t, if t is leased, as ended at now (or
+// when its lease ran out, if earlier), in the transaction of q.
+func endLease(q store.Querier, t *domain.Task, now time.Time) {
+	if t.State == domain.TaskLeased {
+		charge(q, t, now)
+	}
+}
+
+// cancelJobTasks cancels the tasks of job (or tree) p.JobID that are not
+// final, but p.Except, in the transaction of q. Its leased tasks, of
+// kind, are read and written one by one, guarded by their versions, so
+// that their attempts are charged exactly once: a result that raced the
+// cancellation makes the transaction stale and run again. The others go
+// in one statement.
+func cancelJobTasks(ctx context.Context, q store.Querier, kind domain.TaskKind, p *store.TaskCancelJobParams) error {
+	leased, err := q.TaskList(ctx, &store.TaskListParams{JobID: p.JobID, Kind: kind, State: domain.TaskLeased, AfterIndex: -1})
+	if err != nil {
+		return err
+	}
+	leased = slices.DeleteFunc(leased, func(t *domain.Task) bool { return t.ID == p.Except })
+	for _, t := range leased {
+		cancelTask(q, t, p.Now)
+	}
+	if err := q.TaskUpdateMany(ctx, leased); err != nil {
+		return err
+	}
+	_, err = q.TaskCancelJob(ctx, p)
+	return err
 }
 
 // The receiving side of the outbox: each method applies one kind of message
@@ -341,7 +375,7 @@ func (e *Engine) ReportFailure(ctx context.Context, taskID, upstreamID, cause st
 
 func (e *Engine) upstreamFailed(ctx context.Context, taskID, upstreamID, cause string, gone map[string]bool) error {
 	err := e.endTreeTask(ctx, taskID, func(q store.Querier, t *domain.Task, now time.Time) error {
-		failTask(t, cause, now)
+		failTask(q, t, cause, now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}
@@ -362,7 +396,7 @@ func (e *Engine) CancelTask(ctx context.Context, taskID, reason string) error {
 
 func (e *Engine) cancelTree(ctx context.Context, taskID, reason string, gone map[string]bool) error {
 	err := e.endTreeTask(ctx, taskID, func(q store.Querier, t *domain.Task, now time.Time) error {
-		cancelTask(t, now)
+		cancelTask(q, t, now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err
 		}

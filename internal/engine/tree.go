@@ -260,6 +260,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 			if outcome == domain.Replayed {
 				continue
 			}
+			charge(q, t, now)
 			changed = append(changed, t) // its Result is the item's
 			completed++
 		}
