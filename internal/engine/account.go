@@ -50,7 +50,10 @@ func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.A
 		if err := q.AccountInsert(ctx, &a); err != nil {
 			return err
 		}
-		return q.AccountTokenInsert(ctx, &store.AccountToken{Hash: hash, Account: a.Name, CreatedAt: now})
+		if err := q.AccountTokenInsert(ctx, &store.AccountToken{Hash: hash, Account: a.Name, CreatedAt: now}); err != nil {
+			return err
+		}
+		return e.audit(ctx, q, actionAccountCreate, a.Name, accountDetail(&a)+"; its first token issued")
 	})
 	if errors.Is(err, store.ErrDuplicate) {
 		return nil, "", fmt.Errorf("account %q exists already: %w", a.Name, domain.ErrConflict)
@@ -77,11 +80,17 @@ func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool)
 		if err := q.AccountTokenInsert(ctx, &store.AccountToken{Hash: hash, Account: name, CreatedAt: now}); err != nil {
 			return err
 		}
+		if err := e.audit(ctx, q, actionTokenIssue, name, ""); err != nil {
+			return err
+		}
 		if !revokeOthers {
 			return nil
 		}
-		_, err := q.AccountTokenRevoke(ctx, &store.AccountTokenRevokeParams{Account: name, Keep: hash, Now: now})
-		return err
+		n, err := q.AccountTokenRevoke(ctx, &store.AccountTokenRevokeParams{Account: name, Keep: hash, Now: now})
+		if err != nil || n == 0 {
+			return err
+		}
+		return e.audit(ctx, q, actionTokenRevoke, name, fmt.Sprintf("%d other tokens", n))
 	})
 	if err != nil {
 		return "", fmt.Errorf("issue a token of account %s: %w", name, err)
@@ -226,6 +235,12 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 		return nil, err // each error names the account, or the setting refused
 	}
 	return out, nil
+}
+
+// accountDetail describes a's settings for the audit trail.
+func accountDetail(a *domain.Account) string {
+	return fmt.Sprintf("admin %t, disabled %t, weight %d, max_running %d, max_jobs %d, max_storage %d",
+		a.Admin, a.Disabled, a.Weight, a.MaxRunning, a.MaxJobs, a.MaxStorage)
 }
 
 // Authenticate returns the account whose token token is. A token that is

@@ -187,7 +187,14 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 			for i := start; i < end; i++ {
 				batch = append(batch, chunkTask(job, i, inputs[i], j.Status.Final(), now))
 			}
-			return q.TaskInsert(ctx, batch)
+			if err := q.TaskInsert(ctx, batch); err != nil {
+				return err
+			}
+			if end < len(inputs) {
+				return nil
+			}
+			// The batch that makes the job visible records its creation.
+			return e.audit(ctx, q, actionJobCreate, job.ID, fmt.Sprintf("workload %s, %d chunks", job.Workload, job.ChunkCount))
 		})
 		if err != nil {
 			return err
@@ -498,7 +505,10 @@ func (e *Engine) CancelJob(ctx context.Context, id string) (*JobView, error) {
 		if err := q.JobUpdate(ctx, j); err != nil {
 			return err
 		}
-		return cancelJobTasks(ctx, q, domain.KindChunk, &store.TaskCancelJobParams{JobID: j.ID, Now: now})
+		if err := cancelJobTasks(ctx, q, domain.KindChunk, &store.TaskCancelJobParams{JobID: j.ID, Now: now}); err != nil {
+			return err
+		}
+		return e.audit(ctx, q, actionJobCancel, j.ID, "")
 	})
 	if err != nil {
 		return nil, fmt.Errorf("cancel job %s: %w", id, err)
@@ -547,7 +557,10 @@ func (e *Engine) RetryJob(ctx context.Context, id string) (*JobView, error) {
 		}
 		domain.ReopenRoot(root, c.Total-c.Completed, j.MaxAttempts, now)
 		rootRdy = root.State == domain.TaskPending
-		return q.TaskUpdate(ctx, root)
+		if err := q.TaskUpdate(ctx, root); err != nil {
+			return err
+		}
+		return e.audit(ctx, q, actionJobRetry, j.ID, fmt.Sprintf("%d chunks to run again", moved))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("retry job %s: %w", id, err)

@@ -37,7 +37,8 @@ import (
 // the transaction (or the file removal) that did it.
 type RetentionObserver interface {
 	// Deleted reports n things of kind removed — "job", "tree", "task",
-	// "log" (lines), "arg" (tree task arguments), "upload" or "file" —
+	// "log" (lines), "arg" (tree task arguments), "upload", "file",
+	// "usage" (rows) or "audit" (entries) —
 	// and, for files, the bytes they held.
 	Deleted(kind string, n int, bytes int64)
 }
@@ -82,8 +83,11 @@ type PruneReport struct {
 	Tasks, Logs, Args int
 	Uploads           int
 	UploadBytes       int64 // of the uploads' files
-	Files             int   // files no row names, and temporary files left behind
-	FileBytes         int64
+	// Usage and Audit count the rows of usage and entries of the audit
+	// trail older than the jobs' cutoff, deleted; a dry run counts none.
+	Usage, Audit int
+	Files        int // files no row names, and temporary files left behind
+	FileBytes    int64
 	// PurgesFinished counts the jobs and trees whose last tasks this pass
 	// deleted, those of earlier passes included.
 	PurgesFinished int
@@ -94,7 +98,17 @@ type PruneReport struct {
 
 // Total is the number of rows and files the pass deleted.
 func (r *PruneReport) Total() int {
-	return r.Jobs + r.Trees + r.Tasks + r.Logs + r.Args + r.Uploads + r.Files
+	return r.Jobs + r.Trees + r.Tasks + r.Logs + r.Args + r.Uploads + r.Files + r.Usage + r.Audit
+}
+
+// summary says, for the audit trail, what the pass deleted besides usage
+// and the audit trail's own old entries; "" when nothing.
+func (r *PruneReport) summary() string {
+	if r.Total()-r.Usage-r.Audit == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d jobs, %d trees, %d tasks, %d log lines, %d uploads, %d files (%d bytes)",
+		r.Jobs, r.Trees, r.Tasks, r.Logs, r.Uploads, r.Files, r.FileBytes+r.UploadBytes)
 }
 
 // ApplyRetention makes one pass with the engine's configured retention
@@ -111,23 +125,39 @@ func (e *Engine) ApplyRetention(ctx context.Context) (int, error) {
 	}
 	if n := r.Total(); n > 0 {
 		e.log.InfoContext(ctx, "retention pass", "jobs", r.Jobs, "trees", r.Trees, "tasks", r.Tasks, "log_lines", r.Logs,
-			"uploads", r.Uploads, "files", r.Files, "file_bytes", r.FileBytes+r.UploadBytes)
+			"uploads", r.Uploads, "files", r.Files, "file_bytes", r.FileBytes+r.UploadBytes, "usage_rows", r.Usage, "audit_entries", r.Audit)
 	}
 	return r.Total(), err
 }
 
 // PruneExpired makes one retention pass now: it deletes the final jobs and
 // finished trees older than p.Retention with their tasks, logs, results
-// and arguments, the uploads unused for p.UploadRetention that no
-// unfinished job names with their files, and the files no row names. It
-// also finishes every deletion a crashed or concurrent pass left under way.
-// With p.DryRun it deletes nothing and reports what it would delete.
+// and arguments, the usage and audit entries older than p.Retention, the
+// uploads unused for p.UploadRetention that no unfinished job names with
+// their files, and the files no row names. It also finishes every
+// deletion a crashed or concurrent pass left under way. With p.DryRun it
+// deletes nothing and reports what it would delete. A pass that deleted
+// anything but usage and old audit entries says so in the audit trail
+// (and each job and upload it deleted), as the coordinator's.
 //
 // Files are swept last, and only in a blob store bound to this database:
 // a store bound to another is not swept, and the pass returns its
 // *blob.ForeignError once the rest is done. A pass, a dry run too, binds
 // a store that is bound to none yet.
 func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*PruneReport, error) {
+	r, err := e.pruneExpired(ctx, p)
+	if r == nil || r.DryRun || r.summary() == "" {
+		return r, err
+	}
+	if aerr := e.tx(ctx, func(q store.Querier) error {
+		return e.auditAs(ctx, q, coordinatorAccount, actionPrune, "", r.summary())
+	}); aerr != nil && err == nil {
+		err = aerr
+	}
+	return r, err
+}
+
+func (e *Engine) pruneExpired(ctx context.Context, p PruneExpiredParams) (*PruneReport, error) {
 	if p.Retention < 0 || p.UploadRetention < 0 {
 		return nil, domain.Invalidf("retention %v and upload retention %v must not be negative; 0 keeps everything",
 			p.Retention, p.UploadRetention)
@@ -141,6 +171,11 @@ func (e *Engine) PruneExpired(ctx context.Context, p PruneExpiredParams) (*Prune
 		}
 		if err := e.pruneTrees(ctx, r); err != nil {
 			return r, err
+		}
+		if !p.DryRun {
+			if err := e.pruneAccounting(ctx, r); err != nil {
+				return r, err
+			}
 		}
 	}
 	if !p.DryRun {
@@ -214,8 +249,17 @@ func (e *Engine) pruneJobs(ctx context.Context, r *PruneReport) error {
 			var deleted []store.ExpiredJob
 			err := e.tx(ctx, func(q store.Querier) error {
 				var err error
-				deleted, err = q.JobDelete(ctx, &store.JobDeleteParams{IDs: ids, Before: r.Before, Now: e.now()})
-				return err
+				now := e.now()
+				deleted, err = q.JobDelete(ctx, &store.JobDeleteParams{IDs: ids, Before: r.Before, Now: now})
+				if err != nil || len(deleted) == 0 {
+					return err
+				}
+				entries := make([]*store.AuditEntry, len(deleted))
+				for i, j := range deleted {
+					entries[i] = &store.AuditEntry{At: now, Account: coordinatorAccount, Action: actionJobDelete, Target: j.ID,
+						Detail: "retention: final since " + j.FinishedAt.Format(time.RFC3339)}
+				}
+				return q.AuditInsert(ctx, entries)
 			})
 			if err != nil {
 				return fmt.Errorf("delete %d expired jobs: %w", len(ids), err)
@@ -376,7 +420,10 @@ func (e *Engine) pruneUploads(ctx context.Context, r *PruneReport) error {
 			err := e.tx(ctx, func(q store.Querier) error {
 				var err error
 				ok, err = q.UploadDelete(ctx, &store.UploadDeleteParams{ID: u.ID, Before: r.UploadsBefore})
-				return err
+				if err != nil || !ok {
+					return err
+				}
+				return e.auditAs(ctx, q, coordinatorAccount, actionUploadDelete, u.ID, "retention: unused since "+r.UploadsBefore.Format(time.RFC3339))
 			})
 			if err != nil {
 				return fmt.Errorf("delete upload %s: %w", u.ID, err)
@@ -403,6 +450,42 @@ func (e *Engine) pruneUploads(ctx context.Context, r *PruneReport) error {
 			return nil
 		}
 	}
+}
+
+// pruneAccounting deletes the usage and the audit entries older than
+// r.Before, in batches.
+func (e *Engine) pruneAccounting(ctx context.Context, r *PruneReport) error {
+	batch := e.retentionBatch()
+	for _, d := range []struct {
+		kind string // for the RetentionObserver
+		n    *int
+		del  func(q store.Querier) (int, error)
+	}{
+		{"usage", &r.Usage, func(q store.Querier) (int, error) {
+			return q.UsageDelete(ctx, &store.UsageDeleteParams{Before: r.Before, Limit: batch})
+		}},
+		{"audit", &r.Audit, func(q store.Querier) (int, error) {
+			return q.AuditDelete(ctx, &store.AuditDeleteParams{Before: r.Before, Limit: batch})
+		}},
+	} {
+		for {
+			var n int
+			err := e.tx(ctx, func(q store.Querier) error {
+				var err error
+				n, err = d.del(q)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("delete old %s rows: %w", d.kind, err)
+			}
+			*d.n += n
+			e.observeDeleted(d.kind, n, 0)
+			if n < batch {
+				break
+			}
+		}
+	}
+	return nil
 }
 
 // sweepFiles removes the blobs that no upload names and the temporary

@@ -611,3 +611,49 @@ func putOrphan(t *testing.T, bucket blob.Store) {
 	}
 	time.Sleep(1100 * time.Millisecond)
 }
+
+// TestRetentionDeletesOldUsage: a pass deletes usage older than the
+// jobs' retention, in batches, and keeps the rest; retention 0 keeps it
+// all.
+func TestRetentionDeletesOldUsage(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		b := newRetention(t, s)
+		ctx := t.Context()
+		job := b.job(t, "w", nil, 1)
+		b.complete(t, job.ID) // charged now
+		start := b.clock.Now().Truncate(time.Hour)
+		var rows []store.UsageRow
+		for i := range 6 { // six more hours of another account, before it
+			rows = append(rows, store.UsageRow{Hour: start.Add(-time.Duration(i+1) * time.Hour), Account: "ada", Workload: "w", Tasks: 1, WorkerMicros: 1})
+		}
+		if err := s.UsageAdd(ctx, rows); err != nil {
+			t.Fatal(err)
+		}
+		b.clock.Advance(keepJobs + day)
+		recent := b.job(t, "w", nil, 1)
+		b.complete(t, recent.ID)
+		usage := func() []engine.UsageEntry {
+			t.Helper()
+			got, err := b.e.ListUsage(ctx, engine.ListUsageParams{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return got
+		}
+		if got := usage(); len(got) != 2 || got[0].Tasks != 6 || got[1].Tasks != 2 {
+			t.Fatalf("usage before the passes: %+v; want ada's 6 and admin's 2", got)
+		}
+		r, err := b.e.PruneExpired(ctx, engine.PruneExpiredParams{})
+		if err != nil || r.Usage != 0 {
+			t.Errorf("a pass with retention 0 = %+v, %v; want no usage deleted", r, err)
+		}
+		r, err = b.e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: keepJobs})
+		if err != nil || r.Usage != 7 {
+			t.Errorf("a pass = %+v, %v; want the 7 old rows of usage deleted, %d at a time", r, err, retentionBatch)
+		}
+		if got := usage(); len(got) != 1 || got[0].Account != "admin" || got[0].Tasks != 1 {
+			t.Errorf("usage after the pass: %+v; want the recent job's attempt", got)
+		}
+	})
+}

@@ -93,7 +93,10 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader, declared int64) 
 		if left := use.left(); left >= 0 && u.Bytes > left {
 			return use.refuse(tooBig(u.Bytes))
 		}
-		return q.UploadInsert(ctx, u)
+		if err := q.UploadInsert(ctx, u); err != nil {
+			return err
+		}
+		return e.audit(ctx, q, actionUploadCreate, u.ID, fmt.Sprintf("%d bytes, %d rows", u.Bytes, u.Rows))
 	})
 	if err != nil {
 		return nil, fmt.Errorf("record upload: %w", err)
@@ -104,8 +107,11 @@ func (e *Engine) CreateUpload(ctx context.Context, r io.Reader, declared int64) 
 		delCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 		defer cancel()
 		_ = e.tx(delCtx, func(q store.Querier) error {
-			_, err := q.UploadDelete(delCtx, &store.UploadDeleteParams{ID: u.ID, Before: e.now().Add(time.Hour)})
-			return err
+			ok, err := q.UploadDelete(delCtx, &store.UploadDeleteParams{ID: u.ID, Before: e.now().Add(time.Hour)})
+			if err != nil || !ok {
+				return err
+			}
+			return e.audit(delCtx, q, actionUploadDelete, u.ID, "its file could not be stored")
 		})
 		return nil, fmt.Errorf("upload: %w", err)
 	}
