@@ -37,6 +37,9 @@ const (
 	admins = "admins only"
 	// ownAccount: the route shows the caller's own account, no other.
 	ownAccount = "own account"
+	// ownUsage: the route sums the worker time of the caller's own jobs,
+	// no other account's.
+	ownUsage = "own usage"
 )
 
 // isolationREST says, for every client route of the REST API, how it
@@ -59,6 +62,8 @@ var isolationREST = map[string]string{
 	"GET /accounts/{name}":         admins,
 	"PATCH /accounts/{name}":       admins,
 	"POST /accounts/{name}/tokens": admins,
+	"GET /usage":                   ownUsage,
+	"GET /audit":                   admins,
 }
 
 // isolationRPC does for the client service's procedures what
@@ -121,7 +126,7 @@ func TestIsolation(t *testing.T) {
 	// ada's objects: an upload, a job of two chunks cut from it, a tree.
 	upload := uploadCSV(t, h.url, ada, "id,score\na,1\nb,2\n")
 	var job jobOut
-	if s := call(t, "POST", h.url+"/jobs", ada, map[string]any{"workload": "w", "chunk_rows": 1, "input": map[string]any{"upload_id": upload}}, &job); s != 201 {
+	if s := call(t, "POST", h.url+"/jobs", ada, map[string]any{"workload": "ada-w", "chunk_rows": 1, "input": map[string]any{"upload_id": upload}}, &job); s != 201 {
 		t.Fatalf("ada's job: %d", s)
 	}
 	var tasks struct{ Tasks []taskOut }
@@ -140,6 +145,15 @@ func TestIsolation(t *testing.T) {
 		t.Fatal(err)
 	}
 	treeRoot, treeLeaf := tree.Msg.RootId, tree.Msg.Ids["s0:leaf"]
+	// One of ada's chunks run, so that she has usage to keep from bob.
+	var run taskOut
+	if s := call(t, "POST", h.url+"/tasks/claim", hostileTokens.Worker, map[string]any{"worker_id": "w1", "workloads": []string{"ada-w"}}, &run); s != 200 {
+		t.Fatalf("claim of ada's chunk: %d", s)
+	}
+	if s := call(t, "POST", h.url+"/tasks/"+run.TaskID+"/result", hostileTokens.Worker,
+		map[string]any{"worker_id": "w1", "attempt": run.Attempt, "output": "id,score\na,1\n"}, nil); s != 200 {
+		t.Fatalf("result of ada's chunk: %d", s)
+	}
 	before := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf})
 
 	// REST: every client route.
@@ -186,6 +200,13 @@ func TestIsolation(t *testing.T) {
 			status, answer := rawCall(t, method, h.url+strings.Replace(path, "{name}", "ada", 1), bob, body)
 			if status != http.StatusForbidden || !strings.Contains(answer, "permission_denied") || strings.Contains(answer, `"ada"`) {
 				t.Errorf("bob's %s: %d %s; want 403 permission_denied, nothing of ada's", pattern, status, answer)
+			}
+		case how == ownUsage:
+			for token, who := range map[string]string{bob: "bob's", hostileTokens.Client: "the admin's"} {
+				status, answer := rawCall(t, method, h.url+path+"?by=account,workload", token, nil)
+				if status != 200 || strings.Contains(answer, `"ada"`) == (who == "bob's") {
+					t.Errorf("%s %s: %d %s; want 200, with ada's usage for the admin alone", who, pattern, status, answer)
+				}
 			}
 		case how == ownAccount:
 			status, answer := rawCall(t, method, h.url+path, bob, nil)

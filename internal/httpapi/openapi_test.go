@@ -438,6 +438,18 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.do(call{token: alice.Token, method: "POST", path: "/jobs", body: jobBody(1, nil), status: 201})
 	c.do(call{token: alice.Token, method: "POST", path: "/jobs", body: jobBody(1, nil), status: 429})
 	c.do(call{token: alice.Token, method: "POST", path: "/upload", body: "id,fp\na,ff\n", status: 429})
+	// Accounting: the attempts above, summed; the audit trail of what
+	// was done, for an admin (the client token is the admin's).
+	c.do(call{token: cl, method: "GET", path: "/usage", status: 200})
+	c.do(call{token: cl, method: "GET", path: "/usage", query: "since=2020-01-01&until=2999-01-01T00:00:00Z&by=account,workload,day,worker_account", status: 200})
+	c.do(call{token: cl, method: "GET", path: "/usage", query: "by=owner", status: 400})
+	c.do(call{token: wk, method: "GET", path: "/usage", status: 403})
+	c.do(call{token: cl, method: "GET", path: "/audit", query: "limit=2", status: 200})
+	c.do(call{token: cl, method: "GET", path: "/audit", query: "limit=0", status: 400, invalid: true})
+	c.do(call{token: cl, method: "GET", path: "/audit", query: "since=yesterday", status: 400})
+	c.do(call{token: wk, method: "GET", path: "/audit", status: 403})
+	c.do(call{token: alice.Token, method: "GET", path: "/usage", query: "by=account,day", status: 200})
+	c.do(call{token: alice.Token, method: "GET", path: "/audit", status: 403})
 
 	// The parts other packages serve, open to anyone: the dashboard sends
 	// a browser without a session on to its login page.
