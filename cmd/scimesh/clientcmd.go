@@ -54,7 +54,8 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newClientCmds() []*cobra.Command {
-	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd()}
+	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
+		newUsageCmd(), newAuditCmd()}
 	for _, c := range cmds {
 		run := c.RunE
 		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
