@@ -3,6 +3,7 @@ results."""
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import math
@@ -11,7 +12,7 @@ import shutil
 import time
 import urllib.parse
 import uuid
-from typing import Any, Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional, Sequence, Union
 
 from . import __version__
 from ._progress import Progress, make_bar
@@ -20,6 +21,9 @@ from ._transport import Response, Transport
 from .errors import JobFailed
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
+
+# A time as Client.usage takes it.
+_Instant = Optional[Union[str, datetime.date, datetime.datetime]]
 
 # The longest a single long-poll holds (the coordinator allows 60 s).
 _WAIT_SLICE = 30
@@ -192,6 +196,50 @@ class Client:
         ``{"running", "jobs", "storage_bytes"}``."""
         return self._json("GET", "/account")
 
+    # Accounting.
+
+    def usage(
+        self,
+        since: "_Instant" = None,
+        until: "_Instant" = None,
+        by: "Optional[str | Sequence[str]]" = None,
+    ) -> Any:
+        """The worker time charged to your jobs (an admin's token: to
+        everyone's), summed by ``by``: any of ``"account"``,
+        ``"workload"``, ``"day"``, ``"worker_account"``, as a list or a
+        comma-separated string (default ``"account"``).
+
+        Each attempt's leased time, from its claim to its result, failure,
+        release, expiry or cancellation, is charged to its task's owner in
+        the hour it ended. ``since`` and ``until`` are RFC 3339 strings,
+        dates (``"2026-03-01"``, ``datetime.date``: midnight UTC) or
+        ``datetime.datetime`` (naive ones are UTC); ``until`` is excluded
+        and defaults to now, ``since`` to the oldest usage kept. Usage is
+        kept per hour: an hour counts when it overlaps the interval.
+
+        With pandas installed, a ``DataFrame`` with a column per field of
+        ``by`` (in its order; ``day`` as datetimes), then ``tasks`` (the
+        attempts) and ``worker_seconds``; without, a list of dicts with
+        the same keys. A ``worker_account`` of ``""`` is the installation's
+        own workers.
+        """
+        fields = [f.strip() for f in by.split(",")] if isinstance(by, str) else list(by or ["account"])
+        rows = self._json(
+            "GET",
+            "/usage",
+            query={"since": _instant(since), "until": _instant(until), "by": ",".join(fields)},
+        ).get("usage") or []
+        try:
+            import pandas as pd
+        except ImportError:
+            return rows
+        df = pd.DataFrame(rows, columns=fields + ["tasks", "worker_seconds"])
+        df["tasks"] = df["tasks"].astype("int64")
+        df["worker_seconds"] = df["worker_seconds"].astype("float64")
+        if "day" in fields:
+            df["day"] = pd.to_datetime(df["day"], format="%Y-%m-%d")
+        return df
+
     # What Job calls.
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -355,6 +403,20 @@ class Job:
         """The job's chunk tasks, optionally only those in ``state`` (for
         their ``task_id``, to read :meth:`Client.logs`)."""
         return list(self.client.tasks(self.id, state))
+
+
+def _instant(t: "_Instant") -> Optional[str]:
+    """t as the coordinator reads a time: RFC 3339, or a date; a naive
+    datetime is taken as UTC."""
+    if t is None or isinstance(t, str):
+        return t
+    if isinstance(t, datetime.datetime):
+        if t.tzinfo is None:
+            t = t.replace(tzinfo=datetime.timezone.utc)
+        return t.isoformat()
+    if isinstance(t, datetime.date):
+        return t.isoformat()
+    raise TypeError(f"a time must be a str, a datetime.date or a datetime.datetime, not {type(t).__name__}")
 
 
 def _seg(s: str) -> str:
