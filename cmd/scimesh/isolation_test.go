@@ -90,6 +90,7 @@ var isolationUI = map[string]string{
 	"GET /ui/tasks/{id}":               hidden,
 	"GET /ui/tasks/{id}/log":           hidden,
 	"GET /ui/workers":                  shared,
+	"GET /ui/usage":                    ownUsage,
 	"GET /ui/shards":                   shared,
 	"GET /ui/trees/{id}":               hidden,
 	"GET /ui/accounts":                 admins,
@@ -279,6 +280,13 @@ func TestIsolation(t *testing.T) {
 		case listsOwn:
 			if status, body := rawCall(t, method, h.url+path, bob, nil); status != 200 || strings.Contains(body, job.JobID) {
 				t.Errorf("bob's %s: %d; want 200 without ada's job", pattern, status)
+			}
+		case ownUsage: // ada's name is in the table of usage of those who see it
+			for token, who := range map[string]string{bob: "bob's", hostileTokens.Client: "the admin's"} {
+				status, page := rawCall(t, method, h.url+path, token, nil)
+				if status != 200 || strings.Contains(page, "<td>ada</td>") == (who == "bob's") {
+					t.Errorf("%s %s: %d; want 200, with ada's usage for the admin alone", who, pattern, status)
+				}
 			}
 		case admins: // the page does not exist for him
 			if status, _ := rawCall(t, method, h.url+strings.Replace(path, "{name}", "ada", 1), bob, nil); status != http.StatusNotFound {

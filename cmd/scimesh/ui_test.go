@@ -80,8 +80,8 @@ func shot(t *testing.T, ctx context.Context, name string) {
 // TestDashboardInBrowser drives the dashboard in headless Chromium against
 // a running coordinator: logging in (a wrong token refused, the right one
 // admitted), a running job's progress moving live as chunks complete, a
-// task's log growing live, the workers and shards pages, and cancelling
-// the job.
+// task's log growing live, the workers, usage and shards pages, and
+// cancelling the job.
 func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	ctx := browser(t)
@@ -165,6 +165,16 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("workers page lacks w1 and its task: %q", got)
 	}
 	shot(t, ctx, "5-workers")
+	// The usage page, from the nav: the three chunks run above, charged
+	// to admin.
+	do(t, ctx, "open the usage", chromedp.Click(chromedp.CSS(`nav a[href="/ui/usage"]`)), chromedp.WaitVisible(chromedp.CSS("#usage-chart")))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#usage-chart rect.bar").length`)); n != 1 {
+		t.Fatalf("the usage chart has %d bars, want today's", n)
+	}
+	if got := textOf(t, ctx, "#usage tbody tr.account"); !strings.Contains(got, "admin") || !strings.Contains(got, "3") {
+		t.Fatalf("the usage table lacks admin's 3 tasks: %q", got)
+	}
+	shot(t, ctx, "5b-usage")
 	do(t, ctx, "open the shards", chromedp.Navigate(p.url+"/ui/shards"), chromedp.WaitVisible(chromedp.CSS("#outbox")))
 	shot(t, ctx, "6-shards")
 	do(t, ctx, "draw the job's tree", chromedp.Navigate(p.url+"/ui/trees/"+j.JobID+"-root"), chromedp.WaitVisible(chromedp.CSS("#tree")))

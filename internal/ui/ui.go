@@ -109,6 +109,7 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	page("GET /ui/tasks/{id}", u.task)
 	page("GET /ui/tasks/{id}/log", u.taskLog)
 	page("GET /ui/workers", u.workers)
+	page("GET /ui/usage", u.usage)
 	page("GET /ui/shards", u.shards)
 	page("GET /ui/trees/{id}", u.tree)
 	handle("GET /ui/accounts", pageRoute, adminOnly(u.guard(u.accounts)))
