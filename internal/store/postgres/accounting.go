@@ -25,6 +25,13 @@ FROM unnest($1::timestamptz[], $2::text[], $3::text[], $4::text[], $5::bigint[],
 GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
 ON CONFLICT (hour, account, workload, worker_account) DO UPDATE
 SET tasks = usage.tasks + excluded.tasks, worker_us = usage.worker_us + excluded.worker_us`
+	// sqlUsageAddOne is sqlUsageAdd of one row, the common case (a
+	// transaction's charges are summed by key before they come here),
+	// without the arrays to encode and unnest.
+	sqlUsageAddOne = `INSERT INTO usage (hour, account, workload, worker_account, tasks, worker_us)
+VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (hour, account, workload, worker_account) DO UPDATE
+SET tasks = usage.tasks + excluded.tasks, worker_us = usage.worker_us + excluded.worker_us`
 	sqlUsageListDays = `SELECT date_trunc('day', hour, 'UTC') AS day, account, workload, worker_account,
 	sum(tasks)::bigint, sum(worker_us)::bigint
 FROM usage WHERE hour >= $1 AND hour < $2 AND ($3 = '' OR account = $3)
@@ -51,6 +58,13 @@ ORDER BY at DESC, id DESC LIMIT $2`
 // UsageAdd adds rows to the usage of their keys, in one statement.
 func (q *querier) UsageAdd(ctx context.Context, rows []store.UsageRow) error {
 	if len(rows) == 0 {
+		return nil
+	}
+	if len(rows) == 1 {
+		r := rows[0]
+		if _, err := q.db.Exec(ctx, sqlUsageAddOne, r.Hour, r.Account, r.Workload, r.WorkerAccount, r.Tasks, r.WorkerMicros); err != nil {
+			return translate(err, "add the usage of account %s", r.Account)
+		}
 		return nil
 	}
 	var (

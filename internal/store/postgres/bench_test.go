@@ -66,3 +66,11 @@ func BenchmarkClaimSkewed(b *testing.B) {
 	s := open(b)
 	storetest.BenchClaimSkewed(b, s, 1_000_000, 100_000)
 }
+
+// BenchmarkResults measures what charging usage adds to a run of results
+// (storetest.BenchResults).
+//
+//	go test -run '^$' -bench BenchmarkResults -benchtime 200x -count 5 ./internal/store/postgres/
+func BenchmarkResults(b *testing.B) {
+	storetest.BenchResults(b, func(b *testing.B) store.Store { return open(b) })
+}

@@ -25,6 +25,13 @@ var (
 	FROM json_each(?1) GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
 	ON CONFLICT (hour, account, workload, worker_account) DO UPDATE
 	SET tasks = tasks + excluded.tasks, worker_us = worker_us + excluded.worker_us`)
+	// sqlUsageAddOne is sqlUsageAdd of one row, the common case (a
+	// transaction's charges are summed by key before they come here), at a
+	// fraction of its cost: no JSON, no sort.
+	sqlUsageAddOne = newStatement(`INSERT INTO usage (hour, account, workload, worker_account, tasks, worker_us)
+	VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+	ON CONFLICT (hour, account, workload, worker_account) DO UPDATE
+	SET tasks = tasks + excluded.tasks, worker_us = worker_us + excluded.worker_us`)
 	sqlUsageListDays = newStatement(`SELECT hour / ?4 * ?4 AS day, account, workload, worker_account, sum(tasks), sum(worker_us)
 	FROM usage WHERE hour >= ?1 AND hour < ?2 AND (?3 = '' OR account = ?3)
 	GROUP BY day, account, workload, worker_account
@@ -47,6 +54,13 @@ var (
 // UsageAdd adds rows to the usage of their keys, in one statement.
 func (q *querier) UsageAdd(ctx context.Context, rows []store.UsageRow) error {
 	if len(rows) == 0 {
+		return nil
+	}
+	if len(rows) == 1 {
+		r := rows[0]
+		if _, err := q.exec(ctx, sqlUsageAddOne, r.Hour.UnixMicro(), r.Account, r.Workload, r.WorkerAccount, r.Tasks, r.WorkerMicros); err != nil {
+			return translate(err, "add the usage of account %s", r.Account)
+		}
 		return nil
 	}
 	arr := make([][6]any, len(rows))

@@ -258,3 +258,18 @@ func BenchmarkClaimSkewed(b *testing.B) {
 	defer s.Close()
 	storetest.BenchClaimSkewed(b, s, 1_000_000, 100_000)
 }
+
+// BenchmarkResults measures what charging usage adds to a run of results
+// (storetest.BenchResults).
+//
+//	go test -run '^$' -bench BenchmarkResults -benchtime 200x -count 5 ./internal/store/sqlite/
+func BenchmarkResults(b *testing.B) {
+	storetest.BenchResults(b, func(b *testing.B) store.Store {
+		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { s.Close() })
+		return s
+	})
+}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,4 +67,79 @@ func BenchClaimSkewed(b *testing.B, s store.Store, backlog, backoff int) {
 			claim(b, []string{"C"})
 		}
 	})
+}
+
+// BenchResults measures what charging usage adds to the transaction that
+// records a run of results: for runs of 1, 50 and 1,000 results, the
+// claim of that many tasks, then one transaction that writes their
+// results (TaskUpdateMany, as the engine does from its leases
+// remembered), tells their stitch task, and, with usage, adds their time
+// to one usage row (UsageAdd), as every run of one account's results
+// does. newStore returns a fresh, empty store. It reports microseconds
+// per lifecycle, and the CPU time the process spent per lifecycle (all of
+// it for SQLite, which runs in the process; the client's part for
+// PostgreSQL), which a busy machine disturbs less than the wall clock.
+func BenchResults(b *testing.B, newStore func(b *testing.B) store.Store) {
+	for _, n := range []int{1, 50, 1000} {
+		for _, usage := range []bool{false, true} {
+			b.Run(fmt.Sprintf("run=%d/usage=%t", n, usage), func(b *testing.B) {
+				s := newStore(b)
+				ctx := b.Context()
+				j := NewJob("j", Epoch())
+				total := b.N*n + 1
+				all := NewTasks(j, total)[1:]
+				for len(all) > 0 {
+					k := min(len(all), 50_000)
+					if err := s.TaskInsert(ctx, all[:k]); err != nil {
+						b.Fatal(err)
+					}
+					all = all[k:]
+				}
+				root := NewTasks(j, total)[0]
+				if err := s.TaskInsert(ctx, []*domain.Task{root}); err != nil {
+					b.Fatal(err)
+				}
+				now := Epoch().Add(time.Hour)
+				owners := slices.Repeat([]string{"w"}, n)
+				cpu := cpuTime()
+				b.ResetTimer()
+				for range b.N {
+					ts, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: owners, Kinds: []domain.TaskKind{domain.KindChunk}, Now: now})
+					if err != nil || len(ts) != n {
+						b.Fatalf("claim: %d tasks, %v", len(ts), err)
+					}
+					err = s.InTx(ctx, func(q store.Querier) error {
+						for _, t := range ts {
+							t.State, t.Result, t.LeaseExpiresAt, t.UpdatedAt, t.FinishedAt = domain.TaskCompleted, []byte("id,score\n1,0.5\n"), time.Time{}, now, now
+						}
+						if err := q.TaskUpdateMany(ctx, ts); err != nil {
+							return err
+						}
+						if _, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: root.ID, N: n, Now: now}); err != nil {
+							return err
+						}
+						if !usage {
+							return nil
+						}
+						return q.UsageAdd(ctx, []store.UsageRow{{Hour: now.Truncate(time.Hour), Account: j.Owner, Workload: j.Workload,
+							Tasks: int64(n), WorkerMicros: int64(n) * 1_000_000}})
+					})
+					if err != nil {
+						b.Fatalf("results: %v", err)
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/lifecycle")
+				b.ReportMetric(float64((cpuTime()-cpu).Microseconds())/float64(b.N*n), "cpu-µs/lifecycle")
+			})
+		}
+	}
+}
+
+// cpuTime is the CPU time (user and system) the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
