@@ -21,8 +21,8 @@ func newPruneCmd() *cobra.Command {
 		Short: "Make one retention pass now: delete old finished jobs, unused uploads and orphan files",
 		Long: `prune deletes, now, what the retention loop of 'scimesh serve' deletes every
 few minutes: jobs final (completed, failed or cancelled) for longer than
---older-than, with their tasks, logs and results, and task trees finished as
-long; uploads unused for --upload-retention that no unfinished job needs
+--older-than, with their tasks, logs and results, task trees finished as
+long, and usage and audit entries as old; uploads unused for --upload-retention that no unfinished job needs
 (a failed or cancelled job keeps its upload, since it may be retried), with
 their files; and files of the blob store that no row names, and unfinished
 writes of blobs, once --orphan-age old (an hour). It reads the same --db,
@@ -105,6 +105,7 @@ func printPrune(out io.Writer, r *engine.PruneReport, p engine.PruneExpiredParam
 	fmt.Fprintf(out, "%s %d jobs and %d trees (%s)\n", verb, r.Jobs, r.Trees, when(p.Retention, r.Before))
 	if !r.DryRun {
 		fmt.Fprintf(out, "%s %d tasks, %d log lines and %d task arguments\n", verb, r.Tasks, r.Logs, r.Args)
+		fmt.Fprintf(out, "%s %d rows of usage and %d audit entries (%s)\n", verb, r.Usage, r.Audit, when(p.Retention, r.Before))
 	}
 	fmt.Fprintf(out, "%s %d uploads, %d bytes of files (%s)\n", verb, r.Uploads, r.UploadBytes, when(p.UploadRetention, r.UploadsBefore))
 	fmt.Fprintf(out, "%s %d files that no row names, %d bytes (unwritten since %s)\n", verb, r.Files, r.FileBytes, r.Orphaned.Format(time.RFC3339))

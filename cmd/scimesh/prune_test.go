@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -108,8 +109,9 @@ func workJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 
 // TestPruneCommand runs `scimesh prune` beside a serving coordinator:
 // --dry-run deletes nothing and says what it would; the real pass deletes
-// the finished job and its upload, which are then 404 on every route,
-// and leaves a pending job alone.
+// the finished job and its upload, which are then 404 on every route, the
+// old usage and audit entries, and records itself in the audit trail; it
+// leaves a pending job alone.
 func TestPruneCommand(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, pg bool) {
@@ -165,6 +167,18 @@ func TestPruneCommand(t *testing.T) {
 			if !strings.Contains(out, want) {
 				t.Errorf("prune printed no %q:\n%s", want, out)
 			}
+		}
+		// The two attempts' usage (one row, or two across an hour's end),
+		// and the trail of the upload and the two jobs.
+		if !regexp.MustCompile(`deleted [12] rows of usage and 3 audit entries`).MatchString(out) {
+			t.Errorf("prune printed no deleted usage and audit entries:\n%s", out)
+		}
+		var trail struct {
+			Entries []struct{ Account, Action, Target string }
+		}
+		call(t, "GET", p.url+"/audit", "ctok", nil, &trail)
+		if len(trail.Entries) != 3 || trail.Entries[0].Action != "prune" || trail.Entries[0].Account != "" {
+			t.Errorf("the audit trail after prune: %+v; want the pass's prune, job.delete and upload.delete, by \"\"", trail.Entries)
 		}
 		for _, path := range []string{"/jobs/" + jobID, "/jobs/" + jobID + "/tasks", "/jobs/" + jobID + "/result",
 			"/tasks/" + tasks[0], "/tasks/" + tasks[0] + "/logs", "/ui/jobs/" + jobID} {
