@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -227,6 +228,9 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 			if err := q.AccountUpdate(ctx, a); err != nil {
 				return err
 			}
+			if err := e.auditAccountChange(ctx, q, &was, a); err != nil {
+				return err
+			}
 		}
 		out = a
 		return nil
@@ -235,6 +239,35 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 		return nil, err // each error names the account, or the setting refused
 	}
 	return out, nil
+}
+
+// auditAccountChange records, in the transaction of q, how account was
+// became now: disabled or enabled, and its other settings changed.
+func (e *Engine) auditAccountChange(ctx context.Context, q store.Querier, was, now *domain.Account) error {
+	if was.Disabled != now.Disabled {
+		action := actionAccountEnable
+		if now.Disabled {
+			action = actionAccountDisable
+		}
+		if err := e.audit(ctx, q, action, now.Name, ""); err != nil {
+			return err
+		}
+	}
+	var changed []string
+	note := func(name string, from, to any) {
+		if from != to {
+			changed = append(changed, fmt.Sprintf("%s %v → %v", name, from, to))
+		}
+	}
+	note("admin", was.Admin, now.Admin)
+	note("weight", was.Weight, now.Weight)
+	note("max_running", was.MaxRunning, now.MaxRunning)
+	note("max_jobs", was.MaxJobs, now.MaxJobs)
+	note("max_storage", was.MaxStorage, now.MaxStorage)
+	if len(changed) == 0 {
+		return nil
+	}
+	return e.audit(ctx, q, actionAccountUpdate, now.Name, strings.Join(changed, ", "))
 }
 
 // accountDetail describes a's settings for the audit trail.

@@ -15,16 +15,19 @@ import (
 // transaction of the change it records, so that it is there exactly when
 // the change is. docs/api.md lists the actions.
 const (
-	actionAccountCreate = "account.create"
-	actionTokenIssue    = "token.issue"
-	actionTokenRevoke   = "token.revoke"
-	actionJobCreate     = "job.create"
-	actionJobCancel     = "job.cancel"
-	actionJobRetry      = "job.retry"
-	actionJobDelete     = "job.delete"
-	actionUploadCreate  = "upload.create"
-	actionUploadDelete  = "upload.delete"
-	actionPrune         = "prune"
+	actionAccountCreate  = "account.create"
+	actionAccountUpdate  = "account.update"
+	actionAccountDisable = "account.disable"
+	actionAccountEnable  = "account.enable"
+	actionTokenIssue     = "token.issue"
+	actionTokenRevoke    = "token.revoke"
+	actionJobCreate      = "job.create"
+	actionJobCancel      = "job.cancel"
+	actionJobRetry       = "job.retry"
+	actionJobDelete      = "job.delete"
+	actionUploadCreate   = "upload.create"
+	actionUploadDelete   = "upload.delete"
+	actionPrune          = "prune"
 )
 
 // coordinatorAccount is the account of the entries of what the

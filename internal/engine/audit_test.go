@@ -155,3 +155,44 @@ func TestAuditRecordsEachAction(t *testing.T) {
 		}
 	})
 }
+
+// TestAuditAccountChanges: changing an account's settings, disabling and
+// enabling it are each recorded, by the admin who did it, with what
+// changed; a change that changes nothing records nothing.
+func TestAuditAccountChanges(t *testing.T) {
+	t.Parallel()
+	e := newEngine(openStore(t), engine.Config{})
+	ctx := t.Context()
+	if _, _, err := e.CreateAccount(ctx, domain.Account{Name: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	weight, yes, no := 3, true, false
+	for _, c := range []engine.AccountChange{
+		{Weight: &weight},
+		{Weight: &weight}, // nothing changes
+		{Disabled: &yes},
+		{Disabled: &no, Admin: &yes},
+	} {
+		if _, err := e.UpdateAccount(ctx, "ada", c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _, err := e.ListAudit(ctx, engine.ListAuditParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, a := range entries {
+		got = append(got, a.Account+" "+a.Action+" "+a.Target+": "+a.Detail)
+	}
+	want := []string{
+		"admin account.update ada: admin false → true",
+		"admin account.enable ada: ",
+		"admin account.disable ada: ",
+		"admin account.update ada: weight 1 → 3",
+		"admin account.create ada: admin false, disabled false, weight 1, max_running 0, max_jobs 0, max_storage 0; its first token issued",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the audit trail:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
