@@ -157,9 +157,10 @@ type Querier interface {
 	// state pending, no RunAfter (stitch tasks: RunAfter <= p.Now; others
 	// in backoff wait for TaskMakeRunnable), kind in p.Kinds, workload in
 	// p.Workloads (any when empty). Chosen by priority descending, then
-	// JobCreatedAt, then JobID, then ChunkIndex ascending. Each claimed
-	// task gets State leased, its LeaseOwner, Attempt+1, UpdatedAt and
-	// LeasedAt p.Now and, with a TimeoutSeconds above 0, AttemptDeadline p.Now + its
+	// JobCreatedAt, then JobID, then ChunkIndex ascending; with p.Fair, in
+	// fair-share order instead (ClaimFair). Each claimed task gets State
+	// leased, its LeaseOwner, Attempt+1, UpdatedAt and LeasedAt p.Now and,
+	// with a TimeoutSeconds above 0, AttemptDeadline p.Now + its
 	// TimeoutSeconds (else zero); LeaseExpiresAt is p.Now + its
 	// LeaseSeconds, or the AttemptDeadline when that is earlier. The jobs
 	// of the claimed tasks that are pending become running at p.Now, in
@@ -460,6 +461,10 @@ type TaskClaimParams struct {
 	Kinds     []domain.TaskKind
 	Workloads []string // empty for any
 	Now       time.Time
+	// Fair claims in fair-share order between the tasks' owners (SPEC
+	// §9; see ClaimFair) rather than first in, first out. It applies to
+	// a claim of one kind other than stitch; other claims ignore it.
+	Fair bool
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

@@ -157,6 +157,16 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	if len(p.Owners) == 0 || len(p.Kinds) == 0 {
 		return nil, nil
 	}
+	if p.Fair && len(p.Kinds) == 1 && p.Kinds[0] != domain.KindStitch {
+		// Outside a transaction each round of a fair claim commits on its
+		// own: the tasks of the rounds before an error are leased and
+		// must be handed out.
+		tasks, err := store.ClaimFair(ctx, q, p)
+		if err != nil && (q.tx != nil || len(tasks) == 0) {
+			return nil, err
+		}
+		return tasks, nil
+	}
 	kinds := make([]string, len(p.Kinds))
 	for i, k := range p.Kinds {
 		kinds[i] = string(k)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"slices"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -129,17 +130,13 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		if out, err = q.tasks(ctx, true, sqlTaskClaimRows, string(b), now); err != nil {
 			return err
 		}
-		var jobs []string
-		for _, t := range out {
-			if t.JobID != "" && !slices.Contains(jobs, t.JobID) {
-				jobs = append(jobs, t.JobID)
-			}
+		return q.markRunning(ctx, out, p.Now)
+	}
+	if p.Fair && len(p.Kinds) == 1 && p.Kinds[0] != domain.KindStitch {
+		claim = func(q *querier) (err error) {
+			out, err = store.ClaimFair(ctx, q, p)
+			return err
 		}
-		if len(jobs) == 0 {
-			return nil
-		}
-		_, err = q.exec(ctx, sqlJobMarkRunning, now, jsonArray(jobs))
-		return err
 	}
 	var err error
 	if q.tx != nil { // the caller's transaction keeps the statements together
@@ -151,6 +148,22 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		return nil, translate(err, "claim tasks for %s", p.Owners[0])
 	}
 	return out, nil
+}
+
+// markRunning moves the pending jobs of tasks, just leased, to running
+// at now.
+func (q *querier) markRunning(ctx context.Context, tasks []*domain.Task, now time.Time) error {
+	var jobs []string
+	for _, t := range tasks {
+		if t.JobID != "" && !slices.Contains(jobs, t.JobID) {
+			jobs = append(jobs, t.JobID)
+		}
+	}
+	if len(jobs) == 0 {
+		return nil
+	}
+	_, err := q.exec(ctx, sqlJobMarkRunning, now.UnixMicro(), jsonArray(jobs))
+	return err
 }
 
 // TaskMakeRunnable clears the RunAfter of up to p.Limit tasks whose backoff

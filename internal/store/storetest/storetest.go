@@ -37,6 +37,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("JobMarker", func(t *testing.T) { t.Parallel(); exerciseJobMarkers(t, newStore) })
 	t.Run("Task", func(t *testing.T) { t.Parallel(); exerciseTasks(t, newStore) })
 	t.Run("TaskClaim", func(t *testing.T) { t.Parallel(); exerciseClaim(t, newStore) })
+	t.Run("FairClaim", func(t *testing.T) { t.Parallel(); exerciseFairClaim(t, newStore) })
 	t.Run("Lifecycle", func(t *testing.T) { t.Parallel(); exerciseLifecycle(t, newStore) })
 	t.Run("Tx", func(t *testing.T) { t.Parallel(); exerciseTx(t, newStore) })
 	t.Run("Upload", func(t *testing.T) { t.Parallel(); exerciseUploads(t, newStore) })

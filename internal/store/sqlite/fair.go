@@ -1,0 +1,317 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Fair-share claims (store.ClaimFair), in the claim's transaction on the
+// writer, so that what they read is what they lease from. The accounts
+// with runnable work, and an account's jobs, are found by skipping
+// through tasks_fair (tasks_fair_workload for claims of named workloads)
+// a key at a time, each skip one step of the index; leased tasks are
+// counted from tasks_leased. state = 'pending' and run_after IS NULL (and
+// state = 'leased', kind <> 'stitch') must stay literals for SQLite to use
+// the partial indexes.
+
+// fairIndex is a claim's statements over tasks_fair (any workload, ?3
+// unused) or tasks_fair_workload (?3 the workload).
+type fairIndex struct {
+	// firstOwner and nextOwner walk the owners: ?1 kind, ?2 the owner
+	// before (nextOwner).
+	firstOwner, nextOwner *statement
+	// firstGroup and nextGroup walk an owner's groups (priority, job
+	// creation, job ID) in claim order: ?1 kind, ?2 owner, ?4 to ?6 the
+	// group before (nextGroup).
+	firstGroup, nextGroup *statement
+	// tasks are up to ?7 runnable tasks of a group, by chunk index.
+	tasks *statement
+}
+
+// newFairIndex writes the statements of a fairIndex over index, whose
+// leading columns are lead (kind, or kind and workload), where what
+// narrows the claim to them.
+func newFairIndex(index, lead, where string) *fairIndex {
+	from := `FROM tasks INDEXED BY ` + index + ` WHERE state = 'pending' AND run_after IS NULL AND ` + where
+	group := `SELECT priority, job_created_at, job_id ` + from + ` AND owner = ?2`
+	return &fairIndex{
+		firstOwner: newStatement(`SELECT owner ` + from + ` ORDER BY ` + lead + `, owner LIMIT 1`),
+		nextOwner:  newStatement(`SELECT owner ` + from + ` AND owner > ?2 ORDER BY ` + lead + `, owner LIMIT 1`),
+		firstGroup: newStatement(group + ` ORDER BY priority DESC, job_created_at, job_id LIMIT 1`),
+		// The next job of the same priority and creation time, else the
+		// next creation time of the priority, else the next priority: each
+		// a range of the index. A missing creation time sorts first.
+		nextGroup: newStatement(`SELECT * FROM (` + group + ` AND priority = ?4 AND job_created_at IS ?5 AND job_id > ?6 ORDER BY job_id LIMIT 1)
+	UNION ALL SELECT * FROM (` + group + ` AND priority = ?4 AND job_created_at > coalesce(?5, -9223372036854775808) ORDER BY job_created_at, job_id LIMIT 1)
+	UNION ALL SELECT * FROM (` + group + ` AND priority < ?4 ORDER BY priority DESC, job_created_at, job_id LIMIT 1)
+	LIMIT 1`),
+		tasks: newStatement(`SELECT rowid, chunk_index ` + from + ` AND owner = ?2 AND priority = ?4 AND job_created_at IS ?5 AND job_id = ?6
+	ORDER BY chunk_index LIMIT ?7`),
+	}
+}
+
+var (
+	fairAny      = newFairIndex("tasks_fair", "kind", "kind = ?1 AND ?3 IS NULL")
+	fairWorkload = newFairIndex("tasks_fair_workload", "kind, workload", "kind = ?1 AND workload = ?3")
+
+	sqlFairAccount = newStatement(`SELECT coalesce((SELECT weight FROM accounts WHERE name = ?1), 1),
+	coalesce((SELECT max_running FROM accounts WHERE name = ?1), 0),
+	(SELECT served_at FROM account_served WHERE account = ?1)`)
+	sqlFairLeased = newStatement(`SELECT count(*) FROM tasks INDEXED BY tasks_leased
+	WHERE state = 'leased' AND kind <> 'stitch' AND owner = ?1`)
+	sqlFairJobLeased = newStatement(`SELECT count(*) FROM tasks INDEXED BY tasks_leased
+	WHERE state = 'leased' AND kind <> 'stitch' AND owner = ?1 AND job_id = ?2`)
+	// ?1 is a JSON array of [account, served_at] pairs. WHERE true tells
+	// the parser that ON CONFLICT is the upsert's, not the join's.
+	sqlFairServed = newStatement(`INSERT INTO account_served (account, served_at)
+	SELECT value ->> 0, value ->> 1 FROM json_each(?1) WHERE true
+	ON CONFLICT (account) DO UPDATE SET served_at = max(served_at, excluded.served_at)`)
+)
+
+// fairStreams are the index walks of a claim: one over tasks_fair for a
+// claim of any workload, else one per workload over tasks_fair_workload;
+// each with the workload argument (?3) its statements take.
+func fairStreams(p *store.TaskClaimParams) ([]*fairIndex, []any) {
+	if len(p.Workloads) == 0 {
+		return []*fairIndex{fairAny}, []any{nil}
+	}
+	idx := make([]*fairIndex, len(p.Workloads))
+	args := make([]any, len(p.Workloads))
+	for i, w := range p.Workloads {
+		idx[i], args[i] = fairWorkload, w
+	}
+	return idx, args
+}
+
+// TaskFairAccounts returns the accounts with runnable tasks of p's kind
+// and workloads (store.FairClaimer).
+func (q *querier) TaskFairAccounts(ctx context.Context, p *store.TaskClaimParams) ([]domain.FairAccount, error) {
+	kind := string(p.Kinds[0])
+	var names []string
+	idx, wl := fairStreams(p)
+	for i, x := range idx {
+		query, args := x.firstOwner, []any{kind, nil, wl[i]}
+		for {
+			var owner string
+			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&owner) }, query, args...)
+			if err == sql.ErrNoRows {
+				break
+			}
+			if err != nil {
+				return nil, translate(err, "find the accounts with work")
+			}
+			names = append(names, owner)
+			query, args = x.nextOwner, []any{kind, owner, wl[i]}
+		}
+	}
+	slices.Sort(names)
+	names = slices.Compact(names)
+	out := make([]domain.FairAccount, len(names))
+	for i, name := range names {
+		a := &out[i]
+		a.Name = name
+		var served sql.NullInt64
+		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&a.Weight, &a.MaxRunning, &served) }, sqlFairAccount, name)
+		if err != nil {
+			return nil, translate(err, "read account %s", name)
+		}
+		a.ServedAt = timeOf(served)
+		if len(names) > 1 || a.MaxRunning > 0 {
+			if a.Leased, err = q.fairCount(ctx, sqlFairLeased, name); err != nil {
+				return nil, translate(err, "count the leased tasks of account %s", name)
+			}
+		}
+	}
+	return out, nil
+}
+
+// fairCount runs a count of leased tasks.
+func (q *querier) fairCount(ctx context.Context, query *statement, args ...any) (int, error) {
+	var n int
+	err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, query, args...)
+	return n, err
+}
+
+// TaskFairGroups returns the first groups of each account of limits
+// (store.FairClaimer). With several workloads, each workload's walk reads
+// up to the limit and the first groups of them all are kept.
+func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, limits map[string]int) (map[string][]domain.FairGroup, error) {
+	kind := string(p.Kinds[0])
+	idx, wl := fairStreams(p)
+	out := make(map[string][]domain.FairGroup, len(limits))
+	for owner, limit := range limits {
+		var groups []domain.FairGroup
+		for i, x := range idx {
+			query, args := x.firstGroup, []any{kind, owner, wl[i]}
+			for range limit {
+				var (
+					g       domain.FairGroup
+					created sql.NullInt64
+				)
+				err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&g.Priority, &created, &g.JobID) }, query, args...)
+				if err == sql.ErrNoRows {
+					break
+				}
+				if err != nil {
+					return nil, translate(err, "find the jobs of account %s with work", owner)
+				}
+				g.JobCreatedAt = timeOf(created)
+				groups = append(groups, g)
+				query, args = x.nextGroup, []any{kind, owner, wl[i], g.Priority, timeArg(g.JobCreatedAt), g.JobID}
+			}
+		}
+		slices.SortFunc(groups, compareGroup)
+		groups = slices.CompactFunc(groups, func(a, b domain.FairGroup) bool { return compareGroup(a, b) == 0 })
+		groups = groups[:min(len(groups), limit)]
+		if len(groups) > 1 {
+			for i := range groups {
+				n, err := q.fairCount(ctx, sqlFairJobLeased, owner, groups[i].JobID)
+				if err != nil {
+					return nil, translate(err, "count the leased tasks of job %s", groups[i].JobID)
+				}
+				groups[i].Leased = n
+			}
+		}
+		out[owner] = groups
+	}
+	return out, nil
+}
+
+// compareGroup orders groups as the claim indexes do: priority
+// descending, then job creation (none first), then job ID.
+func compareGroup(a, b domain.FairGroup) int {
+	switch {
+	case a.Priority != b.Priority:
+		return b.Priority - a.Priority
+	case !a.JobCreatedAt.Equal(b.JobCreatedAt):
+		return a.JobCreatedAt.Compare(b.JobCreatedAt)
+	}
+	return strings.Compare(a.JobID, b.JobID)
+}
+
+// TaskClaimSlots leases a task for each slot of p in turn
+// (store.FairClaimer).
+func (q *querier) TaskClaimSlots(ctx context.Context, p *store.TaskClaimSlotsParams) ([]*domain.Task, error) {
+	kind := string(p.Kinds[0])
+	idx, wl := fairStreams(&p.TaskClaimParams)
+	// What an account with a max_running still has room for, counted
+	// now, in the claim's transaction.
+	room := map[string]int{}
+	for _, name := range p.Limited {
+		var weight, maxRunning int
+		var served sql.NullInt64
+		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&weight, &maxRunning, &served) }, sqlFairAccount, name)
+		if err != nil {
+			return nil, translate(err, "read account %s", name)
+		}
+		if maxRunning > 0 {
+			leased, err := q.fairCount(ctx, sqlFairLeased, name)
+			if err != nil {
+				return nil, translate(err, "count the leased tasks of account %s", name)
+			}
+			room[name] = max(maxRunning-leased, 0)
+		}
+	}
+	// Each group's runnable tasks, as many as it has slots, by chunk
+	// index over the claim's workloads.
+	want := map[slotKey]int{}
+	for _, s := range p.Slots {
+		want[keyOf(s)]++
+	}
+	rows := make(map[slotKey][]int64, len(want))
+	for _, s := range p.Slots {
+		k := keyOf(s)
+		n := want[k]
+		if _, done := rows[k]; done {
+			continue
+		}
+		rows[k] = nil
+		var cands []fairCandidate
+		for i, x := range idx {
+			err := q.query(ctx, true, func(r scanner) error {
+				var c fairCandidate
+				if err := r.Scan(&c.rowid, &c.chunkIndex); err != nil {
+					return err
+				}
+				cands = append(cands, c)
+				return nil
+			}, x.tasks, kind, s.Account, wl[i], s.Priority, timeArg(s.JobCreatedAt), s.JobID, n)
+			if err != nil {
+				return nil, translate(err, "find the runnable tasks of job %s", s.JobID)
+			}
+		}
+		if len(idx) > 1 {
+			slices.SortFunc(cands, func(a, b fairCandidate) int { return int(a.chunkIndex - b.chunkIndex) })
+		}
+		for _, c := range cands[:min(len(cands), n)] {
+			rows[k] = append(rows[k], c.rowid)
+		}
+	}
+	var (
+		pairs  [][2]any
+		served = map[string]int64{}
+	)
+	for i, s := range p.Slots {
+		k := keyOf(s)
+		r := rows[k]
+		if len(r) == 0 {
+			continue
+		}
+		if left, ok := room[s.Account]; ok {
+			if left == 0 {
+				continue
+			}
+			room[s.Account] = left - 1
+		}
+		rows[k] = r[1:]
+		pairs = append(pairs, [2]any{r[0], p.Owners[len(pairs)]})
+		served[s.Account] = p.Now.UnixMicro() + int64(p.Served+i)
+	}
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	b, _ := json.Marshal(pairs) // integers and strings always encode
+	out, err := q.tasks(ctx, true, sqlTaskClaimRows, string(b), p.Now.UnixMicro())
+	if err != nil {
+		return nil, translate(err, "claim tasks for %s", p.Owners[0])
+	}
+	stamps := make([][2]any, 0, len(served))
+	for name, at := range served {
+		stamps = append(stamps, [2]any{name, at})
+	}
+	b, _ = json.Marshal(stamps)
+	if _, err := q.exec(ctx, sqlFairServed, string(b)); err != nil {
+		return nil, translate(err, "record the accounts served")
+	}
+	if err := q.markRunning(ctx, out, p.Now); err != nil {
+		return nil, translate(err, "claim tasks for %s", p.Owners[0])
+	}
+	return out, nil
+}
+
+// slotKey is a slot's group, comparable.
+type slotKey struct {
+	account  string
+	priority int
+	created  int64 // microseconds; 0 for none
+	job      string
+}
+
+func keyOf(s store.FairSlot) slotKey {
+	k := slotKey{account: s.Account, priority: s.Priority, job: s.JobID}
+	if !s.JobCreatedAt.IsZero() {
+		k.created = s.JobCreatedAt.UnixMicro()
+	}
+	return k
+}
+
+// fairCandidate is a runnable task of a group.
+type fairCandidate struct {
+	rowid, chunkIndex int64
+}

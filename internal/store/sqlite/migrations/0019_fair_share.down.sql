@@ -1,0 +1,4 @@
+DROP TABLE account_served;
+DROP INDEX tasks_leased;
+DROP INDEX tasks_fair_workload;
+DROP INDEX tasks_fair;
