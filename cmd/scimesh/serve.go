@@ -78,6 +78,8 @@ topology it also needs the peer token.`,
 	f.Int64("max-upload-bytes", httpapi.DefaultMaxUploadBytes, "largest upload accepted, in bytes (env SCIMESH_MAX_UPLOAD_BYTES)")
 	f.Int("max-waiting-claims", engine.DefaultMaxWaitingClaims, "most claims that wait for work at once (long-polls, Worker.Poll); more get 503 (env SCIMESH_MAX_WAITING_CLAIMS)")
 	f.Int("max-streams", engine.DefaultMaxStreams, "most open log-follow and dashboard streams at once; more get 503 (env SCIMESH_MAX_STREAMS)")
+	f.String("scheduling", string(engine.SchedulingFair), "the order claims hand out tasks in: fair (shares workers between accounts by weight, "+
+		"and an account's between its jobs, fewest leased first) or fifo (priority, then oldest job, whoever owns it) (env SCIMESH_SCHEDULING)")
 	f.Int("db-max-conns", 0, "PostgreSQL connections this process opens at most; 0: the URL's pool_max_conns, else 16 (env SCIMESH_DB_MAX_CONNS)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve net/http/pprof on this loopback address (such as 127.0.0.1:6060), a listener of its own; off when empty")
 	f.BoolVar(&migrateFlag, "migrate", false, "apply pending PostgreSQL migrations before serving")
@@ -141,6 +143,11 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 			*c.to = n
 		}
 	}
+	sched, err := engine.ParseScheduling(e.setting(cmd, "scheduling", "SCIMESH_SCHEDULING", string(engine.SchedulingFair)))
+	if err != nil {
+		return nil, fmt.Errorf("%w (--scheduling or SCIMESH_SCHEDULING)", err)
+	}
+	cfg.Scheduling = sched
 	rc, err := resolveRetention(cmd, e, "retention")
 	if err != nil {
 		return nil, err

@@ -95,6 +95,9 @@ type Config struct {
 	// dashboard's live views); beyond it one is refused with
 	// domain.ErrBusy. Default DefaultMaxStreams.
 	MaxStreams int
+	// Scheduling is the order claims hand tasks out in; default
+	// SchedulingFair.
+	Scheduling Scheduling
 }
 
 // Engine runs SciMesh's operations against one store.

@@ -33,7 +33,9 @@ type ClaimTasksParams struct {
 }
 
 // ClaimTasks leases up to p.Max runnable chunk tasks to p.WorkerID, in claim
-// order: priority, then oldest job, then chunk index. With p.Wait it holds
+// order: fair share between accounts, then priority, the job with the
+// fewest leased tasks, oldest job, chunk index (Config.Scheduling fair);
+// or priority, oldest job, chunk index (fifo). With p.Wait it holds
 // until a task is ready or the wait is over; none is an empty slice.
 func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	if !domain.ValidWorkerID(p.WorkerID) {
@@ -230,8 +232,8 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 }
 
 // claim leases up to len(owners) tasks of kind and workloads in one
-// statement, the i-th in claim order to owners[i], and returns them in
-// claim order.
+// statement (with fair scheduling, one store call), the i-th in claim
+// order to owners[i], and returns them by priority, job and chunk index.
 func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, owners []string) ([]*domain.Task, error) {
 	start := time.Now()
 	var tasks []*domain.Task
@@ -239,6 +241,7 @@ func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, own
 		var err error
 		tasks, err = e.store.TaskClaim(ctx, &store.TaskClaimParams{
 			Owners: owners, Kinds: []domain.TaskKind{kind}, Workloads: workloads, Now: e.now(),
+			Fair: e.cfg.Scheduling != SchedulingFIFO,
 		})
 		return err
 	})

@@ -94,6 +94,9 @@ type Config struct {
 	// MaxWaitingClaims and MaxStreams cap the long-polling claims and the
 	// open streams of the process; 0 means the engine's defaults.
 	MaxWaitingClaims, MaxStreams int
+	// Scheduling is the order claims hand out tasks in; empty means
+	// engine.SchedulingFair.
+	Scheduling engine.Scheduling
 
 	// BodyGrace and BodyRate, when set, replace the gate's bounds on a
 	// body that trickles in (auth.Gate); tests shorten them.
@@ -208,7 +211,7 @@ func (s *Server) openStore(ctx context.Context) (store.Store, error) {
 func (s *Server) serveStore(st store.Store) error {
 	cfg := s.cfg
 	ecfg := engine.Config{Shard: cfg.Shard, Logger: s.log, Blobs: s.blobs, Presign: cfg.Presign, Observer: s.metrics,
-		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease,
+		MaxWaitingClaims: cfg.MaxWaitingClaims, MaxStreams: cfg.MaxStreams, StitchLease: cfg.StitchLease, Scheduling: cfg.Scheduling,
 		Retention: cfg.Retention, UploadRetention: cfg.UploadRetention, RetentionInterval: cfg.RetentionInterval,
 		Now: cfg.Now, ReapInterval: cfg.ReapInterval, StitchInterval: cfg.StitchInterval}
 	if s.topo.String() != "" { // other shards exist: trees may span them
