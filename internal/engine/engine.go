@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/blob"
@@ -120,6 +121,11 @@ type Engine struct {
 	notes    workNotes
 	self     string
 	relays   bool // the store tells other processes of work (workSignal)
+	// workEpoch moves whenever this engine learns of new runnable work,
+	// its own or (relayed) another process's: fair claims rely on what
+	// they read about who has work only while it stays
+	// (store.TaskClaimParams.WorkEpoch).
+	workEpoch atomic.Uint64
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time

@@ -241,7 +241,7 @@ func (e *Engine) claim(ctx context.Context, kind domain.TaskKind, workloads, own
 		var err error
 		tasks, err = e.store.TaskClaim(ctx, &store.TaskClaimParams{
 			Owners: owners, Kinds: []domain.TaskKind{kind}, Workloads: workloads, Now: e.now(),
-			Fair: e.cfg.Scheduling != SchedulingFIFO,
+			Fair: e.cfg.Scheduling != SchedulingFIFO, WorkEpoch: e.workEpoch.Load(),
 		})
 		return err
 	})
@@ -800,6 +800,9 @@ func (e *Engine) MakeRunnable(ctx context.Context) (int, error) {
 			return n, mapStoreErr(fmt.Errorf("end backoffs: %w", err))
 		}
 		n += m
+		if m > 0 {
+			e.workEpoch.Add(1) // no claimer is woken: they poll
+		}
 		if m < runnableBatch {
 			return n, nil
 		}

@@ -86,6 +86,7 @@ func (w *workNotes) take() map[workNote]int {
 // relayWork to tell the other processes, whose claims it wakes as well:
 // only as many as the work can feed.
 func (e *Engine) notifyWork(kind domain.TaskKind, workload string, n int) {
+	e.workEpoch.Add(1)
 	e.claimers.wake(kind, workload, n)
 	if !e.relays {
 		return // no other process to tell
@@ -140,12 +141,14 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 func (e *Engine) wakeFor(payload string) {
 	var n workNote
 	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.From == "" {
+		e.workEpoch.Add(1)
 		e.claimers.wake("", "", -1)
 		return
 	}
 	if n.From == e.self {
 		return
 	}
+	e.workEpoch.Add(1)
 	e.claimers.wake(n.Kind, n.Workload, n.N)
 }
 

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
@@ -127,4 +128,32 @@ func TestParseScheduling(t *testing.T) {
 			t.Errorf("ParseScheduling(%q) = %q, %v; want %q", in, got, err, want)
 		}
 	}
+}
+
+// TestSchedulingSeesNewWorkAtOnce: a claim right after another account's
+// job was created serves that account, though the claims before it
+// remembered who had work (store.ClaimFair): new work moves the engine's
+// work epoch.
+func TestSchedulingSeesNewWorkAtOnce(t *testing.T) {
+	t.Parallel()
+	bothStores(t, func(t *testing.T, open func() store.Store) {
+		ctx := t.Context()
+		now := time.Now()
+		e := newEngine(open(), engine.Config{Now: func() time.Time { return now }}) // a clock that stands still
+		if _, _, err := e.CreateJob(domain.WithCaller(ctx, domain.Caller{Account: "alice"}), spec(10), ""); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if got, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w"}); err != nil || len(got) != 1 || got[0].Owner != "alice" {
+				t.Fatalf("claim with alice's work alone: %v, %v", got, err)
+			}
+		}
+		if _, _, err := e.CreateJob(domain.WithCaller(ctx, domain.Caller{Account: "bob"}), spec(10), ""); err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w"})
+		if err != nil || len(got) != 1 || got[0].Owner != "bob" {
+			t.Fatalf("claim after bob's job: %v, %v; want bob's task, as bob has no lease", got, err)
+		}
+	})
 }

@@ -465,6 +465,11 @@ type TaskClaimParams struct {
 	// §9; see ClaimFair) rather than first in, first out. It applies to
 	// a claim of one kind other than stitch; other claims ignore it.
 	Fair bool
+	// WorkEpoch tells fair claims when work was added: while it stays
+	// the same, a fair claim may rely on what an earlier one read about
+	// which accounts and jobs have runnable work, for FairMemoFor at
+	// most (see ClaimFair).
+	WorkEpoch uint64
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

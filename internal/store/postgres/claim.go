@@ -161,7 +161,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 		// Outside a transaction each round of a fair claim commits on its
 		// own: the tasks of the rounds before an error are leased and
 		// must be handed out.
-		tasks, err := store.ClaimFair(ctx, q, p)
+		tasks, err := store.ClaimFair(ctx, q, q.fair, p)
 		if err != nil && (q.tx != nil || len(tasks) == 0) {
 			return nil, err
 		}

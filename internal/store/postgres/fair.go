@@ -124,26 +124,20 @@ var (
 	}
 )
 
-// fairAccountsSelect reads the accounts of the owners o found, and counts
-// their leased tasks when there is more than one or a max_running.
+// fairAccountsSelect reads the accounts of the owners o found.
 const fairAccountsSelect = `, owners AS (SELECT DISTINCT owner FROM o WHERE owner IS NOT NULL)
-SELECT n.owner, COALESCE(a.weight, 1), COALESCE(a.max_running, 0), s.served_at,
-	CASE WHEN a.max_running > 0 OR (SELECT count(*) FROM owners) > 1
-		THEN (SELECT count(*) FROM tasks l WHERE l.state = 'leased' AND l.kind <> 'stitch' AND l.owner = n.owner)
-		ELSE 0 END
+SELECT n.owner, COALESCE(a.weight, 1), COALESCE(a.max_running, 0), s.served_at
 FROM owners n LEFT JOIN accounts a ON a.name = n.owner LEFT JOIN account_served s ON s.account = n.owner`
 
 // fairGroupsSelect keeps each owner's first groups of those its walks g
-// found (one walk per workload), and counts their jobs' leased tasks when
-// the owner has more than one.
+// found (one walk per workload).
 const fairGroupsSelect = `, d AS (SELECT DISTINCT owner, lim, np, c, job_id FROM g),
-k AS (SELECT d.*, row_number() OVER (PARTITION BY owner ORDER BY np, c, job_id) AS k FROM d),
-firsts AS (SELECT owner, np, c, job_id, count(*) OVER (PARTITION BY owner) AS groups FROM k WHERE k <= lim)
-SELECT owner, -np, NULLIF(c, '-infinity'), job_id,
-	CASE WHEN groups > 1
-		THEN (SELECT count(*) FROM tasks l WHERE l.state = 'leased' AND l.kind <> 'stitch' AND l.owner = firsts.owner AND l.job_id = firsts.job_id)
-		ELSE 0 END
-FROM firsts`
+k AS (SELECT d.*, row_number() OVER (PARTITION BY owner ORDER BY np, c, job_id) AS k FROM d)
+SELECT owner, -np, NULLIF(c, '-infinity'), job_id FROM k WHERE k <= lim`
+
+// sqlFairCounts counts leased tasks by account and job.
+const sqlFairCounts = `SELECT owner, job_id, count(*) FROM tasks
+WHERE state = 'leased' AND kind <> 'stitch' GROUP BY owner, job_id`
 
 // fairClaimSQL is the claim of slots: $1 the owners of the tasks in claim
 // order, $2 now, $3 the kind, $4 the workloads, $5 how many tasks the
@@ -154,10 +148,10 @@ FROM firsts`
 // group, in chunk order, locking them. The n-th task of a group goes to
 // the group's n-th slot, and the slots filled, within the room an
 // account's max_running leaves (counted here), are numbered again in
-// claim order, the n-th leased to the n-th owner. The accounts given
-// tasks are recorded as served, each at $2 plus its last slot's place in
-// microseconds; a row another claim holds is passed over, since that
-// claim records as late a time.
+// claim order, the n-th leased to the n-th owner. With $10, the
+// accounts given tasks are recorded as served, each at $2 plus, in
+// microseconds, $5 and its last slot's place; a row another claim holds
+// is passed over, since that claim records as late a time.
 func fairClaimSQL(candidates string) string {
 	return `WITH slots AS (
 	SELECT s.i, s.owner, s.np, COALESCE(s.c, '-infinity') AS c, s.job_id,
@@ -192,7 +186,7 @@ RETURNING ` + taskColumns + `
 	UPDATE jobs SET status = 'running', updated_at = $2::timestamptz, version = version + 1
 	WHERE id IN (SELECT job_id FROM claimed) AND status = 'pending'
 ), served AS (
-	SELECT account, $2::timestamptz + ($5::int + max(i) - 1) * interval '1 microsecond' AS at FROM claimable GROUP BY account
+	SELECT account, $2::timestamptz + ($5::int + max(i) - 1) * interval '1 microsecond' AS at FROM claimable WHERE $10::boolean GROUP BY account
 ), first_served AS (
 	INSERT INTO account_served (account, served_at)
 	SELECT account, at FROM served WHERE NOT EXISTS (SELECT 1 FROM account_served x WHERE x.account = served.account)
@@ -234,7 +228,7 @@ func (q *querier) TaskFairAccounts(ctx context.Context, p *store.TaskClaimParams
 			a      domain.FairAccount
 			served pgtype.Timestamptz
 		)
-		err := r.Scan(&a.Name, &a.Weight, &a.MaxRunning, &served, &a.Leased)
+		err := r.Scan(&a.Name, &a.Weight, &a.MaxRunning, &served)
 		a.ServedAt = timeOf(served)
 		return a, err
 	})
@@ -242,6 +236,29 @@ func (q *querier) TaskFairAccounts(ctx context.Context, p *store.TaskClaimParams
 		return nil, translate(err, "find the accounts with work")
 	}
 	return out, nil
+}
+
+// TaskFairCounts counts leased tasks by account and job
+// (store.FairClaimer).
+func (q *querier) TaskFairCounts(ctx context.Context) (*store.FairCounts, error) {
+	rows, err := q.db.Query(ctx, sqlFairCounts)
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of the accounts")
+	}
+	c := &store.FairCounts{Leased: map[string]int{}, JobLeased: map[store.FairJob]int{}}
+	var (
+		j store.FairJob
+		n int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&j.Account, &j.JobID, &n}, func() error {
+		c.Leased[j.Account] += n
+		c.JobLeased[j] = n
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of the accounts")
+	}
+	return c, nil
 }
 
 // workloadsArg is p.Workloads as the statements take them: never NULL.
@@ -275,7 +292,7 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 		g       domain.FairGroup
 		created pgtype.Timestamptz
 	)
-	_, err = pgx.ForEachRow(rows, []any{&owner, &g.Priority, &created, &g.JobID, &g.Leased}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&owner, &g.Priority, &created, &g.JobID}, func() error {
 		g.JobCreatedAt = timeOf(created)
 		out[owner] = append(out[owner], g)
 		return nil
@@ -312,7 +329,7 @@ func (q *querier) TaskClaimSlots(ctx context.Context, p *store.TaskClaimSlotsPar
 		accounts[i], priorities[i], jobs[i] = s.Account, int32(-s.Priority), s.JobID
 		created[i] = pgtype.Timestamptz{Time: s.JobCreatedAt, Valid: !s.JobCreatedAt.IsZero()}
 	}
-	args := []any{p.Owners, p.Now, string(p.Kinds[0]), workloadsArg(p.Workloads), p.Served, accounts, priorities, created, jobs}
+	args := []any{p.Owners, p.Now, string(p.Kinds[0]), workloadsArg(p.Workloads), p.Served, accounts, priorities, created, jobs, p.Stamp}
 	claim := func(db dbtx) ([]*domain.Task, error) {
 		rows, err := db.Query(ctx, fairOf(&p.TaskClaimParams).claim, args...)
 		if err != nil {

@@ -63,7 +63,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		pool.Close()
 		return nil, translate(err, "connect to %s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	}
-	s := &Store{querier: querier{db: pool, inserts: &insertCount{every: analyzeEvery}}, pool: pool}
+	s := &Store{querier: querier{db: pool, inserts: &insertCount{every: analyzeEvery}, fair: store.NewFairMemo()}, pool: pool}
 	s.inserts.refresh = func() { s.querier.analyzeTasks(context.Background()) }
 	return s, nil
 }
@@ -78,7 +78,7 @@ func (s *Store) InTx(ctx context.Context, fn func(q store.Querier) error) error 
 	}
 	// Rollback after Commit is a no-op; this also covers a panicking fn.
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	q := &querier{db: tx, tx: tx, inserts: s.inserts}
+	q := &querier{db: tx, tx: tx, inserts: s.inserts, fair: s.fair}
 	if err := fn(q); err != nil {
 		return err
 	}
@@ -144,4 +144,7 @@ type querier struct {
 	// inserts counts the tasks inserted since the last refresh; one per
 	// Store, shared by its transactions.
 	inserts *insertCount
+	// fair is what fair claims remember between them
+	// (store.ClaimFair); one per Store, shared by its transactions.
+	fair *store.FairMemo
 }

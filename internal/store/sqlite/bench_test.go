@@ -273,3 +273,18 @@ func BenchmarkResults(b *testing.B) {
 		return s
 	})
 }
+
+// BenchmarkClaimAccounts: fair and FIFO claims among the work of one
+// account and of 100 accounts of 10 jobs (storetest.BenchClaimAccounts).
+//
+//	go test -run '^$' -bench BenchmarkClaimAccounts -benchtime 1000x ./internal/store/sqlite/
+func BenchmarkClaimAccounts(b *testing.B) {
+	for _, c := range []struct{ accounts, jobs, n int }{{1, 1, 1}, {1, 1, 10}, {100, 10, 1}, {100, 10, 10}} {
+		s, err := Open(b.Context(), filepath.Join(b.TempDir(), "bench.db"))
+		if err != nil {
+			b.Fatalf("Open: %v", err)
+		}
+		storetest.BenchClaimAccounts(b, s, c.accounts, c.jobs, 30_000/c.jobs/c.accounts+1, c.n)
+		s.Close()
+	}
+}

@@ -134,7 +134,7 @@ func (q *querier) TaskClaim(ctx context.Context, p *store.TaskClaimParams) ([]*d
 	}
 	if p.Fair && len(p.Kinds) == 1 && p.Kinds[0] != domain.KindStitch {
 		claim = func(q *querier) (err error) {
-			out, err = store.ClaimFair(ctx, q, p)
+			out, err = store.ClaimFair(ctx, q, q.stmts.fair, p)
 			return err
 		}
 	}

@@ -15,22 +15,22 @@ import (
 // writer, so that what they read is what they lease from. The accounts
 // with runnable work, and an account's jobs, are found by skipping
 // through tasks_fair (tasks_fair_workload for claims of named workloads)
-// a key at a time, each skip one step of the index; leased tasks are
-// counted from tasks_leased. state = 'pending' and run_after IS NULL (and
-// state = 'leased', kind <> 'stitch') must stay literals for SQLite to use
-// the partial indexes.
+// a key at a time, each skip one search of the index, in one recursive
+// statement; leased tasks are counted from tasks_leased. state =
+// 'pending' and run_after IS NULL (and state = 'leased', kind <> 'stitch')
+// must stay literals for SQLite to use the partial indexes.
 
 // fairIndex is a claim's statements over tasks_fair (any workload, ?3
 // unused) or tasks_fair_workload (?3 the workload).
 type fairIndex struct {
-	// firstOwner and nextOwner walk the owners: ?1 kind, ?2 the owner
-	// before (nextOwner).
-	firstOwner, nextOwner *statement
-	// firstGroup and nextGroup walk an owner's groups (priority, job
-	// creation, job ID) in claim order: ?1 kind, ?2 owner, ?4 to ?6 the
-	// group before (nextGroup).
-	firstGroup, nextGroup *statement
-	// tasks are up to ?7 runnable tasks of a group, by chunk index.
+	// owners are the owners with runnable tasks of kind ?1, with their
+	// weight, max_running and when they were last served.
+	owners *statement
+	// groups are owner ?2's first ?4 groups (priority, job creation,
+	// job ID) in claim order.
+	groups *statement
+	// tasks are up to ?7 runnable tasks of a group (?4 priority, ?5 job
+	// creation, ?6 job ID), by chunk index.
 	tasks *statement
 }
 
@@ -41,16 +41,29 @@ func newFairIndex(index, lead, where string) *fairIndex {
 	from := `FROM tasks INDEXED BY ` + index + ` WHERE state = 'pending' AND run_after IS NULL AND ` + where
 	group := `SELECT priority, job_created_at, job_id ` + from + ` AND owner = ?2`
 	return &fairIndex{
-		firstOwner: newStatement(`SELECT owner ` + from + ` ORDER BY ` + lead + `, owner LIMIT 1`),
-		nextOwner:  newStatement(`SELECT owner ` + from + ` AND owner > ?2 ORDER BY ` + lead + `, owner LIMIT 1`),
-		firstGroup: newStatement(group + ` ORDER BY priority DESC, job_created_at, job_id LIMIT 1`),
-		// The next job of the same priority and creation time, else the
-		// next creation time of the priority, else the next priority: each
-		// a range of the index. A missing creation time sorts first.
-		nextGroup: newStatement(`SELECT * FROM (` + group + ` AND priority = ?4 AND job_created_at IS ?5 AND job_id > ?6 ORDER BY job_id LIMIT 1)
-	UNION ALL SELECT * FROM (` + group + ` AND priority = ?4 AND job_created_at > coalesce(?5, -9223372036854775808) ORDER BY job_created_at, job_id LIMIT 1)
-	UNION ALL SELECT * FROM (` + group + ` AND priority < ?4 ORDER BY priority DESC, job_created_at, job_id LIMIT 1)
-	LIMIT 1`),
+		owners: newStatement(`WITH RECURSIVE o(owner) AS (
+	SELECT (SELECT owner ` + from + ` ORDER BY ` + lead + `, owner LIMIT 1)
+	UNION ALL
+	SELECT (SELECT owner ` + from + ` AND owner > o.owner ORDER BY ` + lead + `, owner LIMIT 1) FROM o WHERE o.owner IS NOT NULL)
+SELECT o.owner, coalesce(a.weight, 1), coalesce(a.max_running, 0), s.served_at
+FROM o LEFT JOIN accounts a ON a.name = o.owner LEFT JOIN account_served s ON s.account = o.owner
+WHERE o.owner IS NOT NULL`),
+		// Each step is the next job of the same priority and creation
+		// time, else the first of the next creation time of the priority,
+		// else of the next priority: each a range of the index. A missing
+		// creation time sorts first. A step's group is a JSON array,
+		// since a subquery gives one value.
+		groups: newStatement(`WITH RECURSIVE g(n, j) AS (
+	SELECT 1, (SELECT json_array(priority, job_created_at, job_id) FROM (` + group + ` ORDER BY priority DESC, job_created_at, job_id LIMIT 1))
+	UNION ALL
+	SELECT n + 1, (SELECT json_array(priority, job_created_at, job_id) FROM (
+		SELECT * FROM (` + group + ` AND priority = g.j ->> 0 AND job_created_at IS g.j ->> 1 AND job_id > g.j ->> 2 ORDER BY job_id LIMIT 1)
+		UNION ALL SELECT * FROM (` + group + ` AND priority = g.j ->> 0 AND job_created_at > coalesce(g.j ->> 1, -9223372036854775808)
+			ORDER BY job_created_at, job_id LIMIT 1)
+		UNION ALL SELECT * FROM (` + group + ` AND priority < g.j ->> 0 ORDER BY priority DESC, job_created_at, job_id LIMIT 1)
+		LIMIT 1))
+	FROM g WHERE g.j IS NOT NULL AND g.n < ?4)
+SELECT j ->> 0, j ->> 1, j ->> 2 FROM g WHERE j IS NOT NULL`),
 		tasks: newStatement(`SELECT rowid, chunk_index ` + from + ` AND owner = ?2 AND priority = ?4 AND job_created_at IS ?5 AND job_id = ?6
 	ORDER BY chunk_index LIMIT ?7`),
 	}
@@ -60,16 +73,16 @@ var (
 	fairAny      = newFairIndex("tasks_fair", "kind", "kind = ?1 AND ?3 IS NULL")
 	fairWorkload = newFairIndex("tasks_fair_workload", "kind, workload", "kind = ?1 AND workload = ?3")
 
-	sqlFairAccount = newStatement(`SELECT coalesce((SELECT weight FROM accounts WHERE name = ?1), 1),
-	coalesce((SELECT max_running FROM accounts WHERE name = ?1), 0),
-	(SELECT served_at FROM account_served WHERE account = ?1)`)
-	sqlFairLeased = newStatement(`SELECT count(*) FROM tasks INDEXED BY tasks_leased
-	WHERE state = 'leased' AND kind <> 'stitch' AND owner = ?1`)
-	sqlFairJobLeased = newStatement(`SELECT count(*) FROM tasks INDEXED BY tasks_leased
-	WHERE state = 'leased' AND kind <> 'stitch' AND owner = ?1 AND job_id = ?2`)
+	// The leased tasks of each job of each owner.
+	sqlFairLeased = newStatement(`SELECT owner, job_id, count(*) FROM tasks INDEXED BY tasks_leased
+	WHERE state = 'leased' AND kind <> 'stitch' GROUP BY owner, job_id`)
+	// What accounts ?1 (a JSON array) with a max_running have room for.
+	sqlFairRoom = newStatement(`SELECT a.name, a.max_running - (SELECT count(*) FROM tasks INDEXED BY tasks_leased
+		WHERE state = 'leased' AND kind <> 'stitch' AND owner = a.name)
+	FROM accounts a WHERE a.name IN (SELECT value FROM json_each(?1)) AND a.max_running > 0`)
 	// ?1 is a JSON array of [account, served_at] pairs. WHERE true tells
 	// the parser that ON CONFLICT is the upsert's, not the join's.
-	sqlFairServed = newStatement(`INSERT INTO account_served (account, served_at)
+	sqlFairServe = newStatement(`INSERT INTO account_served (account, served_at)
 	SELECT value ->> 0, value ->> 1 FROM json_each(?1) WHERE true
 	ON CONFLICT (account) DO UPDATE SET served_at = max(served_at, excluded.served_at)`)
 )
@@ -93,49 +106,50 @@ func fairStreams(p *store.TaskClaimParams) ([]*fairIndex, []any) {
 // and workloads (store.FairClaimer).
 func (q *querier) TaskFairAccounts(ctx context.Context, p *store.TaskClaimParams) ([]domain.FairAccount, error) {
 	kind := string(p.Kinds[0])
-	var names []string
+	var out []domain.FairAccount
+	seen := map[string]bool{}
 	idx, wl := fairStreams(p)
 	for i, x := range idx {
-		query, args := x.firstOwner, []any{kind, nil, wl[i]}
-		for {
-			var owner string
-			err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&owner) }, query, args...)
-			if err == sql.ErrNoRows {
-				break
+		err := q.query(ctx, true, func(r scanner) error {
+			var (
+				a      domain.FairAccount
+				served sql.NullInt64
+			)
+			if err := r.Scan(&a.Name, &a.Weight, &a.MaxRunning, &served); err != nil {
+				return err
 			}
-			if err != nil {
-				return nil, translate(err, "find the accounts with work")
+			a.ServedAt = timeOf(served)
+			if !seen[a.Name] {
+				seen[a.Name] = true
+				out = append(out, a)
 			}
-			names = append(names, owner)
-			query, args = x.nextOwner, []any{kind, owner, wl[i]}
-		}
-	}
-	slices.Sort(names)
-	names = slices.Compact(names)
-	out := make([]domain.FairAccount, len(names))
-	for i, name := range names {
-		a := &out[i]
-		a.Name = name
-		var served sql.NullInt64
-		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&a.Weight, &a.MaxRunning, &served) }, sqlFairAccount, name)
+			return nil
+		}, x.owners, kind, nil, wl[i])
 		if err != nil {
-			return nil, translate(err, "read account %s", name)
-		}
-		a.ServedAt = timeOf(served)
-		if len(names) > 1 || a.MaxRunning > 0 {
-			if a.Leased, err = q.fairCount(ctx, sqlFairLeased, name); err != nil {
-				return nil, translate(err, "count the leased tasks of account %s", name)
-			}
+			return nil, translate(err, "find the accounts with work")
 		}
 	}
 	return out, nil
 }
 
-// fairCount runs a count of leased tasks.
-func (q *querier) fairCount(ctx context.Context, query *statement, args ...any) (int, error) {
-	var n int
-	err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, query, args...)
-	return n, err
+// TaskFairCounts counts leased tasks by account and job
+// (store.FairClaimer).
+func (q *querier) TaskFairCounts(ctx context.Context) (*store.FairCounts, error) {
+	c := &store.FairCounts{Leased: map[string]int{}, JobLeased: map[store.FairJob]int{}}
+	err := q.query(ctx, true, func(r scanner) error {
+		var (
+			j store.FairJob
+			n int
+		)
+		err := r.Scan(&j.Account, &j.JobID, &n)
+		c.Leased[j.Account] += n
+		c.JobLeased[j] = n
+		return err
+	}, sqlFairLeased)
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of the accounts")
+	}
+	return c, nil
 }
 
 // TaskFairGroups returns the first groups of each account of limits
@@ -148,35 +162,26 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 	for owner, limit := range limits {
 		var groups []domain.FairGroup
 		for i, x := range idx {
-			query, args := x.firstGroup, []any{kind, owner, wl[i]}
-			for range limit {
+			err := q.query(ctx, true, func(r scanner) error {
 				var (
 					g       domain.FairGroup
 					created sql.NullInt64
 				)
-				err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&g.Priority, &created, &g.JobID) }, query, args...)
-				if err == sql.ErrNoRows {
-					break
-				}
-				if err != nil {
-					return nil, translate(err, "find the jobs of account %s with work", owner)
+				if err := r.Scan(&g.Priority, &created, &g.JobID); err != nil {
+					return err
 				}
 				g.JobCreatedAt = timeOf(created)
 				groups = append(groups, g)
-				query, args = x.nextGroup, []any{kind, owner, wl[i], g.Priority, timeArg(g.JobCreatedAt), g.JobID}
+				return nil
+			}, x.groups, kind, owner, wl[i], limit)
+			if err != nil {
+				return nil, translate(err, "find the jobs of account %s with work", owner)
 			}
 		}
-		slices.SortFunc(groups, compareGroup)
-		groups = slices.CompactFunc(groups, func(a, b domain.FairGroup) bool { return compareGroup(a, b) == 0 })
-		groups = groups[:min(len(groups), limit)]
-		if len(groups) > 1 {
-			for i := range groups {
-				n, err := q.fairCount(ctx, sqlFairJobLeased, owner, groups[i].JobID)
-				if err != nil {
-					return nil, translate(err, "count the leased tasks of job %s", groups[i].JobID)
-				}
-				groups[i].Leased = n
-			}
+		if len(idx) > 1 {
+			slices.SortFunc(groups, compareGroup)
+			groups = slices.CompactFunc(groups, func(a, b domain.FairGroup) bool { return compareGroup(a, b) == 0 })
+			groups = groups[:min(len(groups), limit)]
 		}
 		out[owner] = groups
 	}
@@ -203,19 +208,17 @@ func (q *querier) TaskClaimSlots(ctx context.Context, p *store.TaskClaimSlotsPar
 	// What an account with a max_running still has room for, counted
 	// now, in the claim's transaction.
 	room := map[string]int{}
-	for _, name := range p.Limited {
-		var weight, maxRunning int
-		var served sql.NullInt64
-		err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&weight, &maxRunning, &served) }, sqlFairAccount, name)
-		if err != nil {
-			return nil, translate(err, "read account %s", name)
-		}
-		if maxRunning > 0 {
-			leased, err := q.fairCount(ctx, sqlFairLeased, name)
-			if err != nil {
-				return nil, translate(err, "count the leased tasks of account %s", name)
-			}
-			room[name] = max(maxRunning-leased, 0)
+	if len(p.Limited) > 0 {
+		if err := q.query(ctx, true, func(r scanner) error {
+			var (
+				name string
+				left int
+			)
+			err := r.Scan(&name, &left)
+			room[name] = max(left, 0)
+			return err
+		}, sqlFairRoom, jsonArray(p.Limited)); err != nil {
+			return nil, translate(err, "count the leased tasks of the accounts with a max_running")
 		}
 	}
 	// Each group's runnable tasks, as many as it has slots, by chunk
@@ -271,7 +274,7 @@ func (q *querier) TaskClaimSlots(ctx context.Context, p *store.TaskClaimSlotsPar
 		}
 		rows[k] = r[1:]
 		pairs = append(pairs, [2]any{r[0], p.Owners[len(pairs)]})
-		served[s.Account] = p.Now.UnixMicro() + int64(p.Served+i)
+		served[s.Account] = servedAtMicros(p, i)
 	}
 	if len(pairs) == 0 {
 		return nil, nil
@@ -281,18 +284,26 @@ func (q *querier) TaskClaimSlots(ctx context.Context, p *store.TaskClaimSlotsPar
 	if err != nil {
 		return nil, translate(err, "claim tasks for %s", p.Owners[0])
 	}
-	stamps := make([][2]any, 0, len(served))
-	for name, at := range served {
-		stamps = append(stamps, [2]any{name, at})
-	}
-	b, _ = json.Marshal(stamps)
-	if _, err := q.exec(ctx, sqlFairServed, string(b)); err != nil {
-		return nil, translate(err, "record the accounts served")
+	if p.Stamp {
+		stamps := make([][2]any, 0, len(served))
+		for name, at := range served {
+			stamps = append(stamps, [2]any{name, at})
+		}
+		b, _ = json.Marshal(stamps)
+		if _, err := q.exec(ctx, sqlFairServe, string(b)); err != nil {
+			return nil, translate(err, "record the accounts served")
+		}
 	}
 	if err := q.markRunning(ctx, out, p.Now); err != nil {
 		return nil, translate(err, "claim tasks for %s", p.Owners[0])
 	}
 	return out, nil
+}
+
+// servedAtMicros is when slot i of p serves its account, as stored:
+// p.Now plus p.Served + i microseconds (store.ClaimFair's servedAt).
+func servedAtMicros(p *store.TaskClaimSlotsParams, i int) int64 {
+	return p.Now.UnixMicro() + int64(p.Served+i)
 }
 
 // slotKey is a slot's group, comparable.

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/scimesh/scimesh/internal/store"
 )
 
 // statement is one of the store's SQL statements. Each is declared once,
@@ -50,13 +52,17 @@ type stmtCache struct {
 	mu sync.RWMutex
 	w  []*sql.Stmt // by statement.id
 	r  []*sql.Stmt
+
+	// fair is what fair claims remember between them (store.ClaimFair),
+	// shared, as the statements are, by every querier of the store.
+	fair *store.FairMemo
 }
 
 // newStmtCache returns an empty cache and starts the writer's line, which
 // close stops.
 func newStmtCache(writer, reader *sql.DB) *stmtCache {
 	c := &stmtCache{writer: writer, reader: reader,
-		w: make([]*sql.Stmt, len(statements)), r: make([]*sql.Stmt, len(statements))}
+		w: make([]*sql.Stmt, len(statements)), r: make([]*sql.Stmt, len(statements)), fair: store.NewFairMemo()}
 	c.line = newCommitter(writer, c)
 	return c
 }

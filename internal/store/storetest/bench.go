@@ -143,3 +143,44 @@ func cpuTime() time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchClaimAccounts measures claims of n tasks, fair and FIFO, on s (an
+// empty store) holding the work of accounts accounts with jobs jobs each,
+// every claimed task completed before the next claim, as a lifecycle of
+// workers that finish at once: an operation is one claim and the
+// completion of what it leased. Run with -benchtime of at most
+// perJob·jobs·accounts/n x.
+func BenchClaimAccounts(b *testing.B, s store.Store, accounts, jobs, perJob, n int) {
+	ctx := b.Context()
+	at := Epoch()
+	for a := range accounts {
+		for j := range jobs {
+			if err := s.TaskInsert(ctx, ownedJob(fmt.Sprintf("acct%03d", a), fmt.Sprintf("j%03d-%02d", a, j), at.Add(time.Duration(j)*time.Second), 0, perJob, "w")); err != nil {
+				b.Fatalf("insert: %v", err)
+			}
+		}
+	}
+	owners := slices.Repeat([]string{"w"}, n)
+	now := at.Add(time.Hour)
+	for _, fair := range []bool{false, true} {
+		name := "fifo"
+		if fair {
+			name = "fair"
+		}
+		b.Run(fmt.Sprintf("%s/accounts=%d/jobs=%d/n=%d", name, accounts, jobs, n), func(b *testing.B) {
+			for b.Loop() {
+				got, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: owners, Kinds: []domain.TaskKind{domain.KindChunk}, Workloads: []string{"w"},
+					Now: now, Fair: fair, WorkEpoch: 1})
+				if err != nil || len(got) != n {
+					b.Fatalf("TaskClaim = %d tasks, %v", len(got), err)
+				}
+				for _, tk := range got {
+					tk.State, tk.FinishedAt, tk.UpdatedAt, tk.LeaseExpiresAt = domain.TaskCompleted, now, now, time.Time{}
+				}
+				if err := s.TaskUpdateMany(ctx, got); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +23,19 @@ func ownedJob(owner, id string, created time.Time, priority, n int, workload str
 		tk.Owner = owner
 	}
 	return tasks
+}
+
+// workEpoch is the WorkEpoch of the suite's fair claims: addWork moves it,
+// as the engine does when it adds work.
+var workEpoch atomic.Uint64
+
+// addWork inserts tasks and tells fair claims of new work.
+func addWork(t testing.TB, q store.Querier, tasks ...*domain.Task) {
+	t.Helper()
+	if err := q.TaskInsert(t.Context(), tasks); err != nil {
+		t.Fatalf("TaskInsert(%d tasks): %v", len(tasks), err)
+	}
+	workEpoch.Add(1)
 }
 
 func insertAccount(t *testing.T, q store.Querier, name string, weight, maxRunning int) {
@@ -46,7 +60,8 @@ func fairClaimKind(t *testing.T, q store.Querier, kind domain.TaskKind, n int, n
 	for i := range owners {
 		owners[i] = fmt.Sprintf("w%04d", i)
 	}
-	got := claim(t, q, store.TaskClaimParams{Owners: owners, Kinds: []domain.TaskKind{kind}, Workloads: workloads, Now: now, Fair: true})
+	got := claim(t, q, store.TaskClaimParams{Owners: owners, Kinds: []domain.TaskKind{kind}, Workloads: workloads, Now: now, Fair: true,
+		WorkEpoch: workEpoch.Load()})
 	slices.SortFunc(got, func(a, b *domain.Task) int { return strings.Compare(a.LeaseOwner, b.LeaseOwner) })
 	for i, tk := range got {
 		if tk.LeaseOwner != owners[i] {
@@ -121,8 +136,8 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		s := newStore(t)
 		insertAccount(t, s, "light", 1, 0)
 		insertAccount(t, s, "heavy", 3, 0)
-		insertTasks(t, s, ownedJob("light", "jl", at, 0, 40, "w")...)
-		insertTasks(t, s, ownedJob("heavy", "jh", at.Add(time.Second), 0, 40, "w")...)
+		addWork(t, s, ownedJob("light", "jl", at, 0, 40, "w")...)
+		addWork(t, s, ownedJob("heavy", "jh", at.Add(time.Second), 0, 40, "w")...)
 		// Nothing leased: both are at 0 per weight, and neither was ever
 		// served, so the name decides the first; then leases per weight,
 		// ties (1 and 3, 2 and 6) to the one served longest ago.
@@ -137,7 +152,7 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		t.Parallel()
 		s := newStore(t)
 		for _, name := range []string{"a", "b", "c"} {
-			insertTasks(t, s, ownedJob(name, "j"+name, at, 0, 10, "w")...)
+			addWork(t, s, ownedJob(name, "j"+name, at, 0, 10, "w")...)
 		}
 		// Each task is done before the next claim, so no account ever has
 		// a lease: only when each was served tells them apart.
@@ -160,9 +175,9 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 	t.Run("WithinAnAccount", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		insertTasks(t, s, ownedJob("a", "old", at, 0, 5, "w")...)
-		insertTasks(t, s, ownedJob("a", "new", at.Add(time.Second), 0, 2, "w")...)
-		insertTasks(t, s, ownedJob("a", "urgent", at.Add(time.Hour), 1, 1, "w")...)
+		addWork(t, s, ownedJob("a", "old", at, 0, 5, "w")...)
+		addWork(t, s, ownedJob("a", "new", at.Add(time.Second), 0, 2, "w")...)
+		addWork(t, s, ownedJob("a", "urgent", at.Add(time.Hour), 1, 1, "w")...)
 		// Priority first; then the job with the fewest leased tasks, ties
 		// to the oldest job; a job's tasks by chunk index.
 		got := singleClaims(t, s, 9, at)
@@ -172,21 +187,21 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 
 		// The same from one claim of 9 on a fresh store.
 		s = newStore(t)
-		insertTasks(t, s, ownedJob("a", "old", at, 0, 5, "w")...)
-		insertTasks(t, s, ownedJob("a", "new", at.Add(time.Second), 0, 2, "w")...)
-		insertTasks(t, s, ownedJob("a", "urgent", at.Add(time.Hour), 1, 1, "w")...)
+		addWork(t, s, ownedJob("a", "old", at, 0, 5, "w")...)
+		addWork(t, s, ownedJob("a", "new", at.Add(time.Second), 0, 2, "w")...)
+		addWork(t, s, ownedJob("a", "urgent", at.Add(time.Hour), 1, 1, "w")...)
 		checkIDs(t, "tasks of one claim of 9", taskIDs(fairClaim(t, s, 9, at)), taskIDs(got))
 	})
 
 	t.Run("ASmallJobBesideABigOne", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		insertTasks(t, s, ownedJob("a", "big", at, 0, 300, "w")...)
+		addWork(t, s, ownedJob("a", "big", at, 0, 300, "w")...)
 		// The big job takes the workers there are; small jobs come after,
 		// one of the same account and one of another.
 		fairClaim(t, s, 4, at)
-		insertTasks(t, s, ownedJob("a", "small", at.Add(time.Second), 0, 4, "w")...)
-		insertTasks(t, s, ownedJob("b", "other", at.Add(2*time.Second), 0, 4, "w")...)
+		addWork(t, s, ownedJob("a", "small", at.Add(time.Second), 0, 4, "w")...)
+		addWork(t, s, ownedJob("b", "other", at.Add(2*time.Second), 0, 4, "w")...)
 		// The next workers go to the account without leases, then to the
 		// job without leases, not to the big job that came first.
 		checkIDs(t, "jobs of the next claim of 4", jobsOf(fairClaim(t, s, 4, at)), []string{"other", "other", "other", "other"})
@@ -197,8 +212,8 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		t.Parallel()
 		s := newStore(t)
 		insertAccount(t, s, "capped", 5, 2)
-		insertTasks(t, s, ownedJob("capped", "jc", at, 0, 10, "w")...)
-		insertTasks(t, s, ownedJob("free", "jf", at.Add(time.Second), 0, 10, "w")...)
+		addWork(t, s, ownedJob("capped", "jc", at, 0, 10, "w")...)
+		addWork(t, s, ownedJob("free", "jf", at.Add(time.Second), 0, 10, "w")...)
 		got := fairClaim(t, s, 6, at)
 		checkCountsOf(t, "owners of a claim of 6", countOwners(got), map[string]int{"capped": 2, "free": 4})
 		// At its cap: its tasks wait, and with no other work the claim
@@ -215,9 +230,9 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 	t.Run("Workloads", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
-		insertTasks(t, s, ownedJob("a", "ja", at, 0, 5, "x")...)
-		insertTasks(t, s, ownedJob("b", "jb", at, 0, 5, "y")...)
-		insertTasks(t, s, ownedJob("c", "jc", at, 0, 5, "z")...)
+		addWork(t, s, ownedJob("a", "ja", at, 0, 5, "x")...)
+		addWork(t, s, ownedJob("b", "jb", at, 0, 5, "y")...)
+		addWork(t, s, ownedJob("c", "jc", at, 0, 5, "z")...)
 		// Only accounts with work the claim can run take part; their
 		// leases of other workloads still count against them.
 		checkCountsOf(t, "a claim of x", countOwners(fairClaim(t, s, 3, at, "x")), map[string]int{"a": 3})
@@ -237,7 +252,7 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 				tasks = append(tasks, tk)
 			}
 		}
-		insertTasks(t, s, tasks...)
+		addWork(t, s, tasks...)
 		got := fairClaimKind(t, s, domain.KindTree, 4, at)
 		checkIDs(t, "trees of a claim of 4", jobsOf(got), []string{"t1", "t3", "t2", "t3"})
 		if c := fairClaim(t, s, 1, at); len(c) != 0 {
@@ -251,10 +266,10 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		// cannot take goes to the others, as single claims would give it.
 		fill := func(s store.Store) {
 			insertAccount(t, s, "b", 2, 0)
-			insertTasks(t, s, ownedJob("a", "a1", at, 0, 1, "w")...)
-			insertTasks(t, s, ownedJob("a", "a2", at, 0, 2, "w")...)
-			insertTasks(t, s, ownedJob("b", "b1", at, 0, 3, "w")...)
-			insertTasks(t, s, ownedJob("c", "c1", at.Add(-time.Second), 0, 20, "w")...)
+			addWork(t, s, ownedJob("a", "a1", at, 0, 1, "w")...)
+			addWork(t, s, ownedJob("a", "a2", at, 0, 2, "w")...)
+			addWork(t, s, ownedJob("b", "b1", at, 0, 3, "w")...)
+			addWork(t, s, ownedJob("c", "c1", at.Add(-time.Second), 0, 20, "w")...)
 		}
 		one, batch := newStore(t), newStore(t)
 		fill(one)
@@ -264,6 +279,26 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		checkCountsOf(t, "one claim of 14", countOwners(fairClaim(t, batch, 14, at)), want)
 	})
 
+	t.Run("WhatAClaimRemembers", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		addWork(t, s, ownedJob("a", "ja", at, 0, 10, "w")...)
+		checkIDs(t, "owners of the first claim", ownersOf(fairClaim(t, s, 1, at)), []string{"a"})
+		// Work the engine did not hear of (the epoch stays): a claim may
+		// rely on what the claim before read for FairMemoFor.
+		insertTasks(t, s, ownedJob("b", "jb", at, 0, 10, "w")...)
+		if got := ownersOf(fairClaim(t, s, 1, at.Add(store.FairMemoFor/2))); !slices.Equal(got, []string{"a"}) && !slices.Equal(got, []string{"b"}) {
+			t.Fatalf("owners of a claim meanwhile: %q", got)
+		}
+		fresh := fairClaim(t, s, 2, at.Add(store.FairMemoFor))
+		if c := countOwners(fresh); c["b"] == 0 {
+			t.Errorf("owners of a claim FairMemoFor later: %v; want b's work seen", c)
+		}
+		// Work heard of is seen at once.
+		addWork(t, s, ownedJob("c", "jc", at, 0, 10, "w")...)
+		checkIDs(t, "owners of a claim after new work", ownersOf(fairClaim(t, s, 1, at.Add(store.FairMemoFor))), []string{"c"})
+	})
+
 	t.Run("Concurrent", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
@@ -271,13 +306,13 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		for a := range accounts {
 			insertAccount(t, s, fmt.Sprintf("acct%d", a), 1+a, 3*a) // acct0 without a cap
 			for j := range jobs {
-				insertTasks(t, s, ownedJob(fmt.Sprintf("acct%d", a), fmt.Sprintf("j%d-%d", a, j), at.Add(time.Duration(j)*time.Second), 0, perJob, "w")...)
+				addWork(t, s, ownedJob(fmt.Sprintf("acct%d", a), fmt.Sprintf("j%d-%d", a, j), at.Add(time.Duration(j)*time.Second), 0, perJob, "w")...)
 			}
 		}
 		claimer := func(c int) string { return fmt.Sprintf("c%02d", c) }
 		owner := claimConcurrently(t, 16, 10*accounts*jobs*perJob, func(c int) ([]*domain.Task, error) {
 			return s.TaskClaim(t.Context(), &store.TaskClaimParams{Owners: slices.Repeat([]string{claimer(c)}, 1+c%5),
-				Kinds: chunkKinds, Now: at.Add(time.Minute), Fair: true})
+				Kinds: chunkKinds, Now: at.Add(time.Minute), Fair: true, WorkEpoch: workEpoch.Load()})
 		}, func(tk *domain.Task) string { return tk.ID }, func(c int, tk *domain.Task) error {
 			if tk.LeaseOwner != claimer(c) || tk.State != domain.TaskLeased || tk.Attempt != 1 {
 				return fmt.Errorf("task %s claimed by %s came back owned by %q, %s, attempt %d", tk.ID, claimer(c), tk.LeaseOwner, tk.State, tk.Attempt)
