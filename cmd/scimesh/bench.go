@@ -3,6 +3,7 @@ package main
 import (
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -44,7 +45,7 @@ CLIENT_AUTH_TOKEN from the environment unless --worker-token and
 			return bench.Run(cmd.Context(), cmd.OutOrStdout(), c)
 		},
 	}
-	cmd.AddCommand(newBenchUploadCmd())
+	cmd.AddCommand(newBenchUploadCmd(), newBenchSmallCmd())
 	f := cmd.Flags()
 	f.StringVar(&c.DB, "db", "sqlite", `database: "sqlite", "postgres", sqlite:PATH or postgres://…`)
 	f.IntVar(&c.Workers, "workers", 32, "concurrent workers")
@@ -60,6 +61,41 @@ CLIENT_AUTH_TOKEN from the environment unless --worker-token and
 	f.StringVar(&c.Load, "load", bench.LoadClient, "the REST load generator: client (internal/client on net/http, the worker's own) or lean (fasthttp, a fraction of its CPU per request, for a figure that is more the server's on cores the two share)")
 	f.StringVar(&c.Shard, "shard", "s0", "with --protocol grpc, the coordinator's shard, which the seeded trees name")
 	f.TextVar(&level, "log-level", &level, "the server's log level, to stderr: info logs every request as serve does by default")
+	f.IntVar(&c.Accounts, "accounts", 0, "with --coordinator and --seed-db, make the tasks the work of this many accounts and report how the lifecycles were shared")
+	f.IntVar(&c.JobsPerAccount, "jobs-per-account", 1, "with --accounts, each account's jobs")
+	f.IntSliceVar(&c.Weights, "weights", nil, "with --accounts, the accounts' weights in turn, such as 1,3 (default 1)")
+	f.StringVar(&c.SeedDB, "seed-db", "", "with --accounts, the --db of the coordinator at --coordinator, where the accounts and their jobs are made")
+	f.DurationVar(&c.TaskTime, "task-time", 0, "how long a worker holds each task before its result")
+	return cmd
+}
+
+func newBenchSmallCmd() *cobra.Command {
+	var c bench.SmallConfig
+	cmd := &cobra.Command{
+		Use:   "small",
+		Short: "Measure how long a small job waits behind another account's big one",
+		Long: `bench small makes two accounts in the database of the coordinator at
+--coordinator (--seed-db, its --db): one submits a job of --big chunks,
+--workers workers work on it, holding each task --task-time, and --delay
+later the other submits a job of --small chunks. It reports how long the
+small job took from its creation until it was completed, against its own
+work (--small × --task-time). The tokens are WORKER_AUTH_TOKEN and
+CLIENT_AUTH_TOKEN from the environment.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c.WorkerToken, c.ClientToken = os.Getenv("WORKER_AUTH_TOKEN"), os.Getenv("CLIENT_AUTH_TOKEN")
+			return bench.RunSmall(cmd.Context(), cmd.OutOrStdout(), c)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&c.Coordinator, "coordinator", "", "the coordinator's URL (scimesh serve, in another process)")
+	f.StringVar(&c.SeedDB, "seed-db", "", "the coordinator's --db, where the accounts and jobs are made")
+	f.StringVar(&c.Shard, "shard", "s0", "the coordinator's shard")
+	f.IntVar(&c.Workers, "workers", 2, "workers")
+	f.DurationVar(&c.TaskTime, "task-time", 200*time.Millisecond, "how long a worker holds each task")
+	f.IntVar(&c.Big, "big", 300, "chunks of the big job")
+	f.IntVar(&c.Small, "small", 4, "chunks of the small job")
+	f.DurationVar(&c.Delay, "delay", 2*time.Second, "how long after the big job the small one is created")
 	return cmd
 }
 

@@ -77,6 +77,18 @@ type Config struct {
 	// Load is the REST load generator: LoadClient (the default, "") or
 	// LoadLean.
 	Load string
+
+	// Accounts, when positive, with Coordinator: the run's tasks are the
+	// work of that many accounts (weights Weights in turn, 1 when
+	// empty), JobsPerAccount jobs each, shared by weight, made in the
+	// coordinator's database, SeedDB (see fair.go); the report adds how
+	// the lifecycles were shared.
+	Accounts, JobsPerAccount int
+	Weights                  []int
+	SeedDB                   string
+	// TaskTime is how long a worker holds each task it claims before it
+	// sends the result; 0 sends it at once.
+	TaskTime time.Duration
 }
 
 // driveREST is the REST load generator c.Load names: drive or driveLean.
@@ -117,6 +129,9 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		}
 	default:
 		return fmt.Errorf("--load %q: use client or lean", c.Load)
+	}
+	if c.Accounts > 0 && (c.Coordinator == "" || c.Protocol == ProtocolGRPC || c.JobsPerAccount < 1) {
+		return fmt.Errorf("--accounts drives a coordinator of another process over REST (--coordinator), with --jobs-per-account ≥ 1")
 	}
 	if c.Coordinator != "" {
 		_, err := runRemote(ctx, out, c)
@@ -259,7 +274,8 @@ type lifecycle struct {
 	end           time.Time     // when the result was answered
 	claim, result time.Duration // of the attempts that answered
 	tasks         int
-	retried       int // requests sent again after a retryable failure
+	retried       int      // requests sent again after a retryable failure
+	jobs          []string // the job of each task, when the run counts shares
 }
 
 // noopOutput is every no-op worker's result: a header and one row.
@@ -290,6 +306,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		if len(tasks) == 0 {
 			return lifecycle{}, fmt.Errorf("claim found nothing with tasks left; the backlog ran out")
 		}
+		hold(ctx, c.TaskTime)
 		var took time.Duration
 		var retried int
 		if c.Batch == 1 {
@@ -319,8 +336,27 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 				}
 			}
 		}
-		return lifecycle{end: time.Now(), claim: claimed, result: took, tasks: len(tasks), retried: claimRetried + retried}, nil
+		l := lifecycle{end: time.Now(), claim: claimed, result: took, tasks: len(tasks), retried: claimRetried + retried}
+		if c.Accounts > 0 {
+			for _, t := range tasks {
+				l.jobs = append(l.jobs, t.JobID)
+			}
+		}
+		return l, nil
 	})
+}
+
+// hold waits d, as a worker running its task would, or until ctx ends.
+func hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // work runs c.Workers workers, named bench-N, each taking turns (cycle)

@@ -165,6 +165,7 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 	// decoded.
 	type claimed struct {
 		TaskID  string `json:"task_id"`
+		JobID   string `json:"job_id"`
 		Attempt int    `json:"attempt"`
 	}
 	type claimBody struct {
@@ -199,6 +200,7 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 		if len(tasks) == 0 {
 			return lifecycle{}, fmt.Errorf("claim found nothing with tasks left; the backlog ran out")
 		}
+		hold(ctx, c.TaskTime)
 		var resultTook time.Duration
 		var retried int
 		if n == 1 {
@@ -233,6 +235,12 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 		if err != nil {
 			return lifecycle{}, fmt.Errorf("result: %w", err)
 		}
-		return lifecycle{end: time.Now(), claim: took, result: resultTook, tasks: len(tasks), retried: claimRetried + retried}, nil
+		l := lifecycle{end: time.Now(), claim: took, result: resultTook, tasks: len(tasks), retried: claimRetried + retried}
+		if c.Accounts > 0 {
+			for _, t := range tasks {
+				l.jobs = append(l.jobs, t.JobID)
+			}
+		}
+		return l, nil
 	})
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,18 +43,28 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 	n := c.Backlog + c.Tasks
 	seedStart := time.Now()
 	s := seeded{workload: fmt.Sprintf("bench-%x", time.Now().UnixNano())}
-	var err error
-	if c.Protocol == ProtocolGRPC {
+	var (
+		err     error
+		owner   map[string]string // of each job, with c.Accounts
+		weights map[string]int
+	)
+	switch {
+	case c.Protocol == ProtocolGRPC:
 		s.trees, err = seedTrees(ctx, base, c, s.workload, n)
-	} else {
+	case c.Accounts > 0:
+		owner, weights, err = seedAccounts(ctx, c, s.workload, n)
+	default:
 		s.jobID, err = seedJob(ctx, base, c.ClientToken, s.workload, n)
 	}
 	if err != nil {
 		return nil, err
 	}
 	form := "chunk tasks of job " + s.jobID
-	if c.Protocol == ProtocolGRPC {
+	switch {
+	case c.Protocol == ProtocolGRPC:
 		form = "single-task trees"
+	case c.Accounts > 0:
+		form = fmt.Sprintf("chunk tasks of %d jobs of %d accounts", len(owner), c.Accounts)
 	}
 	fmt.Fprintf(out, "coordinator %s: seeded %d pending %s in %v\n", base, n, form, time.Since(seedStart).Round(time.Millisecond))
 
@@ -80,13 +92,22 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 	} else {
 		cl := client.New(base, c.ClientToken)
 		defer cl.CloseIdleConnections()
-		job, err := cl.GetJob(ctx, s.jobID)
-		if err != nil {
-			return nil, err
+		jobs := []string{s.jobID}
+		if c.Accounts > 0 {
+			jobs = slices.Sorted(maps.Keys(owner))
 		}
-		pending = job.Tasks.Pending
+		for _, id := range jobs {
+			job, err := cl.GetJob(ctx, id)
+			if err != nil {
+				return nil, err
+			}
+			pending += job.Tasks.Pending
+		}
 	}
 	report(out, c, res, pending)
+	if c.Accounts > 0 {
+		reportShares(out, res, owner, weights)
+	}
 	return &s, nil
 }
 
