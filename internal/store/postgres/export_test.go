@@ -24,3 +24,14 @@ var (
 	SQLTaskCancelJob        = sqlTaskCancelJob
 	SQLAbandonedTasksDelete = sqlAbandonedTasksDelete
 )
+
+// The statements of fair claims, which the tests EXPLAIN.
+var (
+	SQLFairAccounts          = fairAny.accounts
+	SQLFairAccountsWorkloads = fairWorkloads.accounts
+	SQLFairGroups            = fairAny.groups
+	SQLFairGroupsWorkloads   = fairWorkloads.groups
+	SQLFairClaim             = fairAny.claim
+	SQLFairClaimWorkloads    = fairWorkloads.claim
+	SQLFairCounts            = sqlFairCounts
+)

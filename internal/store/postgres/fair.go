@@ -135,9 +135,10 @@ const fairGroupsSelect = `, d AS (SELECT DISTINCT owner, lim, np, c, job_id FROM
 k AS (SELECT d.*, row_number() OVER (PARTITION BY owner ORDER BY np, c, job_id) AS k FROM d)
 SELECT owner, -np, NULLIF(c, '-infinity'), job_id FROM k WHERE k <= lim`
 
-// sqlFairCounts counts leased tasks by account and job.
+// sqlFairCounts counts leased tasks by account and job, in the order of
+// tasks_leased, so that they are counted from it as they come.
 const sqlFairCounts = `SELECT owner, job_id, count(*) FROM tasks
-WHERE state = 'leased' AND kind <> 'stitch' GROUP BY owner, job_id`
+WHERE state = 'leased' AND kind <> 'stitch' GROUP BY owner, job_id ORDER BY owner, job_id`
 
 // fairClaimSQL is the claim of slots: $1 the owners of the tasks in claim
 // order, $2 now, $3 the kind, $4 the workloads, $5 how many tasks the
@@ -166,7 +167,7 @@ func fairClaimSQL(candidates string) string {
 ), placed AS (
 	SELECT s.i, s.owner, c.id, row_number() OVER (PARTITION BY s.owner ORDER BY s.i) AS k
 	FROM candidates c JOIN slots s ON s.owner = c.owner AND s.np = c.np AND s.c = c.c AND s.job_id = c.job_id AND s.r = c.r
-), room AS (
+), room AS MATERIALIZED (
 	SELECT a.name, a.max_running - (SELECT count(*) FROM tasks l WHERE l.state = 'leased' AND l.kind <> 'stitch' AND l.owner = a.name) AS left
 	FROM accounts a WHERE a.max_running > 0 AND a.name IN (SELECT owner FROM g)
 ), claimable AS (
