@@ -36,8 +36,9 @@ import (
 // only when work is added or runs out, so a FairMemo keeps it between
 // claims: a claim reads them again when TaskClaimParams.WorkEpoch moved
 // (the engine moves it whenever it learns of new work, its own or another
-// process's) or FairMemoFor passed; a job a claim finds without the tasks
-// it was given is dropped from it at once. When the claims of this
+// process's) or FairMemoFor passed (an account's jobs: fairGroupsFor); a
+// job a claim finds without the tasks it was given is dropped from it at
+// once. When the claims of this
 // process served each account is kept there too (it is only the
 // tie-break; another process's claims are seen when it is read again).
 // The leased counts are read at every claim.
@@ -67,10 +68,16 @@ const (
 )
 
 // FairMemoFor is the longest a fair claim relies on what an earlier one
-// read about which accounts and jobs have work, when no new work was
-// heard of (TaskClaimParams.WorkEpoch): work that the engine did not hear
-// of (made by a process that tells no one) is seen that late at worst.
-const FairMemoFor = 250 * time.Millisecond
+// read about which accounts have work, when no new work was heard of
+// (TaskClaimParams.WorkEpoch): an account's work that the engine did not
+// hear of (made by a process that tells no one) is seen that late at
+// worst. What it read of an account's jobs it relies on for
+// fairGroupsFor, since reading them again costs more: a new job of an
+// account with work already is seen that late at worst.
+const (
+	FairMemoFor   = 250 * time.Millisecond
+	fairGroupsFor = 8 * FairMemoFor
+)
 
 // FairClaimer is what a store provides for ClaimFair.
 type FairClaimer interface {
@@ -301,19 +308,21 @@ type fairView struct {
 // knownGroups are an account's first groups in claim order, as read.
 type knownGroups struct {
 	list []domain.FairGroup
-	all  bool // every group it had when read
+	all  bool      // every group it had when read
+	read time.Time // the Now of the claim that read them
 }
 
 // view returns what p's claim may use: the memo's when current, else
 // read now (and kept, for a memo).
 func (m *FairMemo) view(ctx context.Context, c FairClaimer, p *TaskClaimParams) (*fairView, error) {
 	key := string(p.Kinds[0]) + "\x00" + strings.Join(p.Workloads, "\x00")
+	var old *fairView
 	if m != nil {
 		m.mu.Lock()
-		v := m.views[key]
+		old = m.views[key]
 		m.mu.Unlock()
-		if v != nil && v.epoch == p.WorkEpoch && !p.Now.Before(v.read) && p.Now.Sub(v.read) < FairMemoFor {
-			return v, nil
+		if old != nil && old.epoch == p.WorkEpoch && !p.Now.Before(old.read) && p.Now.Sub(old.read) < FairMemoFor {
+			return old, nil
 		}
 	}
 	accounts, err := c.TaskFairAccounts(ctx, p)
@@ -321,11 +330,21 @@ func (m *FairMemo) view(ctx context.Context, c FairClaimer, p *TaskClaimParams) 
 		return nil, err
 	}
 	v := &fairView{memo: m, epoch: p.WorkEpoch, read: p.Now, accounts: accounts, groups: map[string]*knownGroups{}}
-	if m != nil {
-		m.mu.Lock()
-		m.views[key] = v
-		m.mu.Unlock()
+	if m == nil {
+		return v, nil
 	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if old != nil && old.epoch == p.WorkEpoch {
+		// No new work heard of: the jobs read of the accounts still with
+		// work stand, for as long as they may.
+		for _, a := range accounts {
+			if k := old.groups[a.Name]; k != nil && !p.Now.Before(k.read) && p.Now.Sub(k.read) < fairGroupsFor {
+				v.groups[a.Name] = k
+			}
+		}
+	}
+	m.views[key] = v
 	return v, nil
 }
 
@@ -374,7 +393,7 @@ func (v *fairView) forget(g FairSlot) {
 		return k.JobID == g.JobID && k.Priority == g.Priority
 	})
 	if len(list) > 0 || !known.all {
-		v.groups[g.Account] = &knownGroups{list: list, all: known.all}
+		v.groups[g.Account] = &knownGroups{list: list, all: known.all, read: known.read}
 		if len(list) == 0 {
 			v.groups[g.Account] = nil // to be read again
 		}
@@ -410,7 +429,9 @@ func (v *fairView) groupsOf(ctx context.Context, c FairClaimer, p *TaskClaimPara
 	v.lock()
 	known := make(map[string]*knownGroups, len(want))
 	for name := range want {
-		known[name] = v.groups[name]
+		if k := v.groups[name]; k != nil && !p.Now.Before(k.read) && p.Now.Sub(k.read) < fairGroupsFor {
+			known[name] = k
+		}
 	}
 	v.unlock()
 	for name, n := range want {
@@ -436,7 +457,7 @@ func (v *fairView) groupsOf(ctx context.Context, c FairClaimer, p *TaskClaimPara
 		}
 		next := map[string]int{}
 		for name, limit := range limits {
-			read := &knownGroups{list: got[name], all: len(got[name]) < limit}
+			read := &knownGroups{list: got[name], all: len(got[name]) < limit, read: p.Now}
 			v.lock()
 			v.groups[name] = read
 			v.unlock()
