@@ -1,15 +1,19 @@
 package postgres_test
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/storetest"
 )
@@ -87,5 +91,92 @@ func TestFairClaimAtScale(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFairClaimReplicas has three stores on one database, as three
+// replicas of a coordinator, drain the work of four accounts with fair
+// claims at once, each store with claimers of its own and what it
+// remembers its own: every task is leased once, and the accounts with a
+// max_running end at it, though claims of every replica wanted more.
+func TestFairClaimReplicas(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	first, url := openURL(t)
+	at := storetest.Epoch()
+	for a := range 4 {
+		name := fmt.Sprintf("acct%d", a)
+		if err := first.AccountInsert(ctx, &domain.Account{Name: name, Weight: 1 + a, MaxRunning: 5 * a, CreatedAt: at, UpdatedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 3 {
+			job := storetest.NewJob(fmt.Sprintf("j%d-%d", a, j), at.Add(time.Duration(j)*time.Second))
+			job.Owner = name
+			tasks := storetest.NewTasks(job, 50)[1:]
+			for _, tk := range tasks {
+				tk.Owner = name
+			}
+			if err := first.TaskInsert(ctx, tasks); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	replicas := []store.Store{first}
+	for range 2 {
+		s, err := postgres.Open(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		replicas = append(replicas, s)
+	}
+	var (
+		mu    sync.Mutex
+		owner = map[string]string{}
+		dupes []string
+		errs  []error
+		wg    sync.WaitGroup
+	)
+	for r, s := range replicas {
+		for c := range 8 {
+			wg.Go(func() {
+				me := fmt.Sprintf("r%d-c%d", r, c)
+				for empty := 0; empty < 3; {
+					tasks, err := s.TaskClaim(ctx, &store.TaskClaimParams{Owners: slices.Repeat([]string{me}, 1+c%3),
+						Kinds: []domain.TaskKind{domain.KindChunk}, Now: at.Add(time.Minute), Fair: true, WorkEpoch: 1})
+					mu.Lock()
+					switch {
+					case errors.Is(err, store.ErrStale):
+					case err != nil:
+						errs = append(errs, err)
+						empty = 3
+					case len(tasks) == 0:
+						empty++
+					}
+					for _, tk := range tasks {
+						if prev, ok := owner[tk.ID]; ok {
+							dupes = append(dupes, fmt.Sprintf("%s to %s and %s", tk.ID, prev, me))
+						}
+						owner[tk.ID] = tk.Owner
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	if len(dupes) > 0 {
+		t.Fatalf("tasks leased twice: %q", dupes)
+	}
+	byAccount := map[string]int{}
+	for _, o := range owner {
+		byAccount[o]++
+	}
+	want := map[string]int{"acct0": 150, "acct1": 5, "acct2": 10, "acct3": 15}
+	if !maps.Equal(byAccount, want) {
+		t.Errorf("tasks leased by account: %v, want %v (acct0 without a cap drained, the others at their max_running)", byAccount, want)
 	}
 }
