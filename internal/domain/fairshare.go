@@ -37,8 +37,13 @@ type FairAccount struct {
 
 // FairAccounts returns the accounts n single claims in a row would serve,
 // as indexes into accounts, one per task in the order given: fewer than n
-// when their caps (MaxRunning, Max) run out first.
-func FairAccounts(accounts []FairAccount, n int) []int {
+// when their caps (MaxRunning, Max) run out first. With unit above 1, each
+// pick serves its account unit tasks at once (fewer when its cap or n is
+// reached): the order of n/unit claims of unit tasks each, so that a large
+// claim goes to fewer accounts, each within unit tasks of where single
+// claims would leave it.
+func FairAccounts(accounts []FairAccount, n, unit int) []int {
+	unit = max(unit, 1)
 	h := make(accountHeap, 0, len(accounts))
 	for i := range accounts {
 		a := &accounts[i]
@@ -51,12 +56,16 @@ func FairAccounts(accounts []FairAccount, n int) []int {
 	out := make([]int, 0, n)
 	for seq := 1; len(out) < n && len(h) > 0; seq++ {
 		s := h[0]
-		out = append(out, s.index)
-		s.leased++
-		s.picked = seq // served now: after every account served before this claim
+		k := min(unit, n-len(out))
 		if s.room > 0 {
-			s.room--
+			k = min(k, s.room)
+			s.room -= k
 		}
+		for range k {
+			out = append(out, s.index)
+		}
+		s.leased += k
+		s.picked = seq // served now: after every account served before this claim
 		if s.room == 0 {
 			heap.Pop(&h)
 		} else {
@@ -137,8 +146,10 @@ type FairGroup struct {
 // task of, as indexes into groups, one per task in the order given:
 // higher priority first, then the job with the fewest leased tasks (a
 // task given raises its job's count), then the oldest job, then the job's
-// ID. Fewer than n when the groups' Max run out first.
-func FairGroups(groups []FairGroup, n int) []int {
+// ID. Fewer than n when the groups' Max run out first. With unit above 1,
+// each pick takes unit tasks of its group at once, as FairAccounts.
+func FairGroups(groups []FairGroup, n, unit int) []int {
+	unit = max(unit, 1)
 	leased := make(map[string]int, len(groups))
 	for _, g := range groups {
 		leased[g.JobID] = max(leased[g.JobID], g.Leased)
@@ -158,10 +169,16 @@ func FairGroups(groups []FairGroup, n int) []int {
 			heap.Fix(&h, 0)
 			continue
 		}
-		out = append(out, s.index)
-		s.taken++
-		leased[s.g.JobID]++
-		s.leased++
+		k := min(unit, n-len(out))
+		if s.g.Max > 0 {
+			k = min(k, s.g.Max-s.taken)
+		}
+		for range k {
+			out = append(out, s.index)
+		}
+		s.taken += k
+		leased[s.g.JobID] += k
+		s.leased += k
 		if s.g.Max > 0 && s.taken >= s.g.Max {
 			heap.Pop(&h)
 		} else {

@@ -45,7 +45,7 @@ func TestFairAccounts(t *testing.T) {
 		{"nothing to give", nil, 3, []string{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := names(tc.accounts, domain.FairAccounts(tc.accounts, tc.n))
+			got := names(tc.accounts, domain.FairAccounts(tc.accounts, tc.n, 1))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
@@ -73,11 +73,11 @@ func TestFairAccountsAsSingleClaims(t *testing.T) {
 			}
 		}
 		n := 1 + r.IntN(20)
-		got := domain.FairAccounts(slices.Clone(accounts), n)
+		got := domain.FairAccounts(slices.Clone(accounts), n, 1)
 		var want []int
 		one := slices.Clone(accounts)
 		for i := range n {
-			p := domain.FairAccounts(one, 1)
+			p := domain.FairAccounts(one, 1, 1)
 			if len(p) == 0 {
 				break
 			}
@@ -125,7 +125,7 @@ func TestFairGroups(t *testing.T) {
 			[]string{"t", "t", "u", "t", "u"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := jobs(tc.groups, domain.FairGroups(tc.groups, tc.n))
+			got := jobs(tc.groups, domain.FairGroups(tc.groups, tc.n, 1))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
@@ -155,7 +155,7 @@ func TestFairGroupsAsSingleClaims(t *testing.T) {
 				Leased: leased[id], Max: r.IntN(4)})
 		}
 		n := 1 + r.IntN(15)
-		got := domain.FairGroups(slices.Clone(groups), n)
+		got := domain.FairGroups(slices.Clone(groups), n, 1)
 		var want []int
 		one := slices.Clone(groups)
 		left := make([]int, len(one))
@@ -171,7 +171,7 @@ func TestFairGroupsAsSingleClaims(t *testing.T) {
 					at = append(at, i)
 				}
 			}
-			p := domain.FairGroups(open, 1)
+			p := domain.FairGroups(open, 1, 1)
 			if len(p) == 0 {
 				break
 			}
@@ -187,5 +187,25 @@ func TestFairGroupsAsSingleClaims(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Fatalf("groups %+v, n %d: one claim gave %v, %d claims of one %v", groups, n, got, n, want)
 		}
+	}
+}
+
+// TestFairUnits: with a unit, each pick serves its account (its job) that
+// many tasks at once, within its caps, and the counts go on from there.
+func TestFairUnits(t *testing.T) {
+	accounts := []domain.FairAccount{{Name: "a", Weight: 1}, {Name: "b", Weight: 3}, {Name: "c", MaxRunning: 2}}
+	got := names(accounts, domain.FairAccounts(accounts, 12, 3))
+	want := []string{"a", "a", "a", "b", "b", "b", "c", "c", "b", "b", "b", "b"}
+	if !slices.Equal(got, want) {
+		t.Errorf("accounts in units of 3: got %v, want %v", got, want)
+	}
+	groups := []domain.FairGroup{{JobID: "x"}, {JobID: "y", Leased: 1, Max: 2}}
+	picks := domain.FairGroups(groups, 7, 3)
+	var jobs []string
+	for _, p := range picks {
+		jobs = append(jobs, groups[p].JobID)
+	}
+	if want := []string{"x", "x", "x", "y", "y", "x", "x"}; !slices.Equal(jobs, want) {
+		t.Errorf("groups in units of 3: got %v, want %v", jobs, want)
 	}
 }

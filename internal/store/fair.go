@@ -43,13 +43,34 @@ import (
 // tie-break; another process's claims are seen when it is read again).
 // The leased counts are read at every claim.
 //
+// A claim of 2·fairSpread tasks or more picks in units (fairUnit): each pick
+// gives its account, and then its job, n/fairSpread tasks at once, as
+// n/unit claims of unit tasks each would, so that every account and job
+// ends within a unit of where single claims would leave it.
+//
 // The picks assume every job has as many runnable tasks as it is given;
 // one that has fewer (a job's last chunks, or rows a concurrent claim
 // holds) leaves the claim short, and ClaimFair runs the steps again for
 // the rest, with counts that now include what it leased, up to
-// fairRounds times. So a claim hands out its tasks as single claims in a
-// row would, exactly where the job of each pick has the runnable tasks it
-// is given and the memo is current, and otherwise close to it.
+// fairRounds times. So a claim of fewer than 2·fairSpread tasks hands
+// out its tasks as single claims in a row would, exactly where the job of
+// each pick has the runnable tasks it is given and the memo is current,
+// and otherwise close to it; a larger claim, in units.
+
+// fairSpread is about the most accounts (and jobs) a claim of many tasks
+// is shared between: a claim of n tasks picks in units of n/fairSpread
+// tasks (fairUnit), so that it takes runs of chunks of a few jobs, whose
+// writes land on a few pages, rather than one chunk of each of many jobs.
+// Spread one chunk at a time over a hundred accounts, a claim of 50 cost
+// SQLite ten times FIFO's writes (docs/PERFORMANCE.md, Fair share). A
+// claim of fewer than 2·fairSpread tasks picks one task at a time. Claims
+// served together (group commit) are one claim here: among many accounts,
+// a run of 20 claims of one task serves 4 of them 5 tasks each, and the
+// next run others.
+const fairSpread = 4
+
+// fairUnit is the tasks each pick of a claim of n tasks gives.
+func fairUnit(n int) int { return max(1, n/fairSpread) }
 
 // fairRounds bounds the rounds of one fair claim that lease tasks, and
 // fairDryRounds those that lease none.
@@ -203,7 +224,8 @@ func claimFairRound(ctx context.Context, c FairClaimer, memo *FairMemo, p *TaskC
 			accounts[i].Leased = counts.Leased[accounts[i].Name]
 		}
 	}
-	picks := domain.FairAccounts(accounts, len(p.Owners)-done)
+	unit := fairUnit(len(p.Owners) - done)
+	picks := domain.FairAccounts(accounts, len(p.Owners)-done, unit)
 	if len(picks) == 0 {
 		return nil, false, nil // every account with work is at its max_running
 	}
@@ -217,7 +239,7 @@ func claimFairRound(ctx context.Context, c FairClaimer, memo *FairMemo, p *TaskC
 	}
 	order := make(map[string][]int, len(want)) // each account's picks of its groups
 	for name, n := range want {
-		order[name] = domain.FairGroups(groups[name], n)
+		order[name] = domain.FairGroups(groups[name], n, unit)
 	}
 	sp := &TaskClaimSlotsParams{TaskClaimParams: *p, Served: done, Stamp: len(accounts) > 1}
 	limited := map[string]bool{}

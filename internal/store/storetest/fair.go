@@ -143,9 +143,9 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		// ties (1 and 3, 2 and 6) to the one served longest ago.
 		checkIDs(t, "owners of 8 single claims", ownersOf(singleClaims(t, s, 8, at)),
 			[]string{"heavy", "light", "heavy", "heavy", "light", "heavy", "heavy", "heavy"})
-		// 2 and 6 leased: a claim of 8 goes on as 8 single claims would.
-		checkIDs(t, "owners of a claim of 8", ownersOf(fairClaim(t, s, 8, at.Add(time.Second))),
-			[]string{"light", "heavy", "heavy", "heavy", "light", "heavy", "heavy", "heavy"})
+		// 2 and 6 leased: a claim of 7 goes on as 7 single claims would.
+		checkIDs(t, "owners of a claim of 7", ownersOf(fairClaim(t, s, 7, at.Add(time.Second))),
+			[]string{"light", "heavy", "heavy", "heavy", "light", "heavy", "heavy"})
 	})
 
 	t.Run("TiesToTheAccountServedLongestAgo", func(t *testing.T) {
@@ -185,12 +185,13 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		checkIDs(t, "tasks of single claims", taskIDs(got), []string{ChunkTaskID("urgent", 0), ChunkTaskID("old", 0), ChunkTaskID("new", 0),
 			ChunkTaskID("old", 1), ChunkTaskID("new", 1), ChunkTaskID("old", 2), ChunkTaskID("old", 3), ChunkTaskID("old", 4)})
 
-		// The same from one claim of 9 on a fresh store.
+		// The same from a claim of 7 and one of 2 on a fresh store.
 		s = newStore(t)
 		addWork(t, s, ownedJob("a", "old", at, 0, 5, "w")...)
 		addWork(t, s, ownedJob("a", "new", at.Add(time.Second), 0, 2, "w")...)
 		addWork(t, s, ownedJob("a", "urgent", at.Add(time.Hour), 1, 1, "w")...)
-		checkIDs(t, "tasks of one claim of 9", taskIDs(fairClaim(t, s, 9, at)), taskIDs(got))
+		batch := append(fairClaim(t, s, 7, at), fairClaim(t, s, 2, at)...)
+		checkIDs(t, "tasks of claims of 7 and 2", taskIDs(batch), taskIDs(got))
 	})
 
 	t.Run("ASmallJobBesideABigOne", func(t *testing.T) {
@@ -277,6 +278,33 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		want := countOwners(singleClaims(t, one, 14, at))
 		checkCountsOf(t, "single claims", want, map[string]int{"a": 3, "b": 3, "c": 8})
 		checkCountsOf(t, "one claim of 14", countOwners(fairClaim(t, batch, 14, at)), want)
+	})
+
+	t.Run("LargeClaimsInUnits", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		for _, name := range []string{"a", "b", "c", "d"} {
+			for j := range 3 {
+				addWork(t, s, ownedJob(name, fmt.Sprintf("%s%d", name, j), at.Add(time.Duration(j)*time.Second), 0, 20, "w")...)
+			}
+		}
+		// A claim of 32 picks in units of 8: each account gets its share,
+		// a run of 8 chunks of its oldest job; the next claim of 32, a run
+		// of the next job, which has the fewest leased.
+		for i, want := range []int{0, 1} {
+			got := fairClaim(t, s, 32, at)
+			checkCountsOf(t, fmt.Sprintf("owners of claim %d of 32", i+1), countOwners(got), map[string]int{"a": 8, "b": 8, "c": 8, "d": 8})
+			runs := map[string][]int{}
+			for _, tk := range got {
+				runs[tk.JobID] = append(runs[tk.JobID], tk.ChunkIndex)
+			}
+			for _, name := range []string{"a", "b", "c", "d"} {
+				job := fmt.Sprintf("%s%d", name, want)
+				if !slices.Equal(runs[job], []int{0, 1, 2, 3, 4, 5, 6, 7}) {
+					t.Errorf("claim %d of 32 took %v of job %s (all: %v); want its chunks 0 to 7", i+1, runs[job], job, runs)
+				}
+			}
+		}
 	})
 
 	t.Run("WhatAClaimRemembers", func(t *testing.T) {
