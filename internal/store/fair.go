@@ -102,6 +102,10 @@ const (
 
 // FairClaimer is what a store provides for ClaimFair.
 type FairClaimer interface {
+	// TaskClaim is the store's claim: with p.Fair false, the FIFO claim.
+	// ClaimFair makes it when it would lease the same tasks: one account
+	// with work, no max_running, one job with work.
+	TaskClaim(ctx context.Context, p *TaskClaimParams) ([]*domain.Task, error)
 	// TaskFairAccounts returns the accounts (task owners) that have
 	// runnable tasks of p's kind and workloads (any when none), with
 	// their Weight and MaxRunning (1 and 0 for an owner without an
@@ -205,6 +209,20 @@ func claimFairRound(ctx context.Context, c FairClaimer, memo *FairMemo, p *TaskC
 	accounts := v.accountList()
 	if len(accounts) == 0 {
 		return nil, false, nil
+	}
+	if alone := v.onlyJob(accounts, p.Now); alone != nil {
+		// One account with work, uncapped, with one job with work: the
+		// fair order is the FIFO order, and the FIFO claim is the cheaper.
+		fifo := *p
+		fifo.Fair, fifo.Owners = false, p.Owners[done:]
+		if tasks, err = c.TaskClaim(ctx, &fifo); err != nil {
+			return nil, false, err
+		}
+		if len(tasks) < len(fifo.Owners) {
+			v.forget(FairSlot{Account: accounts[0].Name, Priority: alone.Priority, JobCreatedAt: alone.JobCreatedAt, JobID: alone.JobID})
+			learnt = true
+		}
+		return tasks, learnt, nil
 	}
 	var counts *FairCounts
 	count := func() error {
@@ -400,6 +418,23 @@ func (v *fairView) served(at map[string]time.Time) {
 		}
 	}
 	v.accounts = accounts
+}
+
+// onlyJob returns the one group with work of the one account of
+// accounts, when that account has no max_running and the view knows it
+// has no other (read within fairGroupsFor of now); else nil.
+func (v *fairView) onlyJob(accounts []domain.FairAccount, now time.Time) *domain.FairGroup {
+	if len(accounts) != 1 || accounts[0].MaxRunning > 0 {
+		return nil
+	}
+	v.lock()
+	defer v.unlock()
+	k := v.groups[accounts[0].Name]
+	if k == nil || !k.all || len(k.list) != 1 || now.Before(k.read) || now.Sub(k.read) >= fairGroupsFor {
+		return nil
+	}
+	g := k.list[0]
+	return &g
 }
 
 // forget drops group g, which has no runnable task left, and its account
