@@ -179,7 +179,7 @@ UPDATE tasks
 SET state = 'leased', lease_owner = ($1::text[])[claimable.n], attempt = attempt + 1,
 	lease_expires_at = $2::timestamptz + LEAST(lease_seconds, NULLIF(timeout_seconds, 0)) * interval '1 second',
 	attempt_deadline = $2::timestamptz + NULLIF(timeout_seconds, 0) * interval '1 second',
-	run_after = NULL, updated_at = $2::timestamptz, version = version + 1
+	run_after = NULL, updated_at = $2::timestamptz, leased_at = $2::timestamptz, version = version + 1
 FROM claimable
 WHERE id = claimable.claim_id
 RETURNING ` + taskColumns + `

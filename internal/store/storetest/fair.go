@@ -67,8 +67,8 @@ func fairClaimKind(t *testing.T, q store.Querier, kind domain.TaskKind, n int, n
 		if tk.LeaseOwner != owners[i] {
 			t.Fatalf("a fair claim of %d leased %d tasks, to %s …: not to the first owners in order", n, len(got), tk.LeaseOwner)
 		}
-		if tk.State != domain.TaskLeased || tk.Attempt != 1 {
-			t.Fatalf("task %s came back %s, attempt %d", tk.ID, tk.State, tk.Attempt)
+		if tk.State != domain.TaskLeased || tk.Attempt != 1 || !tk.LeasedAt.Equal(now) {
+			t.Fatalf("task %s came back %s, attempt %d, leased at %v; want leased at %v", tk.ID, tk.State, tk.Attempt, tk.LeasedAt, now)
 		}
 	}
 	return got
