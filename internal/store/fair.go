@@ -69,8 +69,15 @@ import (
 // next run others.
 const fairSpread = 4
 
-// fairUnit is the tasks each pick of a claim of n tasks gives.
-func fairUnit(n int) int { return max(1, n/fairSpread) }
+// fairUnit is the tasks each pick of a claim of n tasks gives: at most
+// FairCountMax, which the runnable tasks of each job are counted up to, so
+// that no pick gives a job more than it has.
+func fairUnit(n int) int { return min(max(1, n/fairSpread), FairCountMax) }
+
+// FairCountMax is how far a store counts a job's runnable tasks when it
+// reads an account's jobs (TaskFairGroups): a job with fewer is given no
+// more than it has, one with that many is given as many as a pick gives.
+const FairCountMax = 64
 
 // fairRounds bounds the rounds of one fair claim that lease tasks, and
 // fairDryRounds those that lease none.
@@ -117,7 +124,8 @@ type FairClaimer interface {
 	// TaskFairGroups returns, for each account of limits, the first
 	// limits[account] groups of its runnable tasks of p's kind and
 	// workloads in claim order (priority descending, JobCreatedAt,
-	// JobID), Leased left 0.
+	// JobID), Leased left 0, with Max the group's runnable tasks when
+	// fewer than FairCountMax (else 0).
 	TaskFairGroups(ctx context.Context, p *TaskClaimParams, limits map[string]int) (map[string][]domain.FairGroup, error)
 	// TaskClaimSlots leases, for each slot in turn, the runnable task of
 	// p's kind and workloads with the lowest ChunkIndex of the slot's
@@ -285,15 +293,19 @@ func claimFairRound(ctx context.Context, c FairClaimer, memo *FairMemo, p *TaskC
 	// A group that gave fewer tasks than it had slots has none left (or
 	// none that a concurrent claim does not hold): the memo forgets it.
 	// An account with a max_running may have been held back instead.
-	short := map[FairSlot]int{}
+	// What each group gave comes off what the memo counted of it.
+	short, took := map[FairSlot]int{}, map[FairSlot]int{}
 	for _, s := range sp.Slots {
 		if !limited[s.Account] {
 			short[slotGroup(s)]++
 		}
 	}
 	for _, t := range tasks {
-		short[FairSlot{Account: t.Owner, Priority: t.Priority, JobCreatedAt: t.JobCreatedAt, JobID: t.JobID}]--
+		g := FairSlot{Account: t.Owner, Priority: t.Priority, JobCreatedAt: t.JobCreatedAt, JobID: t.JobID}
+		short[g]--
+		took[g]++
 	}
+	v.took(took)
 	for g, n := range short {
 		if n > 0 {
 			v.forget(g)
@@ -418,6 +430,33 @@ func (v *fairView) served(at map[string]time.Time) {
 		}
 	}
 	v.accounts = accounts
+}
+
+// took takes what each group gave off what the view counted of it, and
+// forgets a group left with none.
+func (v *fairView) took(n map[FairSlot]int) {
+	var gone []FairSlot
+	v.lock()
+	for g, k := range n {
+		known := v.groups[g.Account]
+		if known == nil {
+			continue
+		}
+		i := slices.IndexFunc(known.list, func(f domain.FairGroup) bool { return f.JobID == g.JobID && f.Priority == g.Priority })
+		if i < 0 || known.list[i].Max == 0 {
+			continue
+		}
+		list := slices.Clone(known.list)
+		if list[i].Max -= k; list[i].Max <= 0 {
+			gone = append(gone, g)
+			list[i].Max = 1 // forget drops it
+		}
+		v.groups[g.Account] = &knownGroups{list: list, all: known.all, read: known.read}
+	}
+	v.unlock()
+	for _, g := range gone {
+		v.forget(g)
+	}
 }
 
 // onlyJob returns the one group with work of the one account of

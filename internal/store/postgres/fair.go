@@ -64,7 +64,8 @@ var (
 	SELECT (SELECT t.owner FROM tasks t WHERE ` + fairRunnable("$1::text") + ` AND t.owner > o.owner ORDER BY t.kind, t.owner LIMIT 1)
 	FROM o WHERE o.owner IS NOT NULL
 )` + fairAccountsSelect,
-		// $1 kind, $2 owners, $3 their limits.
+		// $1 kind, $2 owners, $3 their limits, $4 no workloads, $5 the
+		// most runnable tasks a group's count goes to.
 		groups: `WITH RECURSIVE g(owner, lim, workload, n, np, c, job_id) AS (
 	SELECT a.owner, a.lim, '', 1, f.np, f.c, f.job_id FROM unnest($2::text[], $3::int[]) AS a(owner, lim) CROSS JOIN LATERAL (
 		SELECT -t.priority AS np, COALESCE(t.job_created_at, '-infinity') AS c, t.job_id FROM tasks t
@@ -77,7 +78,7 @@ var (
 			AND (-t.priority, COALESCE(t.job_created_at, '-infinity'), t.job_id) > (g.np, g.c, g.job_id)
 		ORDER BY t.kind, ` + fairOrder + ` LIMIT 1) f
 	WHERE g.n < g.lim
-)` + fairGroupsSelect,
+)` + fairGroupsSelect(fairRunnable("$1::text")+` AND cardinality($4::text[]) = 0`),
 		// $3 kind; see fairClaimSQL.
 		claim: fairClaimSQL(`CROSS JOIN LATERAL (
 		SELECT t.id, t.chunk_index FROM tasks t
@@ -98,7 +99,8 @@ var (
 		ORDER BY t.kind, t.workload, t.owner LIMIT 1)
 	FROM o WHERE o.owner IS NOT NULL
 )` + fairAccountsSelect,
-		// $1 kind, $2 owners, $3 their limits, $4 workloads.
+		// $1 kind, $2 owners, $3 their limits, $4 workloads, $5 the most
+		// runnable tasks a group's count goes to.
 		groups: `WITH RECURSIVE g(owner, lim, workload, n, np, c, job_id) AS (
 	SELECT a.owner, a.lim, w.workload, 1, f.np, f.c, f.job_id
 	FROM unnest($2::text[], $3::int[]) AS a(owner, lim) CROSS JOIN unnest($4::text[]) AS w(workload) CROSS JOIN LATERAL (
@@ -112,7 +114,7 @@ var (
 			AND (-t.priority, COALESCE(t.job_created_at, '-infinity'), t.job_id) > (g.np, g.c, g.job_id)
 		ORDER BY t.kind, t.workload, ` + fairOrder + ` LIMIT 1) f
 	WHERE g.n < g.lim
-)` + fairGroupsSelect,
+)` + fairGroupsSelect(`t.state = 'pending' AND t.run_after IS NULL AND t.kind = (SELECT $1::text) AND t.workload = ANY($4::text[])`),
 		// $3 kind, $4 workloads; see fairClaimSQL.
 		claim: fairClaimSQL(`CROSS JOIN unnest($4::text[]) AS w(workload) CROSS JOIN LATERAL (
 		SELECT t.id, t.chunk_index FROM tasks t
@@ -130,10 +132,16 @@ SELECT n.owner, COALESCE(a.weight, 1), COALESCE(a.max_running, 0), s.served_at
 FROM owners n LEFT JOIN accounts a ON a.name = n.owner LEFT JOIN account_served s ON s.account = n.owner`
 
 // fairGroupsSelect keeps each owner's first groups of those its walks g
-// found (one walk per workload).
-const fairGroupsSelect = `, d AS (SELECT DISTINCT owner, lim, np, c, job_id FROM g),
+// found (one walk per workload), each with its runnable tasks (of those
+// where says) counted up to $5.
+func fairGroupsSelect(where string) string {
+	return `, d AS (SELECT DISTINCT owner, lim, np, c, job_id FROM g),
 k AS (SELECT d.*, row_number() OVER (PARTITION BY owner ORDER BY np, c, job_id) AS k FROM d)
-SELECT owner, -np, NULLIF(c, '-infinity'), job_id FROM k WHERE k <= lim`
+SELECT owner, -np, NULLIF(c, '-infinity'), job_id, (SELECT count(*) FROM (SELECT 1 FROM tasks t
+	WHERE ` + where + ` AND t.owner = k.owner AND -t.priority = k.np AND COALESCE(t.job_created_at, '-infinity') = k.c AND t.job_id = k.job_id
+	LIMIT $5) AS r)
+FROM k WHERE k <= lim`
+}
 
 // sqlFairCounts counts leased tasks by account and job, in the order of
 // tasks_leased, so that they are counted from it as they come.
@@ -279,10 +287,7 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 		owners = append(owners, o)
 		lims = append(lims, int32(l))
 	}
-	args := []any{string(p.Kinds[0]), owners, lims}
-	if len(p.Workloads) > 0 {
-		args = append(args, p.Workloads)
-	}
+	args := []any{string(p.Kinds[0]), owners, lims, workloadsArg(p.Workloads), store.FairCountMax}
 	rows, err := q.db.Query(ctx, fairOf(p).groups, args...)
 	if err != nil {
 		return nil, translate(err, "find the jobs with work of %d accounts", len(owners))
@@ -293,8 +298,11 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 		g       domain.FairGroup
 		created pgtype.Timestamptz
 	)
-	_, err = pgx.ForEachRow(rows, []any{&owner, &g.Priority, &created, &g.JobID}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&owner, &g.Priority, &created, &g.JobID, &g.Max}, func() error {
 		g.JobCreatedAt = timeOf(created)
+		if g.Max >= store.FairCountMax {
+			g.Max = 0 // as many as any claim is given at once
+		}
 		out[owner] = append(out[owner], g)
 		return nil
 	})

@@ -63,8 +63,8 @@ func TestFairClaimAtScale(t *testing.T) {
 	}{
 		{"accounts", postgres.SQLFairAccounts, []string{"tasks_fair"}, []any{"chunk"}},
 		{"accounts of workloads", postgres.SQLFairAccountsWorkloads, []string{"tasks_fair_workload"}, []any{"chunk", []string{"tanimoto"}}},
-		{"groups", postgres.SQLFairGroups, []string{"tasks_fair"}, []any{"chunk", owners, []int32{16, 16}}},
-		{"groups of workloads", postgres.SQLFairGroupsWorkloads, []string{"tasks_fair_workload"}, []any{"chunk", owners, []int32{16, 16}, []string{"tanimoto"}}},
+		{"groups", postgres.SQLFairGroups, []string{"tasks_fair"}, []any{"chunk", owners, []int32{16, 16}, []string{}, 64}},
+		{"groups of workloads", postgres.SQLFairGroupsWorkloads, []string{"tasks_fair_workload"}, []any{"chunk", owners, []int32{16, 16}, []string{"tanimoto"}, 64}},
 		// Either partial index of leased tasks will do.
 		{"counts", postgres.SQLFairCounts, []string{"tasks_leased|tasks_lease_expiry"}, nil},
 		{"claim", postgres.SQLFairClaim, []string{"tasks_fair"}, append(append([]any{}, claim[:3]...), append([]any{[]string{}}, claim[4:]...)...)},

@@ -27,7 +27,8 @@ type fairIndex struct {
 	// weight, max_running and when they were last served.
 	owners *statement
 	// groups are owner ?2's first ?4 groups (priority, job creation,
-	// job ID) in claim order.
+	// job ID) in claim order, each with its runnable tasks counted up to
+	// ?5.
 	groups *statement
 	// tasks are up to ?7 runnable tasks of a group (?4 priority, ?5 job
 	// creation, ?6 job ID), by chunk index.
@@ -63,7 +64,9 @@ WHERE o.owner IS NOT NULL`),
 		UNION ALL SELECT * FROM (` + group + ` AND priority < g.j ->> 0 ORDER BY priority DESC, job_created_at, job_id LIMIT 1)
 		LIMIT 1))
 	FROM g WHERE g.j IS NOT NULL AND g.n < ?4)
-SELECT j ->> 0, j ->> 1, j ->> 2 FROM g WHERE j IS NOT NULL`),
+SELECT j ->> 0, j ->> 1, j ->> 2, (SELECT count(*) FROM (SELECT 1 ` + from + ` AND owner = ?2
+	AND priority = g.j ->> 0 AND job_created_at IS g.j ->> 1 AND job_id = g.j ->> 2 LIMIT ?5))
+FROM g WHERE j IS NOT NULL`),
 		tasks: newStatement(`SELECT rowid, chunk_index ` + from + ` AND owner = ?2 AND priority = ?4 AND job_created_at IS ?5 AND job_id = ?6
 	ORDER BY chunk_index LIMIT ?7`),
 	}
@@ -167,21 +170,34 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 					g       domain.FairGroup
 					created sql.NullInt64
 				)
-				if err := r.Scan(&g.Priority, &created, &g.JobID); err != nil {
+				if err := r.Scan(&g.Priority, &created, &g.JobID, &g.Max); err != nil {
 					return err
 				}
 				g.JobCreatedAt = timeOf(created)
 				groups = append(groups, g)
 				return nil
-			}, x.groups, kind, owner, wl[i], limit)
+			}, x.groups, kind, owner, wl[i], limit, store.FairCountMax)
 			if err != nil {
 				return nil, translate(err, "find the jobs of account %s with work", owner)
 			}
 		}
 		if len(idx) > 1 {
+			// A group of several workloads (a tree's) has them all.
 			slices.SortFunc(groups, compareGroup)
-			groups = slices.CompactFunc(groups, func(a, b domain.FairGroup) bool { return compareGroup(a, b) == 0 })
-			groups = groups[:min(len(groups), limit)]
+			merged := groups[:0]
+			for _, g := range groups {
+				if n := len(merged); n > 0 && compareGroup(merged[n-1], g) == 0 {
+					merged[n-1].Max += g.Max
+					continue
+				}
+				merged = append(merged, g)
+			}
+			groups = merged[:min(len(merged), limit)]
+		}
+		for i := range groups {
+			if groups[i].Max >= store.FairCountMax {
+				groups[i].Max = 0 // as many as any claim is given at once
+			}
 		}
 		out[owner] = groups
 	}

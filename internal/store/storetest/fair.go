@@ -307,6 +307,20 @@ func exerciseFairClaim(t *testing.T, newStore newFunc) {
 		}
 	})
 
+	t.Run("UnitsNoLargerThanAJob", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		for _, name := range []string{"a", "b"} {
+			for j := range 10 {
+				addWork(t, s, ownedJob(name, fmt.Sprintf("%s%d", name, j), at.Add(time.Duration(j)*time.Second), 0, 3, "w")...)
+			}
+		}
+		// Units of 16, jobs of 3: each pick is spread over as many jobs as
+		// it needs, so one claim takes all 60 tasks.
+		got := fairClaim(t, s, 64, at)
+		checkCountsOf(t, "owners of a claim of 64", countOwners(got), map[string]int{"a": 30, "b": 30})
+	})
+
 	t.Run("WhatAClaimRemembers", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
