@@ -91,7 +91,7 @@ run() {
 	weights) "${b[@]}" --tasks $((tasks / 5)) --backlog "$backlog" --batch 1 --accounts 2 --weights 1,3 --task-time 20ms --seed-db "$db" ;;
 	small) bin/scimesh bench small --coordinator "$url" --seed-db "$db" ;;
 	*) echo "unknown case $case" >&2; exit 1 ;;
-	esac | grep -v seeded
+	esac 2>&1 | grep -v seeded || true
 	echo "serve $(grep VmHWM "/proc/$server/status" | tr -s ' \t' ' ')"
 	kill "$server"
 	wait "$server" || true
@@ -125,6 +125,10 @@ done
 echo "medians over $rounds rounds, $workers workers ($(uptime | sed 's/.*load average/load average/')):"
 for store in $stores; do
 	for case in $cases; do
+		if [ -z "${figures[$store.$case.fifo]// /}" ] || [ -z "${figures[$store.$case.fair]// /}" ]; then
+			echo "  $store, $case: runs failed (see above)"
+			continue
+		fi
 		fifo=$(median %.2f <<<"${figures[$store.$case.fifo]}")
 		fair=$(median %.2f <<<"${figures[$store.$case.fair]}")
 		case $case in
