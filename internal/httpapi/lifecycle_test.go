@@ -103,7 +103,9 @@ func TestClaimOrder(t *testing.T) {
 	b.clock.Advance(time.Second)
 	urgent := b.createJob(1, map[string]any{"priority": 5})
 	low := b.createJob(1, map[string]any{"priority": -5})
-	want := []string{urgent.JobID + "#0", old.JobID + "#0", old.JobID + "#1", young.JobID + "#0", young.JobID + "#1", low.JobID + "#0"}
+	// Fair share (the default) within one account: priority, then the job
+	// with the fewest leased tasks, then the oldest job, then chunk index.
+	want := []string{urgent.JobID + "#0", old.JobID + "#0", young.JobID + "#0", old.JobID + "#1", young.JobID + "#1", low.JobID + "#0"}
 	for i, w := range want {
 		tk, ok := b.claim("w", nil)
 		if got := fmt.Sprintf("%s#%d", tk.JobID, tk.ChunkIndex); !ok || got != w {
