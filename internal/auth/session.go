@@ -54,7 +54,7 @@ func (s *Sessions) Registry() SessionRegistry {
 // the database every replica shares.
 type SessionRegistry interface {
 	// StartSession records session id of account, started with the token
-	// whose domain.TokenHash is tokenHash ("" for the client token).
+	// whose hash (as account tokens are kept) is tokenHash ("" for the client token).
 	StartSession(ctx context.Context, id, account, tokenHash string, expires time.Time) error
 	// SessionCaller returns who session id acts as, and false when it is
 	// not live: never started, ended, expired, its account disabled or
@@ -95,7 +95,7 @@ func (s *Sessions) sign(v string) string {
 }
 
 // Start starts a session of account c valid until exp, logged in with the
-// token whose domain.TokenHash is tokenHash ("" for the client token), and
+// token whose hash (as account tokens are kept) is tokenHash ("" for the client token), and
 // returns its cookie's value.
 func (s *Sessions) Start(ctx context.Context, exp time.Time, c domain.Caller, tokenHash string) (string, error) {
 	reg := s.Registry()

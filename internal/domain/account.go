@@ -1,8 +1,6 @@
 package domain
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
 	"time"
 )
@@ -80,11 +78,4 @@ const AccountTokenPrefix = "scimesh_"
 // token, so that one of another form is refused without a lookup.
 func LooksLikeAccountToken(token string) bool {
 	return strings.HasPrefix(token, AccountTokenPrefix) && len(token) == len(AccountTokenPrefix)+64
-}
-
-// TokenHash is the hash an account token is kept and looked up by: a
-// token is 256 random bits, so a fast hash is enough.
-func TokenHash(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
 }

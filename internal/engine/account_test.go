@@ -27,7 +27,7 @@ func TestAccounts(t *testing.T) {
 		if a.Weight != 1 || a.MaxJobs != 3 || a.CreatedAt.IsZero() || !strings.HasPrefix(token, "scimesh_") || len(token) != len("scimesh_")+64 {
 			t.Fatalf("created %+v with token %q; want weight 1, the quota asked, and a prefixed 256-bit token", a, token)
 		}
-		if kept, err := s.AccountTokenGet(ctx, domain.TokenHash(token)); err != nil || kept.Account != "alice" {
+		if kept, err := s.AccountTokenGet(ctx, engine.TokenHash(token)); err != nil || kept.Account != "alice" {
 			t.Fatalf("the token kept by its hash: %+v, %v", kept, err)
 		}
 		if _, err := s.AccountTokenGet(ctx, token); !errors.Is(err, store.ErrNotFound) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
 )
 
 // Dashboard routes, as the gate admits them: pages for a session (or a
@@ -105,7 +106,7 @@ func (u *UI) login(w http.ResponseWriter, r *http.Request) {
 	}
 	tokenHash := "" // the client token's session ends when the token changes
 	if domain.LooksLikeAccountToken(token) && !auth.Equal(token, u.cfg.Gate.Tokens().Client) {
-		tokenHash = domain.TokenHash(token) // an account's ends when that token is revoked
+		tokenHash = engine.TokenHash(token) // an account's ends when that token is revoked
 	}
 	exp := time.Now().Add(auth.SessionTTL)
 	session, err := u.sessions.Start(r.Context(), exp, caller, tokenHash)
