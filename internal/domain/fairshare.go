@@ -3,6 +3,7 @@ package domain
 import (
 	"cmp"
 	"container/heap"
+	"strings"
 	"time"
 )
 
@@ -140,6 +141,18 @@ type FairGroup struct {
 	// Max bounds the tasks it can be given (what it has runnable, when
 	// known); 0 is no bound.
 	Max int
+}
+
+// CompareFairGroups orders an account's groups as claims do: priority
+// descending, then job creation (none first), then job ID.
+func CompareFairGroups(a, b FairGroup) int {
+	switch {
+	case a.Priority != b.Priority:
+		return b.Priority - a.Priority
+	case !a.JobCreatedAt.Equal(b.JobCreatedAt):
+		return a.JobCreatedAt.Compare(b.JobCreatedAt)
+	}
+	return strings.Compare(a.JobID, b.JobID)
 }
 
 // FairGroups returns the groups n single claims in a row would take a

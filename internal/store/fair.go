@@ -124,8 +124,8 @@ type FairClaimer interface {
 	// TaskFairGroups returns, for each account of limits, the first
 	// limits[account] groups of its runnable tasks of p's kind and
 	// workloads in claim order (priority descending, JobCreatedAt,
-	// JobID), Leased left 0, with Max the group's runnable tasks when
-	// fewer than FairCountMax (else 0).
+	// JobID), Leased left 0, with Max the group's runnable tasks counted
+	// up to FairCountMax.
 	TaskFairGroups(ctx context.Context, p *TaskClaimParams, limits map[string]int) (map[string][]domain.FairGroup, error)
 	// TaskClaimSlots leases, for each slot in turn, the runnable task of
 	// p's kind and workloads with the lowest ChunkIndex of the slot's
@@ -550,6 +550,13 @@ func (v *fairView) groupsOf(ctx context.Context, c FairClaimer, p *TaskClaimPara
 		got, err := c.TaskFairGroups(ctx, p, limits)
 		if err != nil {
 			return nil, err
+		}
+		for _, groups := range got {
+			for i := range groups {
+				if groups[i].Max >= FairCountMax {
+					groups[i].Max = 0 // as many as any pick gives
+				}
+			}
 		}
 		next := map[string]int{}
 		for name, limit := range limits {

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
@@ -300,9 +299,6 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 	)
 	_, err = pgx.ForEachRow(rows, []any{&owner, &g.Priority, &created, &g.JobID, &g.Max}, func() error {
 		g.JobCreatedAt = timeOf(created)
-		if g.Max >= store.FairCountMax {
-			g.Max = 0 // as many as any claim is given at once
-		}
 		out[owner] = append(out[owner], g)
 		return nil
 	})
@@ -310,21 +306,9 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 		return nil, translate(err, "find the jobs with work of %d accounts", len(owners))
 	}
 	for _, gs := range out { // rows come in no particular order
-		slices.SortFunc(gs, compareGroup)
+		slices.SortFunc(gs, domain.CompareFairGroups)
 	}
 	return out, nil
-}
-
-// compareGroup orders an account's groups as claims do: priority
-// descending, then job creation (none first), then job ID.
-func compareGroup(a, b domain.FairGroup) int {
-	switch {
-	case a.Priority != b.Priority:
-		return b.Priority - a.Priority
-	case !a.JobCreatedAt.Equal(b.JobCreatedAt):
-		return a.JobCreatedAt.Compare(b.JobCreatedAt)
-	}
-	return strings.Compare(a.JobID, b.JobID)
 }
 
 // TaskClaimSlots leases a task for each slot of p in turn

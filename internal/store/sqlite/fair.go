@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"slices"
-	"strings"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -183,10 +182,10 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 		}
 		if len(idx) > 1 {
 			// A group of several workloads (a tree's) has them all.
-			slices.SortFunc(groups, compareGroup)
+			slices.SortFunc(groups, domain.CompareFairGroups)
 			merged := groups[:0]
 			for _, g := range groups {
-				if n := len(merged); n > 0 && compareGroup(merged[n-1], g) == 0 {
+				if n := len(merged); n > 0 && domain.CompareFairGroups(merged[n-1], g) == 0 {
 					merged[n-1].Max += g.Max
 					continue
 				}
@@ -194,26 +193,9 @@ func (q *querier) TaskFairGroups(ctx context.Context, p *store.TaskClaimParams, 
 			}
 			groups = merged[:min(len(merged), limit)]
 		}
-		for i := range groups {
-			if groups[i].Max >= store.FairCountMax {
-				groups[i].Max = 0 // as many as any claim is given at once
-			}
-		}
 		out[owner] = groups
 	}
 	return out, nil
-}
-
-// compareGroup orders groups as the claim indexes do: priority
-// descending, then job creation (none first), then job ID.
-func compareGroup(a, b domain.FairGroup) int {
-	switch {
-	case a.Priority != b.Priority:
-		return b.Priority - a.Priority
-	case !a.JobCreatedAt.Equal(b.JobCreatedAt):
-		return a.JobCreatedAt.Compare(b.JobCreatedAt)
-	}
-	return strings.Compare(a.JobID, b.JobID)
 }
 
 // TaskClaimSlots leases a task for each slot of p in turn
