@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/scimesh/scimesh/internal/httpapi"
 	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/server"
+	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -224,8 +224,8 @@ func (h *hostile) try(a attempt) (answer, error) {
 		req.Header[k] = v
 	}
 	start := time.Now()
-	if c, ok := a.body.(*counting); ok && c.hold > 0 {
-		defer c.release()
+	if c, ok := a.body.(*testenv.Held); ok && c.Hold > 0 {
+		defer c.Release()
 	}
 	resp, err := hostileClient.Do(req)
 	if err != nil {
@@ -249,61 +249,16 @@ func (h *hostile) try(a attempt) (answer, error) {
 	return ans, nil
 }
 
-// counting is a body of n bytes of one byte repeated that counts what was
-// read of it. Past hold bytes (when set) it waits until released: the
-// server must answer without the rest, and the client's transport, which
-// reads the answer while it sends, returns it however the server closes.
-type counting struct {
-	b    byte
-	n    int64
-	hold int64
-	read atomic.Int64
-
-	once     sync.Once
-	released chan struct{}
-}
-
-func (c *counting) Read(p []byte) (int, error) {
-	left := c.n - c.read.Load()
-	if left <= 0 {
-		return 0, io.EOF
-	}
-	if c.hold > 0 && c.read.Load() >= c.hold {
-		<-c.releasedChan()
-		return 0, errors.New("released: the server answered")
-	}
-	if int64(len(p)) > left {
-		p = p[:left]
-	}
-	if c.hold > 0 && int64(len(p)) > c.hold-c.read.Load() {
-		p = p[:c.hold-c.read.Load()]
-	}
-	for i := range p {
-		p[i] = c.b
-	}
-	c.read.Add(int64(len(p)))
-	return len(p), nil
-}
-
-func (c *counting) releasedChan() chan struct{} {
-	c.once.Do(func() { c.released = make(chan struct{}) })
-	return c.released
-}
-
-// release lets a held body end.
-func (c *counting) release() {
-	ch := c.releasedChan()
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
+// counting is a body of n bytes of b; past hold bytes (when set) it
+// waits until released (testenv.Held).
+func counting(b byte, n, hold int64) *testenv.Held {
+	return &testenv.Held{R: io.LimitReader(testenv.Endless(b), n), Hold: hold}
 }
 
 // huge is a gigabyte of b that the server must answer before the client
 // sends more than the bound and sendSlack.
-func huge(b byte, bound int64) *counting {
-	return &counting{b: b, n: 1 << 30, hold: bound + sendSlack}
+func huge(b byte, bound int64) *testenv.Held {
+	return counting(b, 1<<30, bound+sendSlack)
 }
 
 // trickle sends a few bytes, then one byte every 100 ms, until closed.
@@ -419,7 +374,7 @@ func (h *hostile) restRoute(t *testing.T, method, path string, role auth.Role, b
 	}
 
 	// Over the bound, declared: refused before the body is read.
-	body := &counting{b: ' ', n: bound + 1, hold: sendSlack}
+	body := counting(' ', bound+1, sendSlack)
 	expect("declared body over the bound", h.send(t, attempt{method: method, path: path, token: tok, body: body, length: bound + 1, ctype: json}), 413, auth.CodeTooLarge)
 	var a answer
 	if method != "POST" {
@@ -467,7 +422,7 @@ func gzipBomb(t *testing.T, n int64) []byte {
 	t.Helper()
 	var one bytes.Buffer
 	zw, _ := gzip.NewWriterLevel(&one, gzip.BestCompression)
-	if _, err := io.Copy(zw, &counting{b: ' ', n: 1 << 20}); err != nil {
+	if _, err := io.Copy(zw, counting(' ', 1<<20, 0)); err != nil {
 		t.Fatal(err)
 	}
 	zw.Close()
@@ -492,8 +447,8 @@ func (h *hostile) rpcProcedure(t *testing.T, proc string, role auth.Role) {
 	expect("another role's token", h.send(t, attempt{method: "POST", path: proc, token: otherToken(role), ctype: ctype, body: strings.NewReader("{}")}), connect.CodePermissionDenied)
 	expect("no token, 1 GiB body", h.send(t, attempt{method: "POST", path: proc, ctype: ctype, body: huge(' ', 0), length: 1 << 30}), connect.CodeUnauthenticated)
 	tok := roleToken(role)
-	body := &counting{b: ' ', n: rpc.MaxMessageBytes + 2<<10, hold: sendSlack}
-	expect("declared body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: body.n}), connect.CodeResourceExhausted)
+	body := counting(' ', rpc.MaxMessageBytes+2<<10, sendSlack)
+	expect("declared body over the bound", h.send(t, attempt{method: "POST", path: proc, token: tok, ctype: ctype, body: body, length: rpc.MaxMessageBytes + 2<<10}), connect.CodeResourceExhausted)
 	if ctype != "application/json" {
 		return
 	}
@@ -588,7 +543,7 @@ func TestHostileDashboard(t *testing.T) {
 			body = strings.NewReader(c.body)
 		}
 		if c.length > 0 {
-			body = &counting{b: 'a', n: c.length}
+			body = counting('a', c.length, 0)
 		}
 		req, _ := http.NewRequest(c.method, h.url+c.path, body)
 		if c.length > 0 {

@@ -6,14 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // TestQuotaExceeded: a job past its account's max_jobs, and an upload
@@ -46,16 +45,16 @@ func TestQuotaExceeded(t *testing.T) {
 			blobs := blobFiles(t, b.dataDir)
 
 			// Declared: answered before the body is sent.
-			body := &heldBody{n: 1 << 20, hold: 64 << 10}
+			body := heldBody(1<<20, 64<<10)
 			resp := sendUpload(t, b.url, token, body, 1<<20)
 			if resp.status != 429 || resp.errCode() != "quota_exceeded" || !strings.Contains(string(resp.body), "60 bytes of 100 allowed") {
 				t.Errorf("a declared upload past max_storage: %v; want 429 quota_exceeded naming the use and the limit", resp)
 			}
-			if n := body.read.Load(); n > 64<<10 {
+			if n := body.N(); n > 64<<10 {
 				t.Errorf("the client sent %d bytes of a declared upload past the quota; the server should answer before reading it", n)
 			}
 			// Undeclared: cut off, the answer given without the rest.
-			body = &heldBody{n: 1 << 30, hold: 8 << 20}
+			body = heldBody(1<<30, 8<<20)
 			resp = sendUpload(t, b.url, token, body, -1)
 			if resp.status != 429 || resp.errCode() != "quota_exceeded" || !strings.Contains(string(resp.body), "cut off") {
 				t.Errorf("an undeclared upload past max_storage: %v; want 429 quota_exceeded, cut off", resp)
@@ -86,9 +85,9 @@ func blobFiles(t *testing.T, dir string) []string {
 // sendUpload posts body to /upload with token, its length declared (-1:
 // chunked), and returns the answer, which must come while the body is
 // still held.
-func sendUpload(t *testing.T, url, token string, body *heldBody, length int64) response {
+func sendUpload(t *testing.T, url, token string, body *testenv.Held, length int64) response {
 	t.Helper()
-	defer body.release()
+	defer body.Release()
 	req, err := http.NewRequest("POST", url+"/upload", body)
 	if err != nil {
 		t.Fatal(err)
@@ -106,50 +105,8 @@ func sendUpload(t *testing.T, url, token string, body *heldBody, length int64) r
 	return response{status: resp.StatusCode, header: resp.Header, body: data}
 }
 
-// heldBody is a table of n bytes (a header line "id", then lines "x")
-// that, past hold bytes, waits until released: the server must answer
-// without the rest.
-type heldBody struct {
-	n, hold int64
-	read    atomic.Int64
-	once    sync.Once
-	done    chan struct{}
-}
-
-func (h *heldBody) Read(p []byte) (int, error) {
-	sent := h.read.Load()
-	switch {
-	case sent >= h.n:
-		return 0, io.EOF
-	case sent >= h.hold:
-		<-h.released()
-		return 0, io.ErrUnexpectedEOF
-	}
-	p = p[:min(int64(len(p)), h.n-sent, h.hold-sent)]
-	for i := range p {
-		switch at := sent + int64(i); {
-		case at < 3:
-			p[i] = "id\n"[at]
-		case at%2 == 1:
-			p[i] = 'x'
-		default:
-			p[i] = '\n'
-		}
-	}
-	h.read.Add(int64(len(p)))
-	return len(p), nil
-}
-
-func (h *heldBody) released() chan struct{} {
-	h.once.Do(func() { h.done = make(chan struct{}) })
-	return h.done
-}
-
-func (h *heldBody) release() {
-	ch := h.released()
-	select {
-	case <-ch:
-	default:
-		close(ch)
-	}
+// heldBody is a table of n bytes, a header line "id" then one long
+// record, that past hold bytes waits until released (testenv.Held).
+func heldBody(n, hold int64) *testenv.Held {
+	return &testenv.Held{R: io.LimitReader(io.MultiReader(strings.NewReader("id\n"), testenv.Endless('x')), n), Hold: hold}
 }

@@ -2,8 +2,10 @@ package testenv
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Buffer is a bytes.Buffer that a logger or a process may write to from
@@ -50,4 +52,50 @@ func (e Endless) Read(p []byte) (int, error) {
 		p[i] = byte(e)
 	}
 	return len(p), nil
+}
+
+// Held reads R and counts what it read; past Hold bytes (0: never) it
+// waits until Release, then fails. It is a body a server must answer
+// without the rest of: the client's transport, which reads the answer
+// while it sends, returns the answer however the server then closes.
+type Held struct {
+	R    io.Reader
+	Hold int64
+
+	read atomic.Int64
+	once sync.Once
+	done chan struct{}
+}
+
+// Read reads from R up to Hold bytes in all, then waits for Release.
+func (h *Held) Read(p []byte) (int, error) {
+	sent := h.read.Load()
+	if h.Hold > 0 {
+		if sent >= h.Hold {
+			<-h.released()
+			return 0, errors.New("released: the server answered")
+		}
+		p = p[:min(int64(len(p)), h.Hold-sent)]
+	}
+	n, err := h.R.Read(p)
+	h.read.Add(int64(n))
+	return n, err
+}
+
+// N is how many bytes were read so far.
+func (h *Held) N() int64 { return h.read.Load() }
+
+// Release lets a held Read end; releasing twice is no error.
+func (h *Held) Release() {
+	ch := h.released()
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+func (h *Held) released() chan struct{} {
+	h.once.Do(func() { h.done = make(chan struct{}) })
+	return h.done
 }
