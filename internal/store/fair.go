@@ -62,7 +62,7 @@ import (
 // tasks (fairUnit), so that it takes runs of chunks of a few jobs, whose
 // writes land on a few pages, rather than one chunk of each of many jobs.
 // Spread one chunk at a time over a hundred accounts, a claim of 50 cost
-// SQLite ten times FIFO's writes (docs/PERFORMANCE.md, Fair share). A
+// SQLite ten times FIFO's writes (BenchmarkClaimAccounts). A
 // claim of fewer than 2·fairSpread tasks picks one task at a time. Claims
 // served together (group commit) are one claim here: among many accounts,
 // a run of 20 claims of one task serves 4 of them 5 tasks each, and the
