@@ -39,10 +39,11 @@ type FairAccount struct {
 // FairAccounts returns the accounts n single claims in a row would serve,
 // as indexes into accounts, one per task in the order given: fewer than n
 // when their caps (MaxRunning, Max) run out first. With unit above 1, each
-// pick serves its account unit tasks at once (fewer when its cap or n is
-// reached): the order of n/unit claims of unit tasks each, so that a large
-// claim goes to fewer accounts, each within unit tasks of where single
-// claims would leave it.
+// pick serves its account about unit tasks at once (a turn; fewer when its
+// cap is reached): the order of n/unit claims of unit tasks each, so that
+// a large claim goes to fewer accounts, each within a turn of where single
+// claims would leave it. The turns of one claim differ by one task at
+// most (turnOf), so that no place in the claim's order is the short one.
 func FairAccounts(accounts []FairAccount, n, unit int) []int {
 	unit = max(unit, 1)
 	h := make(accountHeap, 0, len(accounts))
@@ -57,7 +58,7 @@ func FairAccounts(accounts []FairAccount, n, unit int) []int {
 	out := make([]int, 0, n)
 	for seq := 1; len(out) < n && len(h) > 0; seq++ {
 		s := h[0]
-		k := min(unit, n-len(out))
+		k := turnOf(n-len(out), unit)
 		if s.room > 0 {
 			k = min(k, s.room)
 			s.room -= k
@@ -74,6 +75,13 @@ func FairAccounts(accounts []FairAccount, n, unit int) []int {
 		}
 	}
 	return out
+}
+
+// turnOf is the next turn's tasks when left are still to give in turns
+// of about unit: left spread evenly over the turns it takes.
+func turnOf(left, unit int) int {
+	turns := (left + unit - 1) / unit
+	return (left + turns - 1) / turns
 }
 
 // room is how many tasks a may be given; -1 is no bound.
@@ -160,7 +168,7 @@ func CompareFairGroups(a, b FairGroup) int {
 // higher priority first, then the job with the fewest leased tasks (a
 // task given raises its job's count), then the oldest job, then the job's
 // ID. Fewer than n when the groups' Max run out first. With unit above 1,
-// each pick takes unit tasks of its group at once, as FairAccounts.
+// each pick takes about unit tasks of its group at once, as FairAccounts.
 func FairGroups(groups []FairGroup, n, unit int) []int {
 	unit = max(unit, 1)
 	leased := make(map[string]int, len(groups))
@@ -182,7 +190,7 @@ func FairGroups(groups []FairGroup, n, unit int) []int {
 			heap.Fix(&h, 0)
 			continue
 		}
-		k := min(unit, n-len(out))
+		k := turnOf(n-len(out), unit)
 		if s.g.Max > 0 {
 			k = min(k, s.g.Max-s.taken)
 		}

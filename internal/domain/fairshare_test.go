@@ -209,3 +209,32 @@ func TestFairUnits(t *testing.T) {
 		t.Errorf("groups in units of 3: got %v, want %v", jobs, want)
 	}
 }
+
+// TestFairTurnsEven: the turns of one claim differ by a task at most, so
+// that no account is the one with the short turn of every claim (with
+// tasks done before the next claim, only when each was served orders
+// the accounts: a short turn counted as a whole one would starve it).
+func TestFairTurnsEven(t *testing.T) {
+	accounts := make([]domain.FairAccount, 5)
+	for i := range accounts {
+		accounts[i].Name = string(rune('a' + i))
+	}
+	count := map[string]int{}
+	for _, p := range domain.FairAccounts(accounts, 50, 12) {
+		count[accounts[p].Name]++
+	}
+	for _, a := range accounts {
+		if count[a.Name] != 10 {
+			t.Errorf("a claim of 50 in turns of about 12 among 5 accounts gave %v; want 10 each", count)
+			break
+		}
+	}
+	groups := []domain.FairGroup{{JobID: "x"}, {JobID: "y"}, {JobID: "z"}}
+	jobs := map[string]int{}
+	for _, p := range domain.FairGroups(groups, 24, 9) {
+		jobs[groups[p].JobID]++
+	}
+	if jobs["x"] != 8 || jobs["y"] != 8 || jobs["z"] != 8 {
+		t.Errorf("a claim of 24 in turns of about 9 among 3 jobs gave %v; want 8 each", jobs)
+	}
+}
