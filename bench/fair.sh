@@ -107,7 +107,7 @@ for round in $(seq "$rounds"); do
 	for store in $stores; do
 		for case in $cases; do
 			for sched in $order; do
-				out=$(run "$store" "$case" "$sched" "fair_${round}_${case}_$sched")
+				out=$(run "$store" "$case" "$sched" "fair_${round}_${case}_$sched" 2>&1) || out+=$'\n'"the run failed"
 				sed "s/^/$store, $case, $sched: /" <<<"$out"
 				case $case in
 				small) f=$(sed -nE 's/.* completed in ([0-9.]+)(m?s), ([0-9.]+)× its own.*/\3/p' <<<"$out") ;;
