@@ -220,6 +220,9 @@ func (s *Server) serveStore(st store.Store) error {
 		ecfg.Peers, ecfg.PeerGiveUp = peers, cfg.PeerGiveUp
 	}
 	eng := engine.New(st, ecfg)
+	if cfg.Scheduling == engine.SchedulingFIFO {
+		s.warnFIFO(st)
+	}
 	h, err := s.mount(eng)
 	if err != nil {
 		return err
@@ -228,6 +231,28 @@ func (s *Server) serveStore(st store.Store) error {
 	s.store, s.engine = st, eng
 	s.setHandler(h)
 	return nil
+}
+
+// warnFIFO logs the accounts whose weight or max_running FIFO claims do
+// not apply, so that an admin who set them learns why they do nothing.
+func (s *Server) warnFIFO(st store.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	accounts, err := st.AccountList(ctx)
+	if err != nil {
+		s.log.Warn("scheduling fifo: cannot list the accounts to check their weights and max_running", "error", err)
+		return
+	}
+	var names []string
+	for _, a := range accounts {
+		if a.Weight != 1 || a.MaxRunning > 0 {
+			names = append(names, a.Name)
+		}
+	}
+	if len(names) > 0 {
+		s.log.Warn("scheduling fifo: these accounts' weight and max_running do not apply; serve with --scheduling fair for them",
+			"accounts", strings.Join(names, ","))
+	}
 }
 
 // mount builds the one handler of every transport: the gRPC and Connect

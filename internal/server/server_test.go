@@ -14,6 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -142,6 +144,38 @@ func TestIsLoopback(t *testing.T) {
 	} {
 		if got := IsLoopback(addr); got != want {
 			t.Errorf("IsLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
+
+// TestWarnFIFO: a server with FIFO scheduling names, as it starts, the
+// accounts whose weight or max_running its claims do not apply.
+func TestWarnFIFO(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	srv, err := New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := domain.WithCaller(t.Context(), domain.Caller{Account: "admin", Admin: true})
+	for _, a := range []domain.Account{{Name: "heavy", Weight: 3}, {Name: "capped", Weight: 1, MaxRunning: 2}, {Name: "plain", Weight: 1}} {
+		if _, _, err := srv.Engine().CreateAccount(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.Close()
+	for _, sched := range []engine.Scheduling{engine.SchedulingFIFO, engine.SchedulingFair} {
+		var logs strings.Builder
+		cfg.Scheduling, cfg.Logger = sched, slog.New(slog.NewTextHandler(&logs, nil))
+		srv, err := New(t.Context(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Close()
+		l := logs.String()
+		warned := strings.Contains(l, "do not apply") && strings.Contains(l, "heavy") && strings.Contains(l, "capped")
+		if warned != (sched == engine.SchedulingFIFO) || strings.Contains(l, "plain") {
+			t.Errorf("scheduling %s logged:\n%s\nwant a warning naming heavy and capped only with fifo", sched, logs.String())
 		}
 	}
 }
