@@ -20,7 +20,7 @@ import (
 // and hands them to the first of them, which runs them as one. The busier
 // the server, the larger the runs, and the fewer statements per call.
 // (One run in flight makes the largest runs; two made fewer lifecycles a
-// second on both stores, docs/PERFORMANCE.md.)
+// second on both stores, bench/NOTES.md.)
 //
 // A run's function sees the callers' inputs in order and returns one
 // output per input, in the same order: each caller gets its own answer,

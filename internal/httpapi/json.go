@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	// The API's bodies go through segmentio/encoding/json, encoding/json's
-	// API and behaviour at a fraction of its CPU (docs/PERFORMANCE.md).
+	// API and behaviour at a fraction of its CPU (bench/NOTES.md).
 	"github.com/segmentio/encoding/json"
 
 	"github.com/scimesh/scimesh/internal/auth"

@@ -395,7 +395,7 @@ func (c *committer) group(budget time.Duration) {
 	// goroutine's next group and miss it, as each handoff to a member puts
 	// the two of them next in the run queue: let them queue first. (Without
 	// it, 64 goroutines writing back to back make groups of four or five,
-	// and commit half as many transactions; see docs/PERFORMANCE.md.)
+	// and commit half as many transactions; see bench/NOTES.md.)
 	runtime.Gosched()
 	if big {
 		c.stmts.checkpoint(background)
