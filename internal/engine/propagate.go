@@ -219,7 +219,8 @@ func endLease(q store.Querier, t *domain.Task, now time.Time) {
 // kind, are read and written one by one, guarded by their versions, so
 // that their attempts are charged exactly once: a result that raced the
 // cancellation makes the transaction stale and run again. The others go
-// in one statement.
+// in one statement. A claim that commits between the read and that
+// statement is cancelled by it without a charge: its lease lasted no time.
 func cancelJobTasks(ctx context.Context, q store.Querier, kind domain.TaskKind, p *store.TaskCancelJobParams) error {
 	leased, err := q.TaskList(ctx, &store.TaskListParams{JobID: p.JobID, Kind: kind, State: domain.TaskLeased, AfterIndex: -1})
 	if err != nil {
