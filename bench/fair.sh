@@ -9,6 +9,9 @@
 #                            over REST), the single and the batch 50 forms
 #   many_single, many_batch50  100 accounts of 10 jobs each (made in the
 #                            database with --accounts --seed-db)
+#   two_single               2 accounts of one job each, the single form:
+#                            every claim stamps one of two account rows,
+#                            the contention a hot row per account would show
 #   weights                  2 accounts weighing 1 and 3, tasks held 20 ms
 #   small                    `bench small`: a 4-chunk job created 2 s after
 #                            another account's 300-chunk one, 2 workers,
@@ -24,7 +27,7 @@ tasks=${TASKS:-50000}
 backlog=${BACKLOG:-10000}
 workers=${WORKERS:-64}
 stores=${STORES:-sqlite postgres}
-cases=${CASES:-one_single one_batch50 many_single many_batch50 weights small}
+cases=${CASES:-one_single one_batch50 many_single many_batch50 two_single weights small}
 load=${LOAD:-client}
 
 go build -o bin/scimesh ./cmd/scimesh
@@ -88,6 +91,7 @@ run() {
 	one_batch50) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 50 ;;
 	many_single) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 1 --accounts 100 --jobs-per-account 10 --seed-db "$db" ;;
 	many_batch50) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 50 --accounts 100 --jobs-per-account 10 --seed-db "$db" ;;
+	two_single) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 1 --accounts 2 --jobs-per-account 1 --seed-db "$db" ;;
 	weights) "${b[@]}" --tasks $((tasks / 5)) --backlog "$backlog" --batch 1 --accounts 2 --weights 1,3 --task-time 20ms --seed-db "$db" ;;
 	small) bin/scimesh bench small --coordinator "$url" --seed-db "$db" ;;
 	*) echo "unknown case $case" >&2; exit 1 ;;
