@@ -196,3 +196,45 @@ func TestAccountCommands(t *testing.T) {
 	works("alice's token, her account enabled again", rotated, true, login(t, p.url, rotated))
 	works("alice's first token, still revoked", alice, false, first)
 }
+
+// TestJobsOwner: `scimesh jobs` and `status` show each job's owner; an
+// admin's --owner lists one account's jobs, and an account sees only its
+// own.
+func TestJobsOwner(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveSQLite(t, dir)
+	run := func(token string, args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, dir, p.url, token, args...)
+		if err != nil {
+			t.Fatalf("scimesh %v: %v\n%s%s", args, err, out, errOut)
+		}
+		return out
+	}
+	table := filepath.Join(dir, "t.csv")
+	if err := os.WriteFile(table, []byte("id,x\na,1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	jobs := map[string]string{}
+	for _, name := range []string{"alice", "bob"} {
+		token := strings.TrimSpace(run("ctok", "account", "add", name))
+		jobs[name] = strings.TrimSpace(run(token, "submit", table, "--workload", "w"))
+		if st := run(token, "status", jobs[name]); !regexp.MustCompile(`(?m)^owner\s+` + name + `$`).MatchString(st) {
+			t.Errorf("%s's status of her job:\n%s", name, st)
+		}
+		mine := run(token, "jobs")
+		if !strings.Contains(mine, "OWNER") || strings.Count(mine, "\n") != 2 || !regexp.MustCompile(regexp.QuoteMeta(jobs[name])+`\s+`+name+`\s`).MatchString(mine) {
+			t.Errorf("%s's jobs:\n%s\nwant her one job, with her name as its owner", name, mine)
+		}
+	}
+	all := run("ctok", "jobs")
+	for name, id := range jobs {
+		if !regexp.MustCompile(regexp.QuoteMeta(id) + `\s+` + name + `\s`).MatchString(all) {
+			t.Errorf("the admin's jobs lack %s's job %s:\n%s", name, id, all)
+		}
+	}
+	if bobs := run("ctok", "jobs", "--owner", "bob"); strings.Count(bobs, "\n") != 2 || !strings.Contains(bobs, jobs["bob"]) {
+		t.Errorf("jobs --owner bob:\n%s\nwant bob's one job", bobs)
+	}
+}

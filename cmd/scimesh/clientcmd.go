@@ -317,6 +317,7 @@ func newStatusCmd() *cobra.Command {
 			if job.Name != "" {
 				fmt.Fprintf(tw, "name\t%s\n", job.Name)
 			}
+			fmt.Fprintf(tw, "owner\t%s\n", job.Owner)
 			fmt.Fprintf(tw, "workload\t%s\n", job.Workload)
 			fmt.Fprintf(tw, "status\t%s\n", job.Status)
 			fmt.Fprintf(tw, "progress\t%.1f%% (%d of %d chunks)\n", 100*job.Progress, job.Tasks.Completed, job.Tasks.Total)
@@ -361,9 +362,9 @@ func newJobsCmd() *cobra.Command {
 				return json.NewEncoder(out).Encode(list)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED")
+			fmt.Fprintln(tw, "JOB\tOWNER\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED")
 			for _, j := range list.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Owner, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
 			}
 			if err := tw.Flush(); err != nil {
 				return err
@@ -377,6 +378,7 @@ func newJobsCmd() *cobra.Command {
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.Status, "status", "", "only jobs of this status: pending, running, completed, failed, cancelled")
+	f.StringVar(&opts.Owner, "owner", "", "only the jobs of this account (admins; others see only their own)")
 	f.IntVar(&opts.Limit, "limit", 0, "jobs per page, 1-1000 (default 50)")
 	f.StringVar(&opts.Cursor, "cursor", "", "continue a listing")
 	f.BoolVar(&asJSON, "json", false, "print the page as JSON")

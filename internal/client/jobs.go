@@ -80,6 +80,7 @@ func (c *Client) WaitJob(ctx context.Context, jobID, after string, wait time.Dur
 // ListOptions selects a page of a list; zero fields are left out.
 type ListOptions struct {
 	Status string // jobs only: a job status to filter on
+	Owner  string // jobs only, for admins: an account whose jobs to list
 	State  string // tasks only: a task state to filter on
 	Limit  int    // page size; 0 for the coordinator's default
 	Cursor string // the NextCursor of the previous page; "" for the first
@@ -92,6 +93,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if o.State != "" {
 		q.Set("state", o.State)
+	}
+	if o.Owner != "" {
+		q.Set("owner", o.Owner)
 	}
 	if o.Limit != 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
@@ -116,8 +120,8 @@ func (c *Client) ListJobs(ctx context.Context, opts ListOptions) (*JobList, erro
 
 // ListTasks returns a page of a job's chunk tasks, by chunk index.
 func (c *Client) ListTasks(ctx context.Context, jobID string, opts ListOptions) (*TaskList, error) {
-	if opts.Status != "" {
-		return nil, fmt.Errorf("list tasks: tasks have a state, not a status; set ListOptions.State")
+	if opts.Status != "" || opts.Owner != "" {
+		return nil, fmt.Errorf("list tasks: tasks have a state and no owner filter; set ListOptions.State")
 	}
 	var l TaskList
 	req := &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID) + "/tasks", query: opts.query()}

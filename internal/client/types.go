@@ -87,6 +87,7 @@ type TaskCounts struct {
 type Job struct {
 	JobID      string     `json:"job_id"`
 	Name       string     `json:"name"`
+	Owner      string     `json:"owner"` // the account that created it
 	Workload   string     `json:"workload"`
 	Status     string     `json:"status"` // JobPending, JobRunning, …
 	Priority   int        `json:"priority"`

@@ -146,17 +146,23 @@ class Client:
         return Job(self, self._get_job(job_id))
 
     def jobs(
-        self, status: Optional[str] = None, *, limit: Optional[int] = None, page_size: int = 100
+        self,
+        status: Optional[str] = None,
+        *,
+        owner: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = 100,
     ) -> List["Job"]:
         """The jobs in the coordinator's order, optionally only those of
-        ``status`` (pending, running, completed, failed, cancelled) and at
-        most ``limit`` of them; pages through the listing, ``page_size``
-        (1-1000) jobs a call."""
+        ``status`` (pending, running, completed, failed, cancelled), only
+        those of the account ``owner`` (for admins: an account sees only
+        its own) and at most ``limit`` of them; pages through the listing,
+        ``page_size`` (1-1000) jobs a call."""
         out: List[Job] = []
         cursor: Optional[str] = None
         while limit is None or len(out) < limit:
             page = page_size if limit is None else min(page_size, limit - len(out))
-            doc = self._json("GET", "/jobs", query={"status": status, "limit": page, "cursor": cursor})
+            doc = self._json("GET", "/jobs", query={"status": status, "owner": owner, "limit": page, "cursor": cursor})
             out.extend(Job(self, j) for j in doc.get("jobs") or [])
             cursor = doc.get("next_cursor")
             if not cursor or not doc.get("jobs"):
@@ -301,6 +307,11 @@ class Job:
     def name(self) -> str:
         """The name given at submission."""
         return self.data.get("name") or ""
+
+    @property
+    def owner(self) -> str:
+        """The account that created the job."""
+        return self.data.get("owner") or ""
 
     @property
     def done(self) -> bool:

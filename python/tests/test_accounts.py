@@ -56,3 +56,16 @@ def test_account_of_a_refused_token(coord: Coordinator) -> None:
     with pytest.raises(scimesh.APIError) as e:
         scimesh.Client(coord.url, token=token).account()
     assert e.value.status == 401
+
+
+def test_jobs_owner(coord: Coordinator, client: scimesh.Client) -> None:
+    name, token = add_account(coord)
+    c = scimesh.Client(coord.url, token=token)
+    job = c.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this")
+    try:
+        assert job.owner == name
+        assert [j.id for j in c.jobs()] == [job.id]
+        assert [(j.id, j.owner) for j in client.jobs(owner=name)] == [(job.id, name)]
+        assert job.id in {j.id for j in client.jobs()}
+    finally:
+        job.cancel()
