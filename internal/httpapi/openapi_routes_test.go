@@ -109,7 +109,7 @@ func TestOpenAPIRoute(t *testing.T) {
 		{"POST /tasks/claim", "POST", "/tasks/claim"},
 		{"GET /ui/{file...}", "GET", "/ui/{file}"},
 		{"GET /{$}", "GET", "/"},
-		{"/ui/", "", "/ui/"},
+		{"/ui/{page...}", "", "/ui/{page}"},
 	} {
 		m, p, err := openAPIRoute(c.pattern)
 		if err != nil || m != c.method || p != c.path {

@@ -71,7 +71,7 @@ func (s *Server) routes() {
 	m.Handle("GET /ready", open, http.HandlerFunc(s.ready))
 	m.Handle("GET /openapi.yaml", open, http.HandlerFunc(s.openAPI))
 	m.Handle("GET /metrics", open, s.part(func() http.Handler { return s.Metrics }))
-	m.mount("/ui/", s.part(func() http.Handler { return s.UI })) // the dashboard guards its own routes
+	m.mount("/ui/{page...}", s.part(func() http.Handler { return s.UI })) // the dashboard guards its own routes
 
 	client := func(body int64, json bool) auth.Route {
 		return auth.Route{Role: auth.Client, MaxBody: body, JSON: json}
