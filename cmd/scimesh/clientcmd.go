@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -104,7 +105,8 @@ func newSubmitCmd() *cobra.Command {
 		Short: "Upload a CSV table and create a job over it",
 		Long: `submit uploads FILE (a CSV table; "-" reads standard input), creates a job
 that scores every row with the workload and keeps the best --top-k rows,
-and prints the job's ID. With --wait it shows the job's progress and writes
+and prints the job's ID. The job is named after FILE's base name unless
+--name says otherwise. With --wait it shows the job's progress and writes
 the final CSV to --output, or to standard output.
 
 --param KEY=VALUE passes VALUE to the workload as a string;
@@ -121,6 +123,9 @@ the final CSV to --output, or to standard output.
 				return err
 			}
 			req.Parameters = p
+			if !cmd.Flags().Changed("name") && args[0] != "-" {
+				req.Name = filepath.Base(args[0])
+			}
 			if noHeader {
 				f := false
 				req.HasHeader = &f
@@ -131,7 +136,7 @@ the final CSV to --output, or to standard output.
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&req.Workload, "workload", "", "the workload that scores the rows (required)")
-	f.StringVar(&req.Name, "name", "", "a name for the job")
+	f.StringVar(&req.Name, "name", "", "a name for the job (default: FILE's base name)")
 	f.IntVar(&req.TopK, "top-k", 0, "rows to keep (default 100)")
 	f.StringVar(&req.ScoreColumn, "score-column", "", `the workload's output column to rank by (default "score")`)
 	f.StringVar(&req.Order, "order", "", "desc (higher first, the default) or asc")

@@ -62,3 +62,35 @@ func TestPlainHTTPWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmitNamesJob runs a coordinator and a worker as real processes:
+// `scimesh submit FILE` names the job after FILE unless --name says
+// otherwise.
+func TestSubmitNamesJob(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveSQLite(t, dir)
+	table := filepath.Join(dir, "scores.csv")
+	writeScoredTable(t, table, 600, 7)
+	submit := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, dir, p.url, "ctok", append([]string{"submit", table, "--top-k", "7", "--chunk-rows", "100"}, args...)...)
+		if err != nil {
+			t.Fatalf("submit %v: %v\n%s", args, err, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	nameOf := func(id string) string {
+		var j struct{ Name string }
+		call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+		return j.Name
+	}
+
+	id := submit("--workload", "copy")
+	if got := nameOf(id); got != "scores.csv" {
+		t.Errorf("job submitted without --name is named %q, want scores.csv", got)
+	}
+	if named := submit("--workload", "copy", "--name", "run 2"); nameOf(named) != "run 2" {
+		t.Errorf("job submitted with --name 'run 2' is named %q", nameOf(named))
+	}
+}

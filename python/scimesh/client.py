@@ -112,14 +112,16 @@ class Client:
         ``params`` is the job's parameters, handed to the workload
         (``SCIMESH_PARAMETERS``). Options left ``None`` take the
         coordinator's defaults: ``top_k`` 100, ``chunk_rows`` 10000,
-        ``score_column`` "score", ``order`` "desc" (or "asc"), ``name`` "",
-        ``priority`` 0 (higher first), ``timeout_seconds`` 0 (none),
+        ``score_column`` "score", ``order`` "desc" (or "asc"), ``name``
+        the path's base name (``""`` for what is not a path), ``priority`` 0 (higher first), ``timeout_seconds`` 0 (none),
         ``has_header`` True, ``max_attempts`` 3, ``lease_seconds`` 120.
 
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
         retried without making a second job.
         """
+        if name is None and isinstance(source, (str, os.PathLike)):
+            name = os.path.basename(os.fspath(source))
         up = self.upload(source)
         spec: Dict[str, Any] = {"workload": workload, "input": {"upload_id": up["upload_id"]}}
         options = {

@@ -36,6 +36,16 @@ def test_submit_path(client: scimesh.Client, table) -> None:
     assert parse(job.result()) == want
 
 
+def test_submit_path_names_the_job(client: scimesh.Client, table) -> None:
+    path = table[0]
+    for source in (str(path), path):
+        job = client.submit(source, workload="nobody-runs-this")
+        assert job.name == "fps.csv" and client.job(job.id).name == "fps.csv"
+    assert client.submit(path, workload="nobody-runs-this", name="mine").name == "mine"
+    with open(path, "rb") as f:
+        assert client.submit(f, workload="nobody-runs-this").name == ""
+
+
 def test_submit_file_objects(client: scimesh.Client, table, tmp_path: Path) -> None:
     path, _, query, want = table
     with open(path, "rb") as f:
