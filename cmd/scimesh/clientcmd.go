@@ -55,7 +55,7 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newClientCmds() []*cobra.Command {
-	cmds := []*cobra.Command{newSubmitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
+	cmds := []*cobra.Command{newSubmitCmd(), newWaitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
 		newUsageCmd(), newAuditCmd()}
 	for _, c := range cmds {
 		run := c.RunE
@@ -107,7 +107,8 @@ func newSubmitCmd() *cobra.Command {
 that scores every row with the workload and keeps the best --top-k rows,
 and prints the job's ID. The job is named after FILE's base name unless
 --name says otherwise. With --wait it shows the job's progress and writes
-the final CSV to --output, or to standard output.
+the final CSV to --output, or to standard output; 'scimesh wait JOB' does
+the same later for a job submitted without --wait.
 
 --param KEY=VALUE passes VALUE to the workload as a string;
 --param KEY:=JSON passes a JSON value (a number, true, a list…).`,
@@ -201,8 +202,15 @@ func submit(ctx context.Context, cmd *cobra.Command, c *client.Client, path stri
 		fmt.Fprintln(cmd.OutOrStdout(), job.JobID)
 		return nil
 	}
-	fmt.Fprintf(stderr, "job %s: %d chunks\n", job.JobID, job.Tasks.Total)
-	job, err = waitJob(ctx, c, job.JobID, newProgress(stderr))
+	return followJob(ctx, cmd, c, job, output)
+}
+
+// followJob shows job's progress until it is final, then writes its result
+// to output (standard output when empty). A job that ends failed or
+// cancelled is an error that names its status and its error.
+func followJob(ctx context.Context, cmd *cobra.Command, c *client.Client, job *client.Job, output string) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %d chunks\n", job.JobID, job.Tasks.Total)
+	job, err := waitJob(ctx, c, job.JobID, newProgress(cmd.ErrOrStderr()))
 	if err != nil {
 		return err
 	}
@@ -293,6 +301,38 @@ func writeResult(ctx context.Context, cmd *cobra.Command, c *client.Client, id, 
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "result written to %s\n", output)
 	return nil
+}
+
+func newWaitCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "wait JOB",
+		Short: "Follow a job until it ends, then write its result",
+		Long: `wait follows JOB, as 'submit --wait' does: it shows the job's progress
+until the job ends, then writes the final CSV to --output, or to standard
+output. It exits with an error naming the job's error when the job failed
+or was cancelled.`,
+		Args: argsNamed("a job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			job, err := c.GetJob(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return followJob(ctx, cmd, c, job, output)
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVarP(&output, "output", "o", "", "write the result here instead of standard output")
+	return cmd
 }
 
 func newStatusCmd() *cobra.Command {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
 )
@@ -63,15 +64,19 @@ func TestPlainHTTPWarning(t *testing.T) {
 	}
 }
 
-// TestSubmitNamesJob runs a coordinator and a worker as real processes:
+// TestSubmitNamesAndWait runs a coordinator and a worker as real processes:
 // `scimesh submit FILE` names the job after FILE unless --name says
-// otherwise.
-func TestSubmitNamesJob(t *testing.T) {
+// otherwise, and `scimesh wait JOB` follows a job submitted without --wait
+// to its result, fails naming the error of a job that failed or was
+// cancelled, and finds neither an unknown job nor another account's.
+func TestSubmitNamesAndWait(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveSQLite(t, dir)
+	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+		"--workload", copyWorkload("sleep 0.1; "), "--workload", "broken=echo no such column >&2; exit 3")
 	table := filepath.Join(dir, "scores.csv")
-	writeScoredTable(t, table, 600, 7)
+	want := writeScoredTable(t, table, 600, 7)
 	submit := func(args ...string) string {
 		t.Helper()
 		out, errOut, err := cli(t, dir, p.url, "ctok", append([]string{"submit", table, "--top-k", "7", "--chunk-rows", "100"}, args...)...)
@@ -92,5 +97,57 @@ func TestSubmitNamesJob(t *testing.T) {
 	}
 	if named := submit("--workload", "copy", "--name", "run 2"); nameOf(named) != "run 2" {
 		t.Errorf("job submitted with --name 'run 2' is named %q", nameOf(named))
+	}
+
+	out := filepath.Join(dir, "out.csv")
+	stdout, stderr, err := cli(t, dir, p.url, "ctok", "wait", id, "--output", out)
+	if err != nil || stdout != "" {
+		t.Fatalf("wait --output: %v\nstdout %q\nstderr %s", err, stdout, stderr)
+	}
+	if got, _ := os.ReadFile(out); string(got) != want {
+		t.Errorf("wait wrote:\n%s\nwant:\n%s", got, want)
+	}
+	if !strings.Contains(stderr, "6/6 chunks") || !strings.Contains(stderr, "100%") || !strings.Contains(stderr, "result written to "+out) {
+		t.Errorf("wait showed no finished progress bar:\n%s", stderr)
+	}
+	if stdout, stderr, err := cli(t, dir, p.url, "ctok", "wait", id); err != nil || stdout != want {
+		t.Errorf("wait without --output: %v\nstdout %q\nstderr %s\nwant the result on stdout", err, stdout, stderr)
+	}
+
+	failed := submit("--workload", "broken", "--max-attempts", "1")
+	_, stderr, err = cli(t, dir, p.url, "ctok", "wait", failed, "--output", filepath.Join(dir, "failed.csv"))
+	if err == nil || !strings.Contains(stderr, "job "+failed+" is failed: ") || !strings.Contains(stderr, "exited with status 3; its last stderr lines:\nno such column") {
+		t.Errorf("wait on a failing job: %v\n%s\nwant an error naming the job's error", err, stderr)
+	}
+	if fileExists(filepath.Join(dir, "failed.csv")) {
+		t.Error("wait on a failed job wrote its --output")
+	}
+
+	// A job no worker runs, followed while it is cancelled.
+	idle := submit("--workload", "idle")
+	waiting := start(t, dir, clientEnv(p.url), "wait", idle)
+	workerWaitFor(t, 10*time.Second, "wait to show the job", func() bool { return strings.Contains(waiting.stderr.String(), "job "+idle+": 6 chunks") })
+	if _, errOut, err := cli(t, dir, p.url, "ctok", "cancel", idle); err != nil {
+		t.Fatalf("cancel: %v %s", err, errOut)
+	}
+	select {
+	case err := <-waiting.done:
+		waiting.done <- err
+		if err == nil || !strings.Contains(waiting.stderr.String(), "job "+idle+" is cancelled") {
+			t.Errorf("wait on a cancelled job: %v\n%s", err, waiting.stderr.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("wait did not end when its job was cancelled:\n%s", waiting.stderr.String())
+	}
+
+	bob, errOut, err := cli(t, dir, p.url, "ctok", "account", "add", "bob")
+	if err != nil {
+		t.Fatalf("account add: %v %s", err, errOut)
+	}
+	for _, c := range []struct{ token, job string }{{"ctok", "s0:nope"}, {strings.TrimSpace(bob), id}} {
+		stdout, stderr, err := cli(t, dir, p.url, c.token, "wait", c.job)
+		if err == nil || !strings.Contains(stderr, "404 not_found") || stdout != "" {
+			t.Errorf("wait %s as %s: %v\nstdout %q\nstderr %s\nwant 404", c.job, c.token, err, stdout, stderr)
+		}
 	}
 }
