@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,7 +72,11 @@ func withHint(cmd *cobra.Command, err error) error {
 		return err
 	}
 	var ce *client.Error
+	var cv *tls.CertificateVerificationError
 	switch {
+	case errors.As(err, &cv):
+		return fmt.Errorf("%w\n(the coordinator's TLS certificate is not trusted here: for a private certificate authority, "+
+			"set SSL_CERT_FILE to the PEM file of its certificate)", err)
 	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
 		return fmt.Errorf("%w\n(check the token: --token or SCIMESH_TOKEN must hold your account's token, or the client token)", err)
 	case !errors.As(err, &ce) && client.IsRetryable(err):

@@ -156,13 +156,20 @@ func serveSQLite(t *testing.T, dir string) *proc {
 // never answers must not hang the test.
 var readyClient = &http.Client{Timeout: 5 * time.Second}
 
-// servingRe finds the address a coordinator listens on in its log.
-var servingRe = regexp.MustCompile(`msg=serving addr=(\S+)`)
+// servingRe finds the URL a coordinator serves on in its log.
+var servingRe = regexp.MustCompile(`msg=serving addr=\S+ url=(\S+)`)
 
 // serveOn starts a coordinator on addr and waits until it is ready. With
 // port 0 the kernel picks a free port, which the coordinator logs: unlike a
 // port chosen beforehand, no test running alongside can take it meanwhile.
 func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc {
+	t.Helper()
+	return serveWith(t, readyClient, dir, addr, env, args...)
+}
+
+// serveWith is serveOn asking whether the coordinator is ready with hc,
+// such as a client that trusts the authority of its TLS certificate.
+func serveWith(t *testing.T, hc *http.Client, dir, addr string, env []string, args ...string) *proc {
 	t.Helper()
 	p := start(t, dir, env, append([]string{"serve", "--addr", addr}, args...)...)
 	if !strings.HasSuffix(addr, ":0") {
@@ -172,11 +179,11 @@ func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc
 	for {
 		if p.url == "" {
 			if m := servingRe.FindStringSubmatch(p.stderr.String()); m != nil {
-				p.url = "http://" + m[1]
+				p.url = m[1]
 			}
 		}
 		if p.url != "" {
-			resp, err := readyClient.Get(p.url + "/ready")
+			resp, err := hc.Get(p.url + "/ready")
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == 200 {

@@ -1,16 +1,9 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -35,57 +28,6 @@ func findNginx(t *testing.T) string {
 	}
 	testenv.Missing(t, "nginx is not installed (apt-get install nginx; .ci/run does); the reverse-proxy test did not run")
 	return ""
-}
-
-// testPKI writes a throwaway CA and a certificate it signed for 127.0.0.1
-// and localhost into dir, and returns the paths of the CA's certificate,
-// the server's certificate and its key, all PEM.
-func testPKI(t *testing.T, dir string) (caFile, certFile, keyFile string) {
-	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "scimesh test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "localhost"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
-		DNSNames: []string{"localhost"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("server.pem", "CERTIFICATE", der), write("server.key", "EC PRIVATE KEY", keyDER)
 }
 
 // nginxConf terminates TLS on listen and forwards to the coordinator at
@@ -199,7 +141,8 @@ func TestBehindTLSProxy(t *testing.T) {
 	nginx := findNginx(t)
 	t.Parallel()
 	dir := t.TempDir()
-	caFile, certFile, keyFile := testPKI(t, dir)
+	pki := testenv.NewTLSFiles(t, dir)
+	caFile, certFile, keyFile := pki.CA, pki.Cert, pki.Key
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "db", "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 	base := startNginx(t, nginx, dir, strings.TrimPrefix(p.url, "http://"), caFile, certFile, keyFile)
 	trust := "SSL_CERT_FILE=" + caFile // Go's crypto/x509 reads it on Linux

@@ -31,7 +31,10 @@ The tokens come from the environment or .env, never from flags (flags show
 in ps): WORKER_AUTH_TOKEN for workers, CLIENT_AUTH_TOKEN for clients and
 the dashboard, PEER_AUTH_TOKEN for other shards. They must differ. Without
 the worker and client tokens serve listens only on loopback, and with a
-topology it also needs the peer token.`,
+topology it also needs the peer token.
+
+With --tls-cert and --tls-key it serves HTTPS, and gRPC and Connect over
+TLS, on the same port; without them, plain HTTP and h2c.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := resolveServeConfig(cmd)
@@ -62,6 +65,9 @@ topology it also needs the peer token.`,
 	f := cmd.Flags()
 	f.String("retention-interval", defaultRetentionInterval.String(), "how often to look for what retention deletes (env SCIMESH_RETENTION_INTERVAL)")
 	f.String("addr", defaultAddr, "listen address (env SCIMESH_ADDR)")
+	f.String("tls-cert", "", "serve HTTPS, gRPC and Connect over TLS on --addr with this PEM certificate, followed by its "+
+		"intermediates; needs --tls-key (env SCIMESH_TLS_CERT)")
+	f.String("tls-key", "", "the PEM private key of --tls-cert (env SCIMESH_TLS_KEY)")
 	f.String("shard", defaultShard, "this node's shard name, [a-z0-9-]{1,32} (env SCIMESH_SHARD)")
 	f.String("topology", "", "static:s0=URL,s1=URL or pattern:http://scimesh-%s:8080; a pattern knows every shard name, so a client's "+
 		"tree picks the host PEER_AUTH_TOKEN is sent to, unless --shards lists the shards (env SCIMESH_TOPOLOGY)")
@@ -104,6 +110,8 @@ func resolveServeConfig(cmd *cobra.Command) (*server.Config, error) {
 		Blobs:   sc.Blobs,
 		Addr:    e.setting(cmd, "addr", "SCIMESH_ADDR", defaultAddr),
 		Shard:   e.setting(cmd, "shard", "SCIMESH_SHARD", defaultShard),
+		TLSCert: e.setting(cmd, "tls-cert", "SCIMESH_TLS_CERT", ""),
+		TLSKey:  e.setting(cmd, "tls-key", "SCIMESH_TLS_KEY", ""),
 		Tokens: auth.Tokens{
 			Worker: e.get("WORKER_AUTH_TOKEN"),
 			Client: e.get("CLIENT_AUTH_TOKEN"),

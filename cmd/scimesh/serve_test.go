@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,8 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+
 	"github.com/scimesh/scimesh/internal/pgcluster"
 	"github.com/scimesh/scimesh/internal/testenv"
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // alive polls url until it answers 200, failing t when p exits first or
@@ -185,5 +195,92 @@ func TestServeStopsWhileWaitingForDatabase(t *testing.T) {
 	}
 	if err := exited(t, p, 5*time.Second); err != nil {
 		t.Errorf("serve ended by SIGTERM while waiting for its database: %v, want status 0:\n%s", err, p.stderr.String())
+	}
+}
+
+// TestServeTLS runs `serve` with a certificate of a private authority as a
+// real process: a worker and the CLI that trust the authority through
+// SSL_CERT_FILE complete a job over HTTPS; on the same port, grpc-go
+// submits a tree over TLS, the worker runs it through the Worker service,
+// and connect-go's Connect protocol reads its result; the CLI without the
+// authority is refused with a certificate error. serve refuses at start a
+// certificate without its key and a key that is not the certificate's.
+func TestServeTLS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	files := testenv.NewTLSFiles(t, dir)
+	other := testenv.NewTLSFiles(t, t.TempDir())
+	db := "sqlite:" + filepath.Join(dir, "scimesh.db")
+	for _, c := range []struct {
+		env  []string
+		args []string
+		want string
+	}{
+		{nil, []string{"--tls-cert", files.Cert}, "give both --tls-cert and --tls-key"},
+		{[]string{"SCIMESH_TLS_KEY=" + files.Key}, nil, "give both --tls-cert and --tls-key"},
+		{nil, []string{"--tls-cert", files.Cert, "--tls-key", other.Key}, "private key does not match public key"},
+		{nil, []string{"--tls-cert", filepath.Join(dir, "none.pem"), "--tls-key", files.Key}, "none.pem: no such file or directory"},
+	} {
+		out, err := run(t, dir, append(tokenEnv, c.env...), append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, c.args...)...)
+		if err == nil || !strings.Contains(out, c.want) {
+			t.Errorf("serve %v %v: %v\n%s\nwant it to say %q", c.env, c.args, err, out, c.want)
+		}
+	}
+	if fileExists(filepath.Join(dir, "scimesh.db")) {
+		t.Fatal("a refused serve created its database")
+	}
+
+	trusting := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: files.Pool}, ForceAttemptHTTP2: true}
+	defer trusting.CloseIdleConnections()
+	hc := &http.Client{Transport: trusting, Timeout: 30 * time.Second}
+	p := serveWith(t, hc, dir, "127.0.0.1:0", append(tokenEnv, "SCIMESH_TLS_CERT="+files.Cert, "SCIMESH_TLS_KEY="+files.Key),
+		"--db", db, "--data-dir", filepath.Join(dir, "data"))
+	if !strings.HasPrefix(p.url, "https://127.0.0.1:") {
+		t.Fatalf("serve with TLS logged the URL %s, want https://127.0.0.1:PORT", p.url)
+	}
+	trust := "SSL_CERT_FILE=" + files.CA
+	start(t, dir, append(workerEnv(p.url), trust), "worker", "--id", "w", "--concurrency", "2", "--tree-concurrency", "1",
+		"--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""), "--workload", `num=tr -d '[] \n'`)
+
+	table := filepath.Join(dir, "table.csv")
+	want := writeScoredTable(t, table, 500, 9)
+	out := filepath.Join(dir, "result.csv")
+	if msg, err := run(t, dir, append(clientEnv(p.url), trust), "submit", table, "--workload", "copy", "--top-k", "9",
+		"--chunk-rows", "100", "--wait", "--output", out); err != nil {
+		t.Fatalf("submit --wait over TLS: %v\n%s", err, msg)
+	}
+	if got, _ := os.ReadFile(out); string(got) != want {
+		t.Fatalf("result over TLS:\n%s\nwant:\n%s", got, want)
+	}
+
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.url, "https://"), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: files.Pool})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var sub v1.SubmitResponse
+	ctx := metadata.AppendToOutgoingContext(t.Context(), "authorization", "Bearer ctok")
+	if err := conn.Invoke(ctx, scimeshv1connect.QueueSubmitProcedure, &v1.SubmitRequest{Tasks: []*v1.TaskSpec{
+		{Id: "s0:n", Workload: "num", Args: []*v1.Arg{val(42)}},
+	}}, &sub); err != nil {
+		t.Fatalf("grpc-go Submit over TLS: %v", err)
+	}
+	q := scimeshv1connect.NewQueueClient(hc, p.url, connect.WithProtoJSON(), withToken("ctok"))
+	var info *v1.TaskInfo
+	workerWaitFor(t, 30*time.Second, "the worker to run the tree's task", func() bool {
+		res, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: sub.RootId}))
+		if err != nil {
+			t.Fatalf("Connect Query over TLS: %v", err)
+		}
+		info = res.Msg
+		return info.State == "completed"
+	})
+	if info.Result.GetNumberValue() != 42 {
+		t.Fatalf("the tree's result is %v, want 42", info.Result)
+	}
+
+	stdout, stderr, err := cli(t, dir, p.url, "ctok", "status", "s0:x")
+	if err == nil || !strings.Contains(stderr, "certificate signed by unknown authority") || !strings.Contains(stderr, "SSL_CERT_FILE") {
+		t.Errorf("the CLI without the authority: %v\nstdout %q\nstderr %s\nwant a certificate error that names SSL_CERT_FILE", err, stdout, stderr)
 	}
 }

@@ -13,6 +13,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -46,6 +47,11 @@ type Config struct {
 	// Topology says where the other shards' coordinators are; nil or
 	// empty: a single shard.
 	Topology *topology.Topology
+	// TLSCert and TLSKey are the PEM files of the certificate the server
+	// presents (followed by its intermediates) and of its private key:
+	// with them it serves HTTPS, and gRPC and Connect over HTTP/2 by
+	// ALPN, on Addr; without them plain HTTP and h2c. Both or neither.
+	TLSCert, TLSKey string
 	// Tokens are the three roles' tokens; without the client and worker
 	// tokens the server answers only requests addressed to a loopback
 	// host (no DNS rebinding).
@@ -124,6 +130,7 @@ type Server struct {
 	topo    *topology.Topology
 	gate    *auth.Gate
 	metrics *telemetry.Metrics
+	tls     *tls.Config // nil: plain HTTP
 	ln      net.Listener
 	// handler is what the listener serves: the API, or until the
 	// database answers the waiting handler.
@@ -156,6 +163,9 @@ func New(ctx context.Context, cfg Config) (_ *Server, err error) {
 			s.Close()
 		}
 	}()
+	if s.tls, err = loadTLS(cfg.TLSCert, cfg.TLSKey); err != nil {
+		return nil, err
+	}
 	if cfg.DataDir != "" || cfg.Blobs != "" {
 		if s.blobs, err = storeopen.Blobs(ctx, cfg.Blobs, cfg.DataDir); err != nil {
 			return nil, err
@@ -287,8 +297,13 @@ func (s *Server) current(w http.ResponseWriter, r *http.Request) {
 // Addr is the address the server listens on, host:port.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the server's base URL, http://Addr.
-func (s *Server) URL() string { return "http://" + s.Addr() }
+// URL is the server's base URL: https://Addr with TLS, else http://Addr.
+func (s *Server) URL() string {
+	if s.tls != nil {
+		return "https://" + s.Addr()
+	}
+	return "http://" + s.Addr()
+}
 
 // Engine is the server's engine, for callers that act on it directly (a
 // benchmark seeding its backlog, a test checking what a request changed);
@@ -306,10 +321,12 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	s.running = true
 	defer s.Close()
-	// HTTP/1.1 and HTTP/2 without TLS (h2c), which gRPC clients speak.
+	// HTTP/1.1, and HTTP/2 for gRPC clients: over TLS when the server has
+	// a certificate (chosen by ALPN), else without (h2c).
 	var protocols http.Protocols
 	protocols.SetHTTP1(true)
-	protocols.SetUnencryptedHTTP2(true)
+	protocols.SetHTTP2(s.tls != nil)
+	protocols.SetUnencryptedHTTP2(s.tls == nil)
 	// Requests run under baseCtx, cancelled at shutdown so that long-polling
 	// claims end at once instead of holding the shutdown for a minute.
 	baseCtx, cancelRequests := context.WithCancel(context.WithoutCancel(ctx))
@@ -320,6 +337,7 @@ func (s *Server) Run(ctx context.Context) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		BaseContext:       func(net.Listener) context.Context { return baseCtx },
+		TLSConfig:         s.tls,
 	}
 	// The engine's loops start once the store is open: at once, or when
 	// the database first answers.
@@ -345,7 +363,13 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(s.ln) }()
+	go func() {
+		if s.tls != nil {
+			errc <- srv.ServeTLS(s.ln, "", "") // the certificate is in TLSConfig
+			return
+		}
+		errc <- srv.Serve(s.ln)
+	}()
 	if waiting {
 		s.log.Info("waiting for the database", "addr", s.Addr(), "db", storeopen.Redact(s.cfg.DB))
 	} else {
@@ -370,7 +394,7 @@ func (s *Server) Run(ctx context.Context) error {
 
 // logServing says that the API is served, where and on what.
 func (s *Server) logServing() {
-	s.log.Info("serving", "addr", s.Addr(), "shard", s.engine.Shard(), "db", storeopen.Redact(s.cfg.DB))
+	s.log.Info("serving", "addr", s.Addr(), "url", s.URL(), "shard", s.engine.Shard(), "db", storeopen.Redact(s.cfg.DB))
 }
 
 // Start runs Run in a goroutine of its own until ctx is done; wait blocks
