@@ -130,10 +130,14 @@ class Transport:
         backoff: float,
         max_backoff: float,
         user_agent: str,
+        ca_cert: Optional[str] = None,
     ) -> None:
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"coordinator URL {url!r} is not an http:// or https:// URL")
+        self._tls: Optional[ssl.SSLContext] = None
+        if parts.scheme == "https":
+            self._tls = _tls_context(ca_cert)
         self.url = url.rstrip("/")
         self._scheme = parts.scheme
         self._host = parts.hostname
@@ -213,6 +217,12 @@ class Transport:
                     attempt += 1
                     continue
                 raise err
+            except ssl.SSLCertVerificationError as e:
+                # Trying again would meet the same certificate.
+                raise NetworkError(
+                    f"{method} {self._scheme}://{self._netloc}{target}: {e}; the coordinator's certificate is not "
+                    "trusted: for a private certificate authority, give its PEM file as ca_cert= or SCIMESH_CA_CERT"
+                ) from e
             except (OSError, http.client.HTTPException) as e:
                 if retryable and attempt < self.retries:
                     self.sleep(self._delay(attempt, None))
@@ -259,16 +269,24 @@ class Transport:
             raise
 
     def _connect(self, timeout: float) -> http.client.HTTPConnection:
-        if self._scheme == "https":
-            return http.client.HTTPSConnection(
-                self._host, self._port, timeout=timeout, context=ssl.create_default_context()
-            )
+        if self._tls is not None:
+            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout, context=self._tls)
         return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
 
     def _delay(self, attempt: int, retry_after: Optional[float]) -> float:
         if retry_after is not None:
             return min(retry_after, MAX_RETRY_AFTER) + random.uniform(0, 0.1)
         return min(self.max_backoff, self.backoff * (2**attempt)) * random.uniform(0.5, 1.0)
+
+
+def _tls_context(ca_cert: Optional[str]) -> ssl.SSLContext:
+    """The TLS settings of an https:// coordinator: the system's certificate
+    authorities, or with ca_cert (a PEM file) that file's alone. A CA file
+    that cannot be read is a ValueError now rather than a failed call later."""
+    try:
+        return ssl.create_default_context(cafile=ca_cert)
+    except (OSError, ssl.SSLError) as e:
+        raise ValueError(f"cannot read the CA certificate {ca_cert!r} (ca_cert= or SCIMESH_CA_CERT): {e}") from e
 
 
 def _retry_after(value: Optional[str]) -> Optional[float]:

@@ -40,6 +40,11 @@ class Client:
     uploads that can be sent again) are retried up to ``retries`` times on
     502/503/504 answers (after their ``Retry-After``) and on network errors,
     with exponential backoff from ``backoff`` seconds, with jitter.
+
+    An ``https://`` coordinator's certificate is checked against the
+    system's certificate authorities, or with ``ca_cert`` (default the
+    environment's ``SCIMESH_CA_CERT``), a PEM file, against that file's
+    alone: the way to trust a private authority.
     """
 
     def __init__(
@@ -51,9 +56,11 @@ class Client:
         retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 30.0,
+        ca_cert: "Optional[Union[str, os.PathLike[str]]]" = None,
     ) -> None:
         url = url or os.environ.get("SCIMESH_COORDINATOR") or "http://127.0.0.1:8080"
         token = token if token is not None else os.environ.get("SCIMESH_TOKEN") or None
+        ca = os.fspath(ca_cert) if ca_cert is not None else os.environ.get("SCIMESH_CA_CERT") or None
         self._t = Transport(
             url,
             token,
@@ -62,6 +69,7 @@ class Client:
             backoff=backoff,
             max_backoff=max_backoff,
             user_agent=f"scimesh-python/{__version__}",
+            ca_cert=ca,
         )
 
     @property

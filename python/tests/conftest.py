@@ -13,12 +13,13 @@ import re
 import secrets
 import shlex
 import shutil
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Optional, Sequence
 
 import pytest
 
@@ -59,11 +60,15 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 class Coordinator:
     """A `scimesh serve` process on a port of ``addr`` (loopback unless
-    said) with its own database."""
+    said) with its own database, and ``serve_args`` added to its command.
+    ``ca`` is the PEM file of the authority of its TLS certificate, if it
+    has one: its clients and workers are told to trust it."""
 
-    def __init__(self, binary: Path, dir: Path, addr: str = "127.0.0.1:0") -> None:
+    def __init__(self, binary: Path, dir: Path, addr: str = "127.0.0.1:0", serve_args: Sequence[str] = (),
+                 ca: Optional[Path] = None) -> None:
         self.binary = binary
         self.dir = dir
+        self.ca = ca
         self.client_token = secrets.token_hex(16)
         self.worker_token = secrets.token_hex(16)
         self.log = dir / "serve.log"
@@ -72,7 +77,8 @@ class Coordinator:
             env.pop(name, None)
         with open(self.log, "wb") as log:
             self.proc = subprocess.Popen(
-                [str(binary), "serve", "--addr", addr, "--db", f"sqlite:{dir / 'db'}", "--data-dir", str(dir / "data")],
+                [str(binary), "serve", "--addr", addr, "--db", f"sqlite:{dir / 'db'}", "--data-dir", str(dir / "data"),
+                 *serve_args],
                 cwd=dir, env=env, stdout=log, stderr=subprocess.STDOUT,
             )
         self.url = self._wait_ready()
@@ -85,12 +91,13 @@ class Coordinator:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"serve exited ({self.proc.returncode}):\n{self.log.read_text()}")
             if url is None:
-                m = re.search(r"msg=serving addr=(\S+)", self.log.read_text())
+                m = re.search(r"msg=serving addr=\S+ url=(\S+)", self.log.read_text())
                 if m:
-                    url = "http://" + m.group(1)
+                    url = m.group(1)
             if url is not None:
                 try:
-                    with urllib.request.urlopen(url + "/ready", timeout=5) as r:
+                    tls = ssl.create_default_context(cafile=self.ca) if self.ca else None
+                    with urllib.request.urlopen(url + "/ready", timeout=5, context=tls) as r:
                         if r.status == 200:
                             return url
                 except OSError:
@@ -100,6 +107,8 @@ class Coordinator:
 
     def client(self, **kwargs) -> scimesh.Client:
         kwargs.setdefault("token", self.client_token)
+        if self.ca:
+            kwargs.setdefault("ca_cert", self.ca)
         return scimesh.Client(self.url, **kwargs)
 
     def worker(self, name: str, *workloads: str, concurrency: int = 2, extra: List[str] = ()) -> subprocess.Popen:
@@ -110,6 +119,8 @@ class Coordinator:
         for w in workloads:
             args += ["--workload", w]
         env = dict(os.environ, SCIMESH_TOKEN=self.worker_token)
+        if self.ca:
+            env["SSL_CERT_FILE"] = str(self.ca)
         log = open(self.dir / f"{name}.log", "wb")
         p = subprocess.Popen(args, cwd=self.dir, env=env, stdout=log, stderr=subprocess.STDOUT)
         log.close()
