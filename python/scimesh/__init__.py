@@ -8,12 +8,15 @@ read their results, and write workloads.
     df = job.dataframe()
 
 A workload command in Python is ``scimesh.run_workload(score)``.
+``scimesh.local()`` runs a coordinator and a worker on this machine for
+the length of a with block.
 """
 
 __version__ = "0.1.0"
 
 from .client import Client, Job  # noqa: E402
+from ._local import local  # noqa: E402
 from .errors import APIError, JobFailed, NetworkError, SourceError  # noqa: E402
 from .workload import WorkloadError, run_workload  # noqa: E402
 
-__all__ = ["Client", "Job", "APIError", "JobFailed", "NetworkError", "SourceError", "WorkloadError", "run_workload", "__version__"]
+__all__ = ["Client", "Job", "local", "APIError", "JobFailed", "NetworkError", "SourceError", "WorkloadError", "run_workload", "__version__"]
