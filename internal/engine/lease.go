@@ -57,7 +57,7 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	}
 	// The same workload twice would count twice against Max in the store.
 	p.Workloads = slices.Compact(slices.Sorted(slices.Values(p.Workloads)))
-	e.seen(ctx, p.WorkerID, false)
+	e.seen(ctx, p.WorkerID, workerCall{announced: cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk, workloads: p.Workloads})
 	if p.Wait == 0 {
 		return e.claimOnce(ctx, p)
 	}
@@ -319,7 +319,7 @@ func (e *Engine) RenewLease(ctx context.Context, taskID, worker string, attempt 
 	if err != nil {
 		return time.Time{}, fmt.Errorf("heartbeat: %w", err)
 	}
-	e.seen(ctx, worker, true)
+	e.seen(ctx, worker, workerCall{heartbeat: true})
 	return a.expires, nil
 }
 
@@ -557,6 +557,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				continue
 			}
 			charge(q, t, now)
+			workerDid(q, p.WorkerID, now)
 			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {

@@ -261,6 +261,7 @@ func (e *Engine) completeTrees(ctx context.Context, items []treeDone) ([]error, 
 				continue
 			}
 			charge(q, t, now)
+			workerDid(q, c.worker, now)
 			changed = append(changed, t) // its Result is the item's
 			completed++
 		}

@@ -40,10 +40,13 @@ type usageKey struct {
 }
 
 // metered is the Querier tx hands its function: it collects the charges
-// of the attempts the transaction ends, for flush.
+// of the attempts the transaction ends, and the tasks each worker
+// completed (workerDid), for flush.
 type metered struct {
 	store.Querier
-	usage map[usageKey]*store.UsageRow
+	usage  map[usageKey]*store.UsageRow
+	done   map[string]int64 // worker ID → tasks completed
+	doneAt time.Time        // when the last of them was
 }
 
 // charge records, in the transaction of q (a querier tx handed out), that
@@ -78,8 +81,20 @@ func (m *metered) charge(t *domain.Task, end time.Time) {
 	r.WorkerMicros += max(end.Sub(t.LeasedAt), 0).Microseconds()
 }
 
-// flush adds the charges collected to the usage table, in one statement.
+// flush adds the charges collected to the usage table, in one statement,
+// then the tasks completed to their workers' rows, in another: every
+// transaction takes the rows of both in the same order.
 func (m *metered) flush(ctx context.Context) error {
+	if err := m.flushUsage(ctx); err != nil {
+		return err
+	}
+	if err := m.Querier.WorkerAddDone(ctx, m.done, m.doneAt); err != nil {
+		return fmt.Errorf("count the tasks workers completed: %w", err)
+	}
+	return nil
+}
+
+func (m *metered) flushUsage(ctx context.Context) error {
 	if len(m.usage) == 0 {
 		return nil
 	}

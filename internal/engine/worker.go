@@ -3,6 +3,9 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -10,9 +13,13 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// Worker bookkeeping: which workers called lately and what they hold, for
-// the dashboard. Recording a call (seen) is on a worker's path, at most
-// every seenEvery per worker and process; PruneWorkers forgets those gone.
+// Worker bookkeeping: which workers called lately, the workloads they
+// announce, what they hold and how many tasks they completed, for the
+// dashboard and GET /workloads. Recording a call (seen) is on a worker's
+// path, at most every seenEvery per worker and process, and at once when
+// a worker announces other workloads than this process last recorded;
+// the tasks a worker completed are counted in the transaction that
+// records their results (workerDid). PruneWorkers forgets those gone.
 
 // seenEvery bounds how often one process records that a worker called.
 const seenEvery = 5 * time.Second
@@ -23,23 +30,41 @@ type seenLog struct {
 	last map[string]seenAt
 }
 
-type seenAt struct{ call, beat time.Time }
+type seenAt struct {
+	call, beat time.Time
+	workloads  string // as last announced, joined; with announced
+	announced  bool
+}
 
-// seen records that worker called (a claim or poll; with heartbeat, a lease
-// renewal), unless this process did so recently. A failure to record is
-// logged and otherwise ignored: it costs the dashboard a little freshness.
-func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
+// workerCall is a call seen records: a claim or poll; with heartbeat, a
+// lease renewal; with announced, a chunk claim, which names the
+// workloads the worker runs (sorted; none when it takes any).
+type workerCall struct {
+	heartbeat bool
+	announced bool
+	workloads []string
+}
+
+// seen records that worker made call c, unless this process did so
+// recently and c announces nothing new. A failure to record is logged and
+// otherwise ignored: it costs the dashboard a little freshness.
+func (e *Engine) seen(ctx context.Context, worker string, c workerCall) {
 	now := e.now()
+	joined := store.JoinWorkloads(c.workloads)
 	e.seenLog.mu.Lock()
 	s := e.seenLog.last[worker]
-	due := now.Sub(s.call) >= seenEvery || (heartbeat && now.Sub(s.beat) >= seenEvery)
+	due := now.Sub(s.call) >= seenEvery || (c.heartbeat && now.Sub(s.beat) >= seenEvery) ||
+		(c.announced && (!s.announced || s.workloads != joined))
 	if due {
 		if len(e.seenLog.last) >= 10_000 {
 			clear(e.seenLog.last)
 		}
 		s.call = now
-		if heartbeat {
+		if c.heartbeat {
 			s.beat = now
+		}
+		if c.announced {
+			s.announced, s.workloads = true, joined
 		}
 		e.seenLog.last[worker] = s
 	}
@@ -47,11 +72,32 @@ func (e *Engine) seen(ctx context.Context, worker string, heartbeat bool) {
 	if !due {
 		return
 	}
-	err := e.store.WorkerUpsert(ctx, &store.WorkerUpsertParams{ID: worker, Now: now, Heartbeat: heartbeat})
+	err := e.store.WorkerUpsert(ctx, &store.WorkerUpsertParams{ID: worker, Now: now, Heartbeat: c.heartbeat,
+		Announced: c.announced, Workloads: c.workloads})
 	if err != nil && ctx.Err() == nil {
 		e.log.WarnContext(ctx, "recording a worker's call failed", "worker_id", worker, "error", err)
 	}
 }
+
+// workerDid counts, in the transaction of q (a querier tx handed out),
+// that worker completed a task at now. The counts are added to the
+// workers' rows as the transaction's last statement (metered.flush).
+func workerDid(q store.Querier, worker string, now time.Time) {
+	m, ok := q.(*metered)
+	if !ok {
+		panic("engine: a task completed outside Engine.tx, so its worker's count cannot be kept")
+	}
+	if m.done == nil {
+		m.done = map[string]int64{}
+	}
+	m.done[worker]++
+	m.doneAt = now
+}
+
+// WorkersWindow is how recently a worker must have called to count as
+// connected: the workers page lists those workers, and GET /workloads the
+// workloads they announce.
+const WorkersWindow = 10 * time.Minute
 
 // WorkerView is a worker and the tasks it holds leases on.
 type WorkerView struct {
@@ -93,4 +139,42 @@ const workersKept = 7 * 24 * time.Hour
 func (e *Engine) PruneWorkers(ctx context.Context) (int, error) {
 	n, err := e.store.WorkerDelete(ctx, e.now().Add(-workersKept))
 	return n, mapStoreErr(err)
+}
+
+// maxWorkersRead bounds the workers ListWorkloads reads.
+const maxWorkersRead = 10_000
+
+// WorkloadView is a workload that connected workers announce.
+type WorkloadView struct {
+	Name     string
+	Workers  int       // connected workers that announce it
+	LastSeen time.Time // the latest call of one of them
+}
+
+// ListWorkloads returns the workloads that the workers seen within
+// WorkersWindow announce (those of the maxWorkersRead seen last), by
+// name. A worker that takes any workload announces none. Workloads are
+// no account's: every caller sees them all.
+func (e *Engine) ListWorkloads(ctx context.Context) ([]*WorkloadView, error) {
+	ws, err := e.store.WorkerList(ctx, &store.WorkerListParams{Since: e.now().Add(-WorkersWindow), Limit: maxWorkersRead})
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("list workloads: %w", err))
+	}
+	byName := map[string]*WorkloadView{}
+	for _, w := range ws {
+		for _, name := range w.Workloads {
+			v := byName[name]
+			if v == nil {
+				v = &WorkloadView{Name: name}
+				byName[name] = v
+			}
+			v.Workers++
+			if w.LastSeen.After(v.LastSeen) {
+				v.LastSeen = w.LastSeen
+			}
+		}
+	}
+	out := slices.Collect(maps.Values(byName))
+	slices.SortFunc(out, func(a, b *WorkloadView) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
 }

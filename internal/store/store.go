@@ -21,6 +21,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -214,8 +215,15 @@ type Querier interface {
 	TaskListRoots(ctx context.Context, owner string, limit int) ([]*domain.Task, error)
 
 	// WorkerUpsert records that worker p.ID called at p.Now, creating it when
-	// new; with p.Heartbeat the call renewed a lease.
+	// new; with p.Heartbeat the call renewed a lease; with p.Announced it
+	// named p.Workloads, which replace those recorded unless an older call
+	// is recorded late.
 	WorkerUpsert(ctx context.Context, p *WorkerUpsertParams) error
+	// WorkerAddDone adds to the tasks each worker completed (worker ID →
+	// tasks), creating a worker first seen at now when it is unknown.
+	// Inside a transaction it takes the workers' rows in ID order, so
+	// that two such transactions queue rather than deadlock.
+	WorkerAddDone(ctx context.Context, done map[string]int64, now time.Time) error
 	// WorkerList returns up to p.Limit workers (all when 0 or less) seen
 	// at or after p.Since, most recently seen first (then by ID).
 	WorkerList(ctx context.Context, p *WorkerListParams) ([]*Worker, error)
@@ -527,6 +535,10 @@ type WorkerUpsertParams struct {
 	ID        string
 	Now       time.Time
 	Heartbeat bool
+	// Announced says that the call named the workloads the worker runs:
+	// Workloads, sorted, none when it takes any.
+	Announced bool
+	Workloads []string
 }
 
 // WorkerListParams selects the workers seen lately.
@@ -541,6 +553,20 @@ type Worker struct {
 	FirstSeen     time.Time
 	LastSeen      time.Time // its last call
 	LastHeartbeat time.Time // its last lease renewal; zero when none
+	Workloads     []string  // named by its last chunk claim, sorted; nil when none (it takes any)
+	TasksDone     int64     // tasks it completed
+}
+
+// JoinWorkloads is how both stores keep a worker's workloads in one text
+// column: the names, space separated (a workload's name holds no space).
+func JoinWorkloads(names []string) string { return strings.Join(names, " ") }
+
+// SplitWorkloads reads what JoinWorkloads wrote; "" is nil.
+func SplitWorkloads(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Fields(s)
 }
 
 // TaskResultListParams selects a page of a job's chunk outputs.

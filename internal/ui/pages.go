@@ -298,16 +298,13 @@ type workersData struct {
 	Window  string
 }
 
-// workersWindow is how recently a worker must have called to be shown.
-const workersWindow = 10 * time.Minute
-
 func (u *UI) workers(w http.ResponseWriter, r *http.Request) {
-	ws, err := u.e.ListWorkers(r.Context(), workersWindow, 500)
+	ws, err := u.e.ListWorkers(r.Context(), engine.WorkersWindow, 500)
 	if err != nil {
 		u.fail(w, r, err)
 		return
 	}
-	u.render(w, r, 0, "workers", "Workers", "workers", workersData{Workers: ws, Window: "10 minutes"})
+	u.render(w, r, 0, "workers", "Workers", "workers", workersData{Workers: ws, Window: fmt.Sprintf("%d minutes", int(engine.WorkersWindow.Minutes()))})
 }
 
 type peer struct {

@@ -21,11 +21,22 @@ WHERE job_id = $1 AND kind = 'chunk' AND state = 'completed' GROUP BY b`
 	sqlTaskCountByState = `SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`
 	sqlTaskListRoots    = `SELECT ` + taskColumns + ` FROM tasks
 WHERE kind = 'tree' AND id = job_id AND ($2 = '' OR owner = $2) ORDER BY created_at DESC, id DESC LIMIT $1`
-	sqlWorkerUpsert = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat) VALUES ($1, $2, $2, $3)
+	// $4 is the workloads a claim named, or NULL for a call that named
+	// none; a call recorded late (older than last_seen) keeps those there.
+	sqlWorkerUpsert = `INSERT INTO workers AS w (id, first_seen, last_seen, last_heartbeat, workloads)
+VALUES ($1, $2, $2, $3, coalesce($4, ''))
 ON CONFLICT (id) DO UPDATE SET last_seen = greatest(w.last_seen, $2),
-	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END`
+	last_heartbeat = CASE WHEN $3::timestamptz IS NULL THEN w.last_heartbeat ELSE greatest(w.last_heartbeat, $3) END,
+	workloads = CASE WHEN $4::text IS NULL OR $2 < w.last_seen THEN w.workloads ELSE $4 END`
+	// The ORDER BY takes the rows' locks in one order, so that concurrent
+	// additions queue rather than deadlock.
+	sqlWorkerAddDone = `INSERT INTO workers AS w (id, first_seen, last_seen, tasks_done)
+SELECT id, $3, $3, n FROM unnest($1::text[], $2::bigint[]) AS d(id, n) ORDER BY id
+ON CONFLICT (id) DO UPDATE SET tasks_done = w.tasks_done + excluded.tasks_done`
+	sqlWorkerAddDoneOne = `INSERT INTO workers AS w (id, first_seen, last_seen, tasks_done) VALUES ($1, $2, $2, $3)
+ON CONFLICT (id) DO UPDATE SET tasks_done = w.tasks_done + excluded.tasks_done`
 	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < $1`
-	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
 WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
 )
 
@@ -84,8 +95,35 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 	if p.Heartbeat {
 		heartbeat = p.Now
 	}
-	if _, err := q.db.Exec(ctx, sqlWorkerUpsert, p.ID, p.Now, heartbeat); err != nil {
+	var workloads any
+	if p.Announced {
+		workloads = store.JoinWorkloads(p.Workloads)
+	}
+	if _, err := q.db.Exec(ctx, sqlWorkerUpsert, p.ID, p.Now, heartbeat, workloads); err != nil {
 		return translate(err, "record worker %s", p.ID)
+	}
+	return nil
+}
+
+// WorkerAddDone adds to the tasks workers completed, in one statement.
+func (q *querier) WorkerAddDone(ctx context.Context, done map[string]int64, now time.Time) error {
+	if len(done) == 0 {
+		return nil
+	}
+	if len(done) == 1 {
+		for id, n := range done {
+			if _, err := q.db.Exec(ctx, sqlWorkerAddDoneOne, id, now, n); err != nil {
+				return translate(err, "count the tasks worker %s completed", id)
+			}
+		}
+		return nil
+	}
+	ids, ns := make([]string, 0, len(done)), make([]int64, 0, len(done))
+	for id, n := range done {
+		ids, ns = append(ids, id), append(ns, n)
+	}
+	if _, err := q.db.Exec(ctx, sqlWorkerAddDone, ids, ns, now); err != nil {
+		return translate(err, "count the tasks %d workers completed", len(done))
 	}
 	return nil
 }
@@ -99,8 +137,10 @@ func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (*store.Worker, error) {
 		var w store.Worker
 		var first, last, beat pgtype.Timestamptz
-		err := r.Scan(&w.ID, &first, &last, &beat)
+		var workloads string
+		err := r.Scan(&w.ID, &first, &last, &beat, &workloads, &w.TasksDone)
 		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeOf(first), timeOf(last), timeOf(beat)
+		w.Workloads = store.SplitWorkloads(workloads)
 		return &w, err
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -18,11 +19,21 @@ var (
 	sqlTaskCountByState = newStatement(`SELECT kind, state, count(*) FROM tasks GROUP BY kind, state ORDER BY kind, state`)
 	sqlTaskListRoots    = newStatement(`SELECT ` + taskColumns + ` FROM tasks
 	WHERE kind = 'tree' AND id = job_id AND (?1 = '' OR owner = ?1) ORDER BY created_at DESC, id DESC LIMIT ?2`)
-	sqlWorkerUpsert = newStatement(`INSERT INTO workers (id, first_seen, last_seen, last_heartbeat) VALUES (?1, ?2, ?2, ?3)
+	// ?4 is the workloads a claim named, or NULL for a call that named
+	// none; a call recorded late (older than last_seen) keeps those there.
+	sqlWorkerUpsert = newStatement(`INSERT INTO workers (id, first_seen, last_seen, last_heartbeat, workloads)
+	VALUES (?1, ?2, ?2, ?3, coalesce(?4, ''))
 	ON CONFLICT (id) DO UPDATE SET last_seen = max(last_seen, ?2),
-	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END`)
+	last_heartbeat = CASE WHEN ?3 IS NULL THEN last_heartbeat ELSE max(coalesce(last_heartbeat, ?3), ?3) END,
+	workloads = CASE WHEN ?4 IS NULL OR ?2 < last_seen THEN workloads ELSE ?4 END`)
+	// ?1 is a JSON array of [id, tasks] rows.
+	sqlWorkerAddDone = newStatement(`INSERT INTO workers (id, first_seen, last_seen, tasks_done)
+	SELECT value ->> 0, ?2, ?2, value ->> 1 FROM json_each(?1) WHERE true ORDER BY value ->> 0
+	ON CONFLICT (id) DO UPDATE SET tasks_done = tasks_done + excluded.tasks_done`)
+	sqlWorkerAddDoneOne = newStatement(`INSERT INTO workers (id, first_seen, last_seen, tasks_done) VALUES (?1, ?2, ?2, ?3)
+	ON CONFLICT (id) DO UPDATE SET tasks_done = tasks_done + excluded.tasks_done`)
 	sqlWorkerDelete = newStatement(`DELETE FROM workers WHERE last_seen < ?`)
-	sqlWorkerList   = newStatement(`SELECT id, first_seen, last_seen, last_heartbeat FROM workers
+	sqlWorkerList   = newStatement(`SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
 	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`)
 )
 
@@ -76,8 +87,36 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 	if p.Heartbeat {
 		heartbeat = timeArg(p.Now)
 	}
-	if _, err := q.exec(ctx, sqlWorkerUpsert, p.ID, timeArg(p.Now), heartbeat); err != nil {
+	var workloads any
+	if p.Announced {
+		workloads = store.JoinWorkloads(p.Workloads)
+	}
+	if _, err := q.exec(ctx, sqlWorkerUpsert, p.ID, timeArg(p.Now), heartbeat, workloads); err != nil {
 		return translate(err, "record worker %s", p.ID)
+	}
+	return nil
+}
+
+// WorkerAddDone adds to the tasks workers completed, in one statement.
+func (q *querier) WorkerAddDone(ctx context.Context, done map[string]int64, now time.Time) error {
+	if len(done) == 0 {
+		return nil
+	}
+	if len(done) == 1 {
+		for id, n := range done {
+			if _, err := q.exec(ctx, sqlWorkerAddDoneOne, id, timeArg(now), n); err != nil {
+				return translate(err, "count the tasks worker %s completed", id)
+			}
+		}
+		return nil
+	}
+	rows := make([][2]any, 0, len(done))
+	for id, n := range done {
+		rows = append(rows, [2]any{id, n})
+	}
+	b, _ := json.Marshal(rows) // strings and integers always encode
+	if _, err := q.exec(ctx, sqlWorkerAddDone, string(b), timeArg(now)); err != nil {
+		return translate(err, "count the tasks %d workers completed", len(done))
 	}
 	return nil
 }
@@ -88,8 +127,10 @@ func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]
 	err := q.query(ctx, false, func(r scanner) error {
 		var w store.Worker
 		var first, last, beat sql.NullInt64
-		err := r.Scan(&w.ID, &first, &last, &beat)
+		var workloads string
+		err := r.Scan(&w.ID, &first, &last, &beat, &workloads, &w.TasksDone)
 		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeOf(first), timeOf(last), timeOf(beat)
+		w.Workloads = store.SplitWorkloads(workloads)
 		out = append(out, &w)
 		return err
 	}, sqlWorkerList, p.Since.UnixMicro(), limitArg(p.Limit))

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"reflect"
@@ -437,6 +438,80 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		workerSeen(t, s, "host-b/3", at.Add(time.Minute), false)
 		b.LastSeen = at.Add(time.Minute)
 		checkWorkers(t, "after the second worker called", listWorkers(t, s, ever, 0), b, w)
+	})
+
+	t.Run("WorkerWorkloads", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		ever := time.Time{}
+		announce := func(now time.Time, workloads ...string) {
+			t.Helper()
+			if err := s.WorkerUpsert(t.Context(), &store.WorkerUpsertParams{ID: "w", Now: now, Announced: true, Workloads: workloads}); err != nil {
+				t.Fatalf("WorkerUpsert(w, %s, announcing %q): %v", fmtTime(now), workloads, err)
+			}
+		}
+		// A worker first seen announcing: its workloads at once.
+		announce(at, "dock", "score")
+		w := &store.Worker{ID: "w", FirstSeen: at, LastSeen: at, Workloads: []string{"dock", "score"}}
+		checkWorkers(t, "a worker that announced", listWorkers(t, s, ever, 0), w)
+		// A call that announces nothing (a heartbeat, a tree poll) keeps them.
+		workerSeen(t, s, "w", at.Add(time.Second), true)
+		w.LastSeen, w.LastHeartbeat = at.Add(time.Second), at.Add(time.Second)
+		checkWorkers(t, "after a call that announced nothing", listWorkers(t, s, ever, 0), w)
+		// A later announcement replaces them.
+		announce(at.Add(2*time.Second), "fold")
+		w.LastSeen, w.Workloads = at.Add(2*time.Second), []string{"fold"}
+		checkWorkers(t, "after a new announcement", listWorkers(t, s, ever, 0), w)
+		// One recorded late does not.
+		announce(at.Add(time.Second), "stale")
+		checkWorkers(t, "after an older announcement", listWorkers(t, s, ever, 0), w)
+		// Announcing none (a worker that takes any) clears them.
+		announce(at.Add(3 * time.Second))
+		w.LastSeen, w.Workloads = at.Add(3*time.Second), nil
+		checkWorkers(t, "after announcing none", listWorkers(t, s, ever, 0), w)
+		// A worker first seen without announcing has none.
+		workerSeen(t, s, "v", at, false)
+		checkWorkers(t, "a worker that never announced", listWorkers(t, s, ever, 0), w, &store.Worker{ID: "v", FirstSeen: at, LastSeen: at})
+	})
+
+	t.Run("WorkerAddDone", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		at := Epoch()
+		ever := time.Time{}
+		workerSeen(t, s, "a", at, false)
+		workerSeen(t, s, "b", at.Add(time.Second), false)
+		if err := s.WorkerAddDone(ctx, nil, at); err != nil {
+			t.Fatalf("WorkerAddDone(none): %v", err)
+		}
+		if err := s.WorkerAddDone(ctx, map[string]int64{"a": 3}, at.Add(time.Hour)); err != nil {
+			t.Fatalf("WorkerAddDone(a: 3): %v", err)
+		}
+		a := &store.Worker{ID: "a", FirstSeen: at, LastSeen: at, TasksDone: 3}
+		b := &store.Worker{ID: "b", FirstSeen: at.Add(time.Second), LastSeen: at.Add(time.Second)}
+		checkWorkers(t, "after one worker's tasks", listWorkers(t, s, ever, 0), b, a)
+		// Several at once, one of them unknown so far: it is made, seen now.
+		// Inside a transaction that is rolled back, nothing is added.
+		err := s.InTx(ctx, func(q store.Querier) error {
+			if err := q.WorkerAddDone(ctx, map[string]int64{"a": 100, "b": 100}, at); err != nil {
+				t.Fatalf("WorkerAddDone in a transaction: %v", err)
+			}
+			return errBoom
+		})
+		if !errors.Is(err, errBoom) {
+			t.Fatalf("InTx = %v, want errBoom", err)
+		}
+		err = s.InTx(ctx, func(q store.Querier) error {
+			return q.WorkerAddDone(ctx, map[string]int64{"b": 2, "a": 4, "c": 1}, at.Add(2*time.Second))
+		})
+		if err != nil {
+			t.Fatalf("WorkerAddDone(a: 4, b: 2, c: 1): %v", err)
+		}
+		a.TasksDone, b.TasksDone = 7, 2
+		c := &store.Worker{ID: "c", FirstSeen: at.Add(2 * time.Second), LastSeen: at.Add(2 * time.Second), TasksDone: 1}
+		checkWorkers(t, "after three workers' tasks", listWorkers(t, s, ever, 0), c, b, a)
 	})
 
 	t.Run("WorkerList", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -184,6 +185,11 @@ func valueDiff(got, want any) string {
 	case []byte:
 		if g := got.([]byte); !bytes.Equal(g, w) {
 			return fmt.Sprintf("got %q, want %q", g, w)
+		}
+		return ""
+	case []string:
+		if g := got.([]string); !slices.Equal(g, w) || (g == nil) != (w == nil) {
+			return fmt.Sprintf("got %q (nil %t), want %q (nil %t)", g, g == nil, w, w == nil)
 		}
 		return ""
 	}

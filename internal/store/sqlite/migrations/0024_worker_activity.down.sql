@@ -1,0 +1,2 @@
+ALTER TABLE workers DROP COLUMN tasks_done;
+ALTER TABLE workers DROP COLUMN workloads;
