@@ -70,6 +70,7 @@ var restRoutes = map[string]struct {
 	"POST /accounts/{name}/tokens":    {auth.Client, 64 << 10},
 	"GET /usage":                      {auth.Client, 0},
 	"GET /audit":                      {auth.Client, 0},
+	"GET /workloads":                  {auth.Client, 0},
 	"POST /tasks/claim":               {auth.Worker, 1 << 20},
 	"POST /tasks/results":             {auth.Worker, 256 << 20},
 	"POST /tasks/{task_id}/heartbeat": {auth.Worker, 1 << 20},

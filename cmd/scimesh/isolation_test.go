@@ -64,6 +64,7 @@ var isolationREST = map[string]string{
 	"POST /accounts/{name}/tokens": admins,
 	"GET /usage":                   ownUsage,
 	"GET /audit":                   admins,
+	"GET /workloads":               shared,
 }
 
 // isolationRPC does for the client service's procedures what
@@ -208,6 +209,12 @@ func TestIsolation(t *testing.T) {
 				if status != 200 || strings.Contains(answer, `"ada"`) == (who == "bob's") {
 					t.Errorf("%s %s: %d %s; want 200, with ada's usage for the admin alone", who, pattern, status, answer)
 				}
+			}
+		case how == shared: // the same for everyone
+			status, answer := rawCall(t, method, h.url+path, bob, nil)
+			adminStatus, adminAnswer := rawCall(t, method, h.url+path, hostileTokens.Client, nil)
+			if status != 200 || status != adminStatus || answer != adminAnswer {
+				t.Errorf("bob's %s: %d %s; the admin's: %d %s; want 200 and the same", pattern, status, answer, adminStatus, adminAnswer)
 			}
 		case how == ownAccount:
 			status, answer := rawCall(t, method, h.url+path, bob, nil)

@@ -31,6 +31,26 @@ func (c *Client) Upload(ctx context.Context, r io.Reader) (*Upload, error) {
 	return &up, nil
 }
 
+// Workload is a workload that connected workers announce.
+type Workload struct {
+	Name     string    `json:"name"`
+	Workers  int       `json:"workers"`   // connected workers that announce it
+	LastSeen time.Time `json:"last_seen"` // the latest call of one of them
+}
+
+// Workloads returns the workloads that the workers seen in the last ten
+// minutes announce, by name (GET /workloads): what a job may name and
+// find a worker for now.
+func (c *Client) Workloads(ctx context.Context) ([]Workload, error) {
+	var out struct {
+		Workloads []Workload `json:"workloads"`
+	}
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/workloads"}, &out); err != nil {
+		return nil, err
+	}
+	return out.Workloads, nil
+}
+
 // CreateJob creates a job with POST /jobs. A non-empty idempotencyKey is sent
 // as the Idempotency-Key header: the same key with the same request returns
 // the job created the first time, a different request a 409 conflict.

@@ -465,6 +465,10 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.do(call{token: wk, method: "GET", path: "/audit", status: 403})
 	c.do(call{token: alice.Token, method: "GET", path: "/usage", query: "by=account,day", status: 200})
 	c.do(call{token: alice.Token, method: "GET", path: "/audit", status: 403})
+	c.do(call{token: wk, method: "POST", path: "/tasks/claim", body: map[string]any{"worker_id": "announcer", "workloads": []string{"dock"}}, status: 204})
+	c.do(call{token: cl, method: "GET", path: "/workloads", status: 200})
+	c.do(call{token: alice.Token, method: "GET", path: "/workloads", status: 200})
+	c.do(call{token: wk, method: "GET", path: "/workloads", status: 403})
 
 	// The parts other packages serve, open to anyone: the dashboard sends
 	// a browser without a session on to its login page.

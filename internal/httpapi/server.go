@@ -95,6 +95,7 @@ func (s *Server) routes() {
 	m.Handle("POST /accounts/{name}/tokens", client(accountBody, true), http.HandlerFunc(s.issueToken))
 	m.Handle("GET /usage", client(0, false), http.HandlerFunc(s.listUsage))
 	m.Handle("GET /audit", client(0, false), http.HandlerFunc(s.listAudit))
+	m.Handle("GET /workloads", client(0, false), http.HandlerFunc(s.listWorkloads))
 
 	m.Handle("POST /tasks/claim", worker(smallBody), http.HandlerFunc(s.claim))
 	m.Handle("POST /tasks/results", worker(largeBody), http.HandlerFunc(s.batchResults))

@@ -202,6 +202,14 @@ class Client:
         every attempt, as text."""
         return self._t.call("GET", f"/tasks/{_seg(task_id)}/logs").decode("utf-8", "replace")
 
+    def workloads(self) -> List[Dict[str, Any]]:
+        """The workloads that the workers seen in the last ten minutes
+        announce (``GET /workloads``), by name: a list of dicts with the
+        workload's ``name``, how many ``workers`` announce it and when one
+        of them last called, ``last_seen`` (an RFC 3339 string). A job may
+        name a workload that is not listed; it waits for a worker."""
+        return self._json("GET", "/workloads").get("workloads") or []
+
     # Accounts.
 
     def account(self) -> Dict[str, Any]:

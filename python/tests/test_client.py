@@ -6,6 +6,7 @@ import io
 import os
 import sys
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -191,6 +192,17 @@ def test_retry_failed_job(coord: Coordinator, client: scimesh.Client, tmp_path: 
     with pytest.raises(scimesh.APIError) as e:
         job.retry()  # a completed job
     assert (e.value.status, e.value.code) == (409, "conflict")
+
+
+def test_workloads(coord: Coordinator, client: scimesh.Client) -> None:
+    deadline = time.monotonic() + 30
+    while not (got := client.workloads()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # until the worker's first claim
+    assert [w["name"] for w in got] == ["charsum", "flaky", "tanimoto"], got
+    assert all(w["workers"] == 1 and w["last_seen"].endswith("Z") for w in got), got
+    with pytest.raises(scimesh.APIError) as e:
+        coord.client(token=coord.worker_token).workloads()
+    assert e.value.status == 403
 
 
 def test_errors(coord: Coordinator, client: scimesh.Client) -> None:
