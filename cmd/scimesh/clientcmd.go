@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/domain"
 )
 
 const defaultCoordinator = "http://127.0.0.1:8080"
@@ -160,26 +160,11 @@ the same later for a job submitted without --wait.
 
 // parseParams turns KEY=VALUE and KEY:=JSON flags into a JSON object.
 func parseParams(flags []string) (json.RawMessage, error) {
-	if len(flags) == 0 {
-		return nil, nil
+	p, err := domain.ParseParameterPairs(flags)
+	if err != nil {
+		return nil, fmt.Errorf("--param %w", err)
 	}
-	m := map[string]json.RawMessage{}
-	for _, p := range flags {
-		if k, v, ok := strings.Cut(p, ":="); ok && !strings.Contains(k, "=") {
-			if k == "" || !json.Valid([]byte(v)) {
-				return nil, fmt.Errorf("--param %q: KEY:=JSON needs a key and a valid JSON value", p)
-			}
-			m[k] = json.RawMessage(v)
-			continue
-		}
-		k, v, ok := strings.Cut(p, "=")
-		if !ok || k == "" {
-			return nil, fmt.Errorf("--param %q: write KEY=VALUE (a string) or KEY:=JSON", p)
-		}
-		b, _ := json.Marshal(v)
-		m[k] = b
-	}
-	return json.Marshal(m)
+	return p, nil
 }
 
 func submit(ctx context.Context, cmd *cobra.Command, c *client.Client, path string, req *client.JobRequest, wait bool, output string) error {
