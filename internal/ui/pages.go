@@ -82,6 +82,8 @@ type progressEvent struct {
 	Final    bool              `json:"final"`
 	Chart    string            `json:"chart"` // the chart's points
 	Caption  string            `json:"caption"`
+	XTicks   []tick            `json:"xticks"` // the time axis, which grows with the job
+	XTitle   string            `json:"xtitle"`
 }
 
 // Live views look for changes every pollEvery and redraw a job's chart
@@ -106,6 +108,7 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var last progressEvent
+	sent := ""            // last, as sent
 	var charted time.Time // when the chart was last drawn
 	chartDone := -1       // the completed chunks it shows
 	for {
@@ -115,21 +118,21 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ev := progressEvent{Status: string(j.Status), Progress: j.Tasks.Progress(), Percent: fmt.Sprintf("%.0f%%", j.Tasks.Progress()*100),
-			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption}
+			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption, XTicks: last.XTicks, XTitle: last.XTitle}
 		if ev.Tasks.Completed != chartDone && (time.Since(charted) >= chartEvery || ev.Final) {
 			c, err := u.chart(r, j)
 			if err != nil {
 				u.streamFailed(sse, r, err)
 				return
 			}
-			ev.Chart, ev.Caption, charted, chartDone = c.Points, c.Caption(), time.Now(), ev.Tasks.Completed
+			ev.Chart, ev.Caption, ev.XTicks, ev.XTitle = c.Points, c.Caption(), c.XTicks, c.XTitle
+			charted, chartDone = time.Now(), ev.Tasks.Completed
 		}
-		if ev != last {
-			b, _ := json.Marshal(ev)
+		if b, _ := json.Marshal(ev); string(b) != sent { // sent only when it changed
 			if !sse.send("progress", string(b)) {
 				return
 			}
-			last = ev
+			last, sent = ev, string(b)
 		}
 		if ev.Final {
 			sse.send("done", "{}")
@@ -423,59 +426,4 @@ func (u *UI) tree(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	u.render(w, r, 0, "tree", "Tree of "+id, "shards", d)
-}
-
-// chart is a job's completed chunks over time, drawn as an SVG polyline.
-type chart struct {
-	Points string // the polyline's points
-	Span   string // how long the x axis spans
-	Total  int
-	Done   int
-}
-
-// Caption says what the chart shows.
-func (c *chart) Caption() string {
-	return fmt.Sprintf("%d of %d chunks over %s since the job was created.", c.Done, c.Total, c.Span)
-}
-
-const (
-	chartW, chartH = 600.0, 160.0
-	chartBuckets   = 300 // steps of the x axis
-)
-
-// chart draws job j's chart from its completions counted by the database
-// in chartBuckets steps from its creation to its end (or now).
-func (u *UI) chart(r *http.Request, j *engine.JobView) (*chart, error) {
-	end := j.FinishedAt
-	if end.IsZero() {
-		end = time.Now()
-	}
-	width := max(end.Sub(j.CreatedAt)/chartBuckets+1, time.Millisecond)
-	counts, err := u.e.CountFinishedTasks(r.Context(), j.ID, j.CreatedAt, width, chartBuckets)
-	if err != nil {
-		return nil, err
-	}
-	return newChart(counts, j.Tasks.Total, width*chartBuckets), nil
-}
-
-// newChart plots the running count of completed chunks, counts[i] of them
-// in the i-th step of the x axis, which spans span.
-func newChart(counts []int, total int, span time.Duration) *chart {
-	c := &chart{Total: total, Span: spanText(span)}
-	y := func(done int) float64 {
-		return chartH - chartH*float64(min(done, max(total, 1)))/float64(max(total, 1))
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "0,%.1f", chartH)
-	for i, n := range counts {
-		if n == 0 {
-			continue
-		}
-		x := chartW * float64(i+1) / float64(len(counts))
-		fmt.Fprintf(&b, " %.1f,%.1f %.1f,%.1f", x, y(c.Done), x, y(c.Done+n))
-		c.Done += n
-	}
-	fmt.Fprintf(&b, " %.1f,%.1f", chartW, y(c.Done))
-	c.Points = b.String()
-	return c
 }

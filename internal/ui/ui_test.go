@@ -234,38 +234,6 @@ func TestPagesOfMissingThings(t *testing.T) {
 	}
 }
 
-func TestChart(t *testing.T) {
-	t.Parallel()
-	counts := make([]int, chartBuckets)
-	for i := range 100 { // 1000 completions over the first third
-		counts[i] = 10
-	}
-	c := newChart(counts, 2000, time.Hour)
-	if c.Done != 1000 || c.Total != 2000 || c.Span != "1h" {
-		t.Fatalf("chart of %d/%d over %s, want 1000/2000 over 1h", c.Done, c.Total, c.Span)
-	}
-	pts := strings.Fields(c.Points)
-	if len(pts) != 2+2*100 {
-		t.Fatalf("%d points for 100 steps; want a start, two per step and an end", len(pts))
-	}
-	lastX, lastY := -1.0, chartH+1
-	for _, p := range pts {
-		xs, ys, _ := strings.Cut(p, ",")
-		x, _ := strconv.ParseFloat(xs, 64)
-		y, _ := strconv.ParseFloat(ys, 64)
-		if x < lastX || y > lastY {
-			t.Fatalf("point %s goes back after (%v,%v): completions only grow", p, lastX, lastY)
-		}
-		lastX, lastY = x, y
-	}
-	if lastX != chartW || lastY != chartH/2 {
-		t.Fatalf("chart ends at (%v,%v), want (%v,%v): half the chunks done", lastX, lastY, chartW, chartH/2)
-	}
-	if c := newChart(make([]int, chartBuckets), 0, time.Second); c.Points != "0,160.0 600.0,160.0" {
-		t.Fatalf("chart of a job with no chunk done: %q, want a flat line", c.Points)
-	}
-}
-
 // TestShardsPage: the topology's shards with whether each answers, and
 // links to tasks on other shards go to their coordinator's dashboard.
 func TestShardsPage(t *testing.T) {

@@ -21,10 +21,28 @@ function followJob(section) {
     for (const k of ["total", "pending", "leased", "completed", "failed", "cancelled"]) setText(k, j.tasks[k] ?? 0);
     const line = document.getElementById("chart-line");
     if (line && j.chart) line.setAttribute("points", j.chart);
+    if (j.xticks) drawTimeAxis(j.xticks, j.xtitle);
     setText("chart-caption", j.caption);
   });
   es.addEventListener("done", () => { es.close(); window.location.reload(); });
   es.addEventListener("failure", (e) => { es.close(); setText("percent", e.data); });
+}
+
+// The chart's time axis grows with the job: its ticks are drawn again.
+function drawTimeAxis(ticks, title) {
+  const g = document.getElementById("chart-xticks");
+  if (!g) return;
+  const ns = "http://www.w3.org/2000/svg";
+  g.replaceChildren();
+  for (const t of ticks) {
+    const mark = document.createElementNS(ns, "line");
+    for (const [k, v] of [["x1", t.at], ["x2", t.at], ["y1", 160], ["y2", 165]]) mark.setAttribute(k, v);
+    const label = document.createElementNS(ns, "text");
+    for (const [k, v] of [["x", t.at], ["y", 179], ["text-anchor", "middle"]]) label.setAttribute(k, v);
+    label.textContent = t.label;
+    g.append(mark, label);
+  }
+  setText("chart-xtitle", title);
 }
 
 // A task's page: its log, then new lines as they come, until it is final.
