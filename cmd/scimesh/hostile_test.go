@@ -511,7 +511,7 @@ func (h *hostile) grpcProtocol(t *testing.T) {
 // their forms and refuse cross-site posts.
 func TestHostileDashboard(t *testing.T) {
 	t.Parallel()
-	h := startHostile(t, server.Config{})
+	h := startHostile(t, server.Config{MaxUploadBytes: hostileUploadMax})
 	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	for _, c := range []struct {
 		method, path, token string
@@ -538,6 +538,16 @@ func TestHostileDashboard(t *testing.T) {
 		{"POST", "/ui/accounts", hostileTokens.Worker, nil, "name=mallory&admin=on", 0, http.StatusForbidden},
 		{"POST", "/ui/accounts", hostileTokens.Client, nil, "", 1 << 30, http.StatusRequestEntityTooLarge},
 		{"POST", "/ui/accounts/admin/disable", hostileTokens.Client, http.Header{"Sec-Fetch-Site": {"cross-site"}}, "", 0, http.StatusForbidden},
+		{"GET", "/ui/jobs/new", "", nil, "", 0, http.StatusSeeOther},
+		{"GET", "/ui/jobs/new", hostileTokens.Worker, nil, "", 0, http.StatusForbidden},
+		{"POST", "/ui/jobs/new", "", nil, "workload=w&upload_id=s0:u1", 0, http.StatusUnauthorized},
+		{"POST", "/ui/jobs/new", hostileTokens.Worker, nil, "workload=w&upload_id=s0:u1", 0, http.StatusForbidden},
+		{"POST", "/ui/jobs/new", hostileTokens.Client, http.Header{"Sec-Fetch-Site": {"cross-site"}}, "workload=w&upload_id=s0:u1", 0, http.StatusForbidden},
+		{"POST", "/ui/jobs/new", hostileTokens.Client, nil, "", 1 << 30, http.StatusRequestEntityTooLarge},
+		{"POST", "/ui/upload", "", nil, "id,score\na,1\n", 0, http.StatusUnauthorized},
+		{"POST", "/ui/upload", hostileTokens.Worker, nil, "id,score\na,1\n", 0, http.StatusForbidden},
+		{"POST", "/ui/upload", hostileTokens.Client, http.Header{"Sec-Fetch-Site": {"cross-site"}}, "id,score\na,1\n", 0, http.StatusForbidden},
+		{"POST", "/ui/upload", hostileTokens.Client, nil, "", hostileUploadMax + 1, http.StatusRequestEntityTooLarge},
 	} {
 		var body io.Reader
 		if c.body != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	neturl "net/url"
 	"strings"
 	"testing"
 
@@ -83,6 +84,9 @@ var isolationUI = map[string]string{
 	"POST /ui/logout":                  shared,
 	"GET /ui/{$}":                      shared,
 	"GET /ui/jobs":                     listsOwn,
+	"GET /ui/jobs/new":                 shared, // the workloads, no account's
+	"POST /ui/jobs/new":                hidden, // another account's upload_id
+	"POST /ui/upload":                  makesOwn,
 	"GET /ui/jobs/{id}":                hidden,
 	"GET /ui/jobs/{id}/events":         hidden,
 	"GET /ui/jobs/{id}/result":         hidden,
@@ -278,6 +282,12 @@ func TestIsolation(t *testing.T) {
 		method, path, _ := strings.Cut(pattern, " ")
 		switch how {
 		case hidden:
+			if pattern == "POST /ui/jobs/new" {
+				sameAsMissing(t, pattern, upload, "s0:uno-such-upload", func(id string) (int, string) {
+					return rawCall(t, method, h.url+path, bob, neturl.Values{"upload_id": {id}, "workload": {"w"}})
+				})
+				continue
+			}
 			prefix := path[:strings.Index(path, "{")]
 			for _, id := range uiObjects[prefix] {
 				sameAsMissing(t, pattern, id, "s0:no-such-thing", func(id string) (int, string) {
@@ -339,18 +349,24 @@ func sameAsMissing(t *testing.T, what, id, missing string, call func(id string) 
 	}
 }
 
-// rawCall sends a JSON body (or none) and returns the status and the body.
+// rawCall sends a body (none when nil; url.Values as a form; anything
+// else as JSON) and returns the status and the body.
 func rawCall(t *testing.T, method, url, token string, body any) (int, string) {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = strings.NewReader(string(b))
+	ctype := "application/json"
+	switch b := body.(type) {
+	case nil:
+	case neturl.Values:
+		rd, ctype = strings.NewReader(b.Encode()), "application/x-www-form-urlencoded"
+	default:
+		data, _ := json.Marshal(body)
+		rd = strings.NewReader(string(data))
 	}
 	req, _ := http.NewRequest(method, url, rd)
 	req.Header.Set("Authorization", "Bearer "+token)
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", ctype)
 	}
 	resp, err := hostileClient.Do(req)
 	if err != nil {

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +63,21 @@ func waitFor(t *testing.T, ctx context.Context, what, expr string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](expr, chromedp.WithPollingTimeout(30*time.Second))); err != nil {
 		t.Fatalf("browser: waiting for %s (%s): %v", what, expr, err)
+	}
+}
+
+// waitAcrossReloads is waitFor for a page that reloads meanwhile (a job's
+// page does when the job ends): an evaluation cut short by the reload is
+// tried again.
+func waitAcrossReloads(t *testing.T, ctx context.Context, what, expr string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr)); err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("browser: %s (%s) not true after 30 s", what, expr)
+		}
 	}
 }
 
@@ -194,4 +211,113 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	shot(t, ctx, "8-cancelled")
 	fmt.Fprintln(os.Stderr, "dashboard screenshots in", t.ArtifactDir())
+}
+
+// TestNewJobInBrowser makes a job from the dashboard as a scientist would,
+// in headless Chromium: signed in with an account's token, it opens the
+// new-job page from the jobs page, uploads a CSV (the progress bar
+// filling), chooses the workload a real worker process announces, sets
+// the parameters and settings, creates the job and lands on its page,
+// which follows it to completed and draws its chart with labelled axes;
+// the result it downloads is the expected bytes, and the job is the
+// account's.
+func TestNewJobInBrowser(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	dir := t.TempDir()
+	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
+	var ada struct{ Token string }
+	if s := call(t, "POST", p.url+"/accounts", "ctok", map[string]any{"name": "ada"}, &ada); s != 201 {
+		t.Fatalf("create ada: %d", s)
+	}
+	start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
+
+	// The table, and what its best 5 rows by value are.
+	var table strings.Builder
+	table.WriteString("id,value\n")
+	type row struct{ id, value int }
+	var rows []row
+	for i := range 60 {
+		r := row{i, i * 37 % 101}
+		rows = append(rows, r)
+		fmt.Fprintf(&table, "r%d,%d\n", r.id, r.value)
+	}
+	slices.SortFunc(rows, func(a, b row) int { return b.value - a.value })
+	want := "id,score\n"
+	for _, r := range rows[:5] {
+		want += fmt.Sprintf("r%d,%d\n", r.id, r.value)
+	}
+	path := filepath.Join(dir, "molecules.csv")
+	if err := os.WriteFile(path, []byte(table.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var w struct{ Workloads []struct{ Name string } }
+		if call(t, "GET", p.url+"/workloads", "ctok", nil, &w); len(w.Workloads) == 1 && w.Workloads[0].Name == "copy" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the worker's workload is not listed after 30 s")
+		}
+	}
+
+	do(t, ctx, "open the jobs", chromedp.Navigate(p.url+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	do(t, ctx, "log in as ada", chromedp.SendKeys(chromedp.CSS("#token"), ada.Token), chromedp.Click(chromedp.CSS("#login")),
+		chromedp.WaitVisible(chromedp.CSS("#new-job-link")))
+	do(t, ctx, "open the new-job page", chromedp.Click(chromedp.CSS("#new-job-link")), chromedp.WaitVisible(chromedp.CSS("#file")))
+	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("submit").disabled`)); !n {
+		t.Fatal("the form may be sent before a file is uploaded")
+	}
+	if got := textOf(t, ctx, "#workload"); !strings.Contains(got, "copy (1 worker)") {
+		t.Fatalf("the workloads offered: %q, want copy, announced by one worker", got)
+	}
+	do(t, ctx, "choose the file", chromedp.SetUploadFiles(chromedp.CSS("#file"), []string{path}))
+	waitFor(t, ctx, "the upload to finish", `document.getElementById("upload-id").value !== "" && !document.getElementById("submit").disabled`)
+	if got := textOf(t, ctx, "#upload-status"); got != "Uploaded molecules.csv: 60 rows below the header, "+fmt.Sprint(table.Len())+" bytes." {
+		t.Fatalf("upload status %q", got)
+	}
+	if full, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`(() => { const b = document.getElementById("upload-progress"); return b.value === b.max && b.max > 1; })()`)); !full {
+		t.Fatal("the progress bar is not full after the upload")
+	}
+	if name, _ := chromedp.Run(ctx, chromedp.Value(chromedp.CSS("#name"))); name != "molecules.csv" {
+		t.Fatalf("the job's name defaults to %q, want the file's", name)
+	}
+	do(t, ctx, "fill the form", chromedp.SetValue(chromedp.CSS("#workload"), "copy"),
+		chromedp.SendKeys(chromedp.CSS("#parameters"), "label=from the browser\nrepeat:=2"),
+		chromedp.SetValue(chromedp.CSS("#top-k"), "5"), chromedp.SetValue(chromedp.CSS("#chunk-rows"), "10"),
+		chromedp.SetValue(chromedp.CSS("#score-column"), "score"), chromedp.SetValue(chromedp.CSS("#order"), "desc"))
+	shot(t, ctx, "newjob-1-form")
+
+	do(t, ctx, "create the job", chromedp.Click(chromedp.CSS("#submit")), chromedp.WaitVisible(chromedp.CSS("#live")))
+	loc, _ := chromedp.Run(ctx, chromedp.Location())
+	id, ok := strings.CutPrefix(loc, p.url+"/ui/jobs/")
+	if !ok {
+		t.Fatalf("after creating the job the browser is at %s, want its page", loc)
+	}
+	id, _ = url.PathUnescape(id)
+	waitAcrossReloads(t, ctx, "the job to complete and its page to show it", `document.getElementById("download") !== null && document.getElementById("status").textContent === "completed"`)
+	if got := textOf(t, ctx, "#chart-caption"); !strings.HasPrefix(got, "6 of 6 chunks") {
+		t.Fatalf("chart caption %q, want 6 of 6 chunks", got)
+	}
+	if got := textOf(t, ctx, "#chart-xtitle"); got != "time since the job was created (s)" {
+		t.Fatalf("time axis titled %q", got)
+	}
+	if got := textOf(t, ctx, "#chart-yticks"); !strings.HasPrefix(got, "0") || !strings.HasSuffix(got, "6") {
+		t.Fatalf("chunks axis labelled %q, want 0 to 6", got)
+	}
+	shot(t, ctx, "newjob-2-completed")
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.getElementById("download").href).then(r => r.text())`, chromedp.EvalAwaitPromise))
+	if err != nil || got != want {
+		t.Fatalf("downloaded result %q, %v; want %q", got, err, want)
+	}
+	var j struct {
+		Owner, Name, Workload string
+		Parameters            map[string]any
+		TopK                  int `json:"top_k"`
+	}
+	call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+	if j.Owner != "ada" || j.Name != "molecules.csv" || j.Workload != "copy" || j.TopK != 5 || j.Parameters["label"] != "from the browser" || j.Parameters["repeat"] != 2.0 {
+		t.Fatalf("the job made in the browser: %+v", j)
+	}
+	fmt.Fprintln(os.Stderr, "new-job screenshots in", t.ArtifactDir())
 }

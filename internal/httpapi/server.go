@@ -44,6 +44,10 @@ func New(e *engine.Engine, gate *auth.Gate, log *slog.Logger, maxUpload int64) *
 	return s
 }
 
+// MaxUpload is the most bytes one upload may hold: the dashboard takes
+// uploads up to the same bound.
+func (s *Server) MaxUpload() int64 { return s.maxUpload }
+
 // part serves what get returns, or 404 when it returns nil.
 func (s *Server) part(get func() http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -112,7 +112,7 @@ func setup(t *testing.T, opts options) *bundle {
 	api := httpapi.New(eng, gate, log, opts.maxUpload)
 	metrics := telemetry.New(log)
 	metrics.Watch(eng, st)
-	dash, err := ui.New(eng, ui.Config{Gate: gate, Logger: log})
+	dash, err := ui.New(eng, ui.Config{Gate: gate, Logger: log, MaxUpload: api.MaxUpload()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -273,7 +273,7 @@ func (s *Server) mount(eng *engine.Engine) (http.Handler, error) {
 	mux := http.NewServeMux()
 	known := func(name string) bool { return name == eng.Shard() || s.topo.Known(name) }
 	rpc.Mount(mux, eng, s.gate, known, s.log)
-	dash, err := ui.New(eng, ui.Config{Gate: s.gate, Topology: s.topo, Logger: s.log})
+	dash, err := ui.New(eng, ui.Config{Gate: s.gate, Topology: s.topo, Logger: s.log, MaxUpload: api.MaxUpload()})
 	if err != nil {
 		return nil, err
 	}

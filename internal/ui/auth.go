@@ -18,12 +18,15 @@ import (
 // client's token as a bearer token), the login and the static files for
 // anyone; a POST carries a small form.
 var (
-	pageRoute   = auth.Route{Role: auth.Client, Session: true}
-	formRoute   = auth.Route{Role: auth.Client, Session: true, MaxBody: formBody}
-	openRoute   = auth.Route{Role: auth.Anyone}
-	loginRoute  = auth.Route{Role: auth.Anyone, MaxBody: formBody}
-	formBody    = int64(64 << 10)
-	loginNeeded = "log in at /ui/login first"
+	pageRoute  = auth.Route{Role: auth.Client, Session: true}
+	formRoute  = auth.Route{Role: auth.Client, Session: true, MaxBody: formBody}
+	openRoute  = auth.Route{Role: auth.Anyone}
+	loginRoute = auth.Route{Role: auth.Anyone, MaxBody: formBody}
+	formBody   = int64(64 << 10)
+	// jobFormRoute is the new-job form's: its parameters may take 64 KiB
+	// as JSON, and more once form-encoded.
+	jobFormRoute = auth.Route{Role: auth.Client, Session: true, MaxBody: 8 * formBody}
+	loginNeeded  = "log in at /ui/login first"
 )
 
 // deny answers a request the gate refused: a page asks for a login, an
@@ -51,11 +54,31 @@ func (u *UI) guard(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if r.Method == http.MethodPost && session != auth.BearerSession && !u.sessions.CheckForm(session, r.PostFormValue("csrf")) {
-			http.Error(w, "this form is stale or did not come from the dashboard; reload the page and try again", http.StatusForbidden)
+			staleForm(w)
 			return
 		}
 		h(w, r)
 	}
+}
+
+// guardUpload is guard for a POST whose body is a file, not a form: the
+// session's form token comes in the X-CSRF-Token header (a page of
+// another site cannot set it), and nothing of the body is read without it.
+func (u *UI) guardUpload(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		session := auth.SessionOf(r.Context())
+		if session != auth.BearerSession && !u.sessions.CheckForm(session, r.Header.Get("X-CSRF-Token")) {
+			auth.LetGo(w, r)
+			staleForm(w)
+			return
+		}
+		h(w, r)
+	}
+}
+
+// staleForm refuses a POST without its session's form token.
+func staleForm(w http.ResponseWriter) {
+	http.Error(w, "this form is stale or did not come from the dashboard; reload the page and try again", http.StatusForbidden)
 }
 
 // loginPage shows the login form.

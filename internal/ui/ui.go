@@ -11,9 +11,10 @@
 // the database with its account, so that logging out, revoking the token
 // or disabling the account ends it in every replica, and every page shows
 // what that account may see. Wrong tokens are limited per client address.
-// Requests that change something (cancel, retry, log out) are POSTs that
-// carry a token derived from the session and come from the dashboard's own
-// origin; others are refused.
+// Requests that change something (cancel, retry, log out, a new job and
+// its upload) are POSTs that carry a token derived from the session (an
+// upload, whose body is the file, in the X-CSRF-Token header) and come
+// from the dashboard's own origin; others are refused.
 package ui
 
 import (
@@ -52,6 +53,10 @@ type Config struct {
 	Topology *topology.Topology
 	// Logger receives errors the pages could not show; default slog.Default().
 	Logger *slog.Logger
+	// MaxUpload bounds a file uploaded from the new-job page, in bytes:
+	// the REST API's bound (httpapi.Server.MaxUpload), so that both take
+	// the same files. 0 takes none.
+	MaxUpload int64
 }
 
 // UI serves the dashboard.
@@ -101,6 +106,9 @@ func New(e *engine.Engine, cfg Config) (*UI, error) {
 	handle("POST /ui/logout", formRoute, u.guard(u.logout))
 	handle("GET /ui/{$}", openRoute, http.RedirectHandler("/ui/jobs", http.StatusSeeOther))
 	page("GET /ui/jobs", u.jobs)
+	page("GET /ui/jobs/new", u.newJob)
+	handle("POST /ui/jobs/new", jobFormRoute, u.guard(u.createJob))
+	handle("POST /ui/upload", auth.Route{Role: auth.Client, Session: true, MaxBody: cfg.MaxUpload}, u.guardUpload(u.upload))
 	page("GET /ui/jobs/{id}", u.job)
 	page("GET /ui/jobs/{id}/events", u.jobEvents)
 	page("GET /ui/jobs/{id}/result", u.result)
@@ -176,7 +184,13 @@ func (u *UI) fail(w http.ResponseWriter, r *http.Request, err error) {
 // explain turns err into a status and a message for people, logging the
 // errors whose details are the server's business.
 func (u *UI) explain(r *http.Request, err error) (int, string) {
+	var tooBig *http.MaxBytesError
+	var slow *auth.SlowBodyError
 	switch {
+	case errors.As(err, &tooBig):
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("The file is over this coordinator's limit of %s; split it, or ask the operator to raise SCIMESH_MAX_UPLOAD_BYTES.", domain.SizeText(tooBig.Limit))
+	case errors.As(err, &slow):
+		return http.StatusBadRequest, slow.Error()
 	case errors.Is(err, domain.ErrNotFound):
 		return http.StatusNotFound, err.Error()
 	case errors.Is(err, domain.ErrInvalidArgument):

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/auth"
+	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
@@ -34,8 +35,12 @@ func setup(t *testing.T) (*httptest.Server, *engine.Engine, string) {
 	}
 	t.Cleanup(func() { s.Close() })
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	e := engine.New(s, engine.Config{Logger: log})
-	u, err := New(e, Config{Gate: auth.NewGate(auth.Tokens{Client: "ctok"}), Logger: log})
+	blobs, err := blob.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := engine.New(s, engine.Config{Logger: log, Blobs: blobs})
+	u, err := New(e, Config{Gate: auth.NewGate(auth.Tokens{Client: "ctok"}), Logger: log, MaxUpload: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

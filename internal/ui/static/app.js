@@ -62,7 +62,63 @@ function followLog(pre) {
   es.addEventListener("failure", (e) => { es.close(); setText("log-status", e.data); });
 }
 
+// The new-job page: the file chosen uploads at once, its progress shown;
+// the form is sent with the upload's ID once it has arrived.
+function newJobForm(form) {
+  const file = document.getElementById("file");
+  const bar = document.getElementById("upload-progress");
+  const submit = document.getElementById("submit");
+  const name = document.getElementById("name");
+  const status = document.getElementById("upload-status");
+  let autoName = form.elements.upload_name.value;
+  file.addEventListener("change", () => {
+    const f = file.files[0];
+    if (!f) return;
+    form.elements.upload_id.value = "";
+    submit.disabled = true;
+    status.className = "";
+    if (name.value === "" || name.value === autoName) name.value = f.name;
+    autoName = f.name;
+    bar.max = Math.max(f.size, 1);
+    bar.value = 0;
+    setText("upload-status", "Uploading " + f.name + "…");
+    const xhr = new XMLHttpRequest();
+    xhr.open("POST", form.dataset.upload);
+    xhr.setRequestHeader("Content-Type", "text/csv");
+    xhr.setRequestHeader("X-CSRF-Token", form.elements.csrf.value);
+    xhr.upload.addEventListener("progress", (e) => {
+      if (!e.lengthComputable) return;
+      bar.max = Math.max(e.total, 1);
+      bar.value = e.loaded;
+      setText("upload-status", "Uploading " + f.name + ": " + Math.floor(100 * e.loaded / Math.max(e.total, 1)) + "%");
+    });
+    xhr.addEventListener("load", () => {
+      if (xhr.status !== 201) {
+        bar.value = 0;
+        status.className = "error";
+        setText("upload-status", "The upload of " + f.name + " was refused: " + xhr.responseText.trim());
+        return;
+      }
+      const up = JSON.parse(xhr.responseText);
+      bar.value = bar.max;
+      form.elements.upload_id.value = up.upload_id;
+      form.elements.upload_name.value = f.name;
+      form.elements.rows.value = up.rows - 1; // the header is a record too
+      setText("upload-status", "Uploaded " + f.name + ": " + (up.rows - 1) + " rows below the header, " + up.bytes + " bytes.");
+      submit.disabled = false;
+    });
+    xhr.addEventListener("error", () => {
+      status.className = "error";
+      setText("upload-status", "The upload of " + f.name + " failed: the coordinator did not answer. Try again.");
+    });
+    xhr.send(f);
+  });
+  form.addEventListener("submit", () => { submit.disabled = true; });
+}
+
 document.addEventListener("DOMContentLoaded", () => {
+  const newJob = document.getElementById("new-job");
+  if (newJob) newJobForm(newJob);
   const live = document.getElementById("live");
   if (live && live.dataset.events && live.dataset.final !== "true") followJob(live);
   const log = document.getElementById("log");
