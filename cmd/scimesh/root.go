@@ -18,5 +18,6 @@ deterministic final CSV.`,
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newAccountCmd())
 	root.AddCommand(newDemoCmd(), newSlurmCmd())
+	root.AddCommand(newVersionCmd())
 	return root
 }
