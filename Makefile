@@ -1,12 +1,17 @@
 # The one command that runs every check: make test
 SHELL := /bin/bash
 
-.PHONY: test vet fmt lint unit python build proto bench-river up down
+.PHONY: test vet fmt lint unit python build release proto bench-river up down
 
 test: fmt vet lint unit python
 
 build:
 	go build -o bin/scimesh ./cmd/scimesh
+
+# The release archives and SHA256SUMS under dist/, for the four platforms
+# or for PLATFORMS (make release PLATFORMS=linux/amd64); see tools/release.sh.
+release:
+	tools/release.sh
 
 # The containers of compose.yaml: PostgreSQL, SeaweedFS, two coordinators
 # and two workers, the scimesh image built from the Dockerfile first.

@@ -58,6 +58,24 @@ def binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+def build_release(dist: Path) -> Path:
+    """Runs tools/release.sh for this machine's platform only, into dist."""
+    go = _go()
+    goos, goarch = subprocess.run([go, "env", "GOOS", "GOARCH"], check=True, capture_output=True, text=True).stdout.split()
+    env = dict(os.environ, PATH=f"{Path(go).parent}{os.pathsep}{os.environ['PATH']}", PLATFORMS=f"{goos}/{goarch}", DIST=str(dist))
+    for name in ("VERSION", "SOURCE_DATE_EPOCH"):
+        env.pop(name, None)
+    subprocess.run([str(REPO / "tools" / "release.sh")], cwd=REPO, env=env, check=True)
+    return dist
+
+
+@pytest.fixture(scope="session")
+def release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dist/ of a release build for this machine's platform: its
+    archive and SHA256SUMS."""
+    return build_release(tmp_path_factory.mktemp("dist"))
+
+
 class Coordinator:
     """A `scimesh serve` process on a port of ``addr`` (loopback unless
     said) with its own database, and ``serve_args`` added to its command.
