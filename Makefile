@@ -1,7 +1,7 @@
 # The one command that runs every check: make test
 SHELL := /bin/bash
 
-.PHONY: test vet fmt lint unit python build release proto bench-river up down
+.PHONY: test vet fmt lint unit python build release wheels proto bench-river up down
 
 test: fmt vet lint unit python
 
@@ -12,6 +12,11 @@ build:
 # or for PLATFORMS (make release PLATFORMS=linux/amd64); see tools/release.sh.
 release:
 	tools/release.sh
+
+# The Python wheels that carry the binary, under python/dist/, one per
+# archive that make release built; see tools/wheels.py.
+wheels: release
+	$(PYTHON) tools/wheels.py
 
 # The containers of compose.yaml: PostgreSQL, SeaweedFS, two coordinators
 # and two workers, the scimesh image built from the Dockerfile first.

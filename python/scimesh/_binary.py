@@ -1,0 +1,40 @@
+"""The scimesh binary that a wheel carries, and the ``scimesh`` command
+that runs it.
+
+A wheel built by ``make wheels`` holds the static binary at
+``scimesh/bin/scimesh``; the package installed from source
+(``pip install ./python``) holds none.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+NO_BINARY = """\
+scimesh: this installation of the Python package carries no scimesh binary.
+It was installed from source, which gives the Python client only.
+To get the scimesh command, do one of these:
+  pip install scimesh-VERSION-py3-none-PLATFORM.whl   (a wheel of a release)
+  curl -fsSL https://github.com/scimesh/scimesh/releases/latest/download/install.sh | sh
+  go build -o ~/.local/bin/scimesh ./cmd/scimesh   (from a clone, with Go)
+"""
+
+
+def binary() -> Optional[Path]:
+    """The path of the scimesh binary this package carries, or None when it
+    carries none."""
+    path = Path(__file__).resolve().parent / "bin" / "scimesh"
+    return path if os.access(path, os.X_OK) else None
+
+
+def main() -> None:
+    """The ``scimesh`` console command: runs the carried binary with this
+    command's arguments, in place of this process."""
+    path = binary()
+    if path is None:
+        sys.stderr.write(NO_BINARY)
+        sys.exit(1)
+    os.execv(path, [str(path), *sys.argv[1:]])
