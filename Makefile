@@ -59,10 +59,11 @@ unit:
 	fi; rm -f $$log; exit $$status
 
 # The Python package's tests (python/tests), on Debian's /usr/bin/python3
-# with python3-pytest, python3-pandas and python3-tqdm; they build the
-# binary and run a real coordinator and workers. Without pytest they are
-# skipped, loudly; under CI that is a failure (as is, in the suite, a
-# missing pandas or tqdm).
+# with python3-pytest, python3-pandas and python3-tqdm (and python3-venv,
+# python3-setuptools and python3-wheel for the release's tests); they
+# build the binary and run a real coordinator and workers. Without pytest
+# they are skipped, loudly; under CI that is a failure (as is, in the
+# suite, a missing pandas or tqdm).
 PYTHON ?= /usr/bin/python3
 python:
 	@if $(PYTHON) -c 'import pytest' >/dev/null 2>&1; then \
