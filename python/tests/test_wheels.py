@@ -1,6 +1,7 @@
 """tools/wheels.py (make wheels), and the scimesh command that the Python
 package installs (scimesh/_binary.py): from a wheel it runs the binary the
-wheel carries; from source it says that it has none."""
+wheel carries; from source it runs the scimesh on PATH or says that there
+is none."""
 
 from __future__ import annotations
 
@@ -100,7 +101,7 @@ def test_wheel_gives_a_scimesh_that_runs_without_go(release: Path, tmp_path: Pat
     assert "check: the result equals the direct computation" in r.stdout, r.stdout
 
 
-def test_source_install_says_it_carries_no_binary(tmp_path: Path) -> None:
+def test_source_install_runs_the_scimesh_on_path_or_says_there_is_none(release: Path, tmp_path: Path) -> None:
     # Offline, pip builds the package with the setuptools and wheel of
     # Debian's Python, as python/README.md says.
     need("setuptools")
@@ -109,7 +110,23 @@ def test_source_install_says_it_carries_no_binary(tmp_path: Path) -> None:
     shutil.copytree(PYTHON_DIR, src, ignore=shutil.ignore_patterns("build", "dist", "*.egg-info", "__pycache__", "tests", "bin"))
     bin = new_venv(tmp_path / "venv", "--system-site-packages")
     subprocess.run([str(bin / "pip"), "install", "--quiet", "--no-index", "--no-build-isolation", str(src)], check=True)
-    r = subprocess.run([str(bin / "scimesh"), "version"], capture_output=True, text=True)
+
+    # A second environment's scimesh command on PATH is no binary either.
+    other = new_venv(tmp_path / "other", "--system-site-packages")
+    shutil.copy(bin / "scimesh", other / "scimesh")
+    env = {"PATH": f"{bin}:{other}:/usr/bin:/bin", "HOME": str(tmp_path)}
+    r = subprocess.run(["scimesh", "version"], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 1
     assert r.stdout == ""
     assert "this installation of the Python package carries no scimesh binary" in r.stderr, r.stderr
+
+    # A scimesh installed otherwise (install.sh, go build) is not hidden.
+    (archive,) = release.glob("scimesh_*.tar.gz")
+    installed = tmp_path / "local-bin"
+    installed.mkdir()
+    with tarfile.open(archive, "r:gz") as t:
+        t.extract("scimesh", installed)
+    env["PATH"] = f"{bin}:{other}:{installed}:/usr/bin:/bin"
+    r = subprocess.run(["scimesh", "version", "--json"], env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["version"] == archive.name.split("_")[1]
