@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Iterator, List, Mapping, Optional, Union
 
+from . import _binary
 from .client import Client
 
 # The coordinator's line that says where it serves.
@@ -55,7 +56,8 @@ def local(
     absolute path.
 
     The ``scimesh`` program is ``binary``, else the ``SCIMESH_BINARY``
-    environment variable, else ``scimesh`` on PATH; none found raises
+    environment variable, else the one a wheel of this package carries,
+    else ``scimesh`` on PATH; none found raises
     :class:`FileNotFoundError`. A coordinator or worker that stops, or is
     not ready within ``timeout`` seconds, raises :class:`RuntimeError` with
     the end of its log.
@@ -101,14 +103,19 @@ def local(
 
 
 def _find_binary(binary: Optional[Union[str, "os.PathLike[str]"]]) -> str:
-    """The scimesh program to run: binary, SCIMESH_BINARY or PATH's."""
+    """The scimesh program to run: binary, SCIMESH_BINARY, the one this
+    package carries, or PATH's."""
     given = os.fspath(binary) if binary is not None else os.environ.get("SCIMESH_BINARY") or None
     if given is not None:
         found = shutil.which(given)
         if found is None:
             raise FileNotFoundError(f"the scimesh program {given!r} (binary= or SCIMESH_BINARY) is not an executable file")
         return found
-    found = shutil.which("scimesh")
+    # The binary a wheel carries works without PATH (a notebook's kernel
+    # may run from an environment that is not activated); PATH's scimesh
+    # may be this package's own command, which is no binary.
+    carried = _binary.binary()
+    found = str(carried) if carried is not None else _binary.other_on_path()
     if found is None:
         raise FileNotFoundError(
             "scimesh.local() runs the scimesh program, which is not on PATH: install a SciMesh wheel or release, "

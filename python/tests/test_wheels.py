@@ -100,6 +100,26 @@ def test_wheel_gives_a_scimesh_that_runs_without_go(release: Path, tmp_path: Pat
     assert r.returncode == 0, r.stdout + r.stderr
     assert "check: the result equals the direct computation" in r.stdout, r.stdout
 
+    # scimesh.local() finds the carried binary with the environment off
+    # PATH, as in a notebook whose kernel runs from it unactivated.
+    script = tmp_path / "local.py"
+    script.write_text(LOCAL_JOB)
+    r = subprocess.run([str(bin / "python"), str(script), str(tmp_path / "fps.csv")], env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[:2] == ["id,score", "a,1"], r.stdout
+
+
+LOCAL_JOB = """\
+import pathlib, sys
+import scimesh
+csv = pathlib.Path(sys.argv[1])
+csv.write_text("id,fingerprint\\nb,0f\\na,ff\\n")
+with scimesh.local() as c:
+    job = c.submit(str(csv), workload="tanimoto", top_k=1, params={"query": "ff"})
+    print(job.wait(progress=False).result(), end="")
+"""
+
 
 def test_source_install_runs_the_scimesh_on_path_or_says_there_is_none(release: Path, tmp_path: Path) -> None:
     # Offline, pip builds the package with the setuptools and wheel of
