@@ -263,6 +263,24 @@ type Querier interface {
 	// AccountTokenRevoke revokes, at p.Now, every token of p.Account not
 	// yet revoked but p.Keep (when set), and returns how many it revoked.
 	AccountTokenRevoke(ctx context.Context, p *AccountTokenRevokeParams) (int, error)
+	// WorkerKeyInsert records a new worker key with the hash of its
+	// secret; a name its account has already, or a hash already there,
+	// is ErrDuplicate.
+	WorkerKeyInsert(ctx context.Context, k *domain.WorkerKey, hash string) error
+	// WorkerKeyGet returns the worker key of hash, or ErrNotFound.
+	WorkerKeyGet(ctx context.Context, hash string) (*domain.WorkerKey, error)
+	// WorkerKeyList returns the worker keys of account, or of every
+	// account when account is "", by account then name.
+	WorkerKeyList(ctx context.Context, account string) ([]*domain.WorkerKey, error)
+	// WorkerKeyDelete deletes the worker key name of account, or is
+	// ErrNotFound.
+	WorkerKeyDelete(ctx context.Context, account, name string) error
+	// WorkerKeyTrust sets whether the worker key name of account is
+	// trusted, or is ErrNotFound.
+	WorkerKeyTrust(ctx context.Context, account, name string, trusted bool) error
+	// TaskListLeasedBy returns the IDs of the leased tasks whose
+	// LeaseOwner starts with prefix.
+	TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error)
 
 	// SessionInsert records a dashboard session.
 	SessionInsert(ctx context.Context, s *Session) error
