@@ -23,6 +23,10 @@ type Accounts interface {
 	// domain.ErrUnauthenticated when it is no live account's, or another
 	// error when the database could not tell.
 	Authenticate(ctx context.Context, token string) (*domain.Account, error)
+	// AuthenticateWorker returns the principal of worker key key, an
+	// error wrapping domain.ErrUnauthenticated when it is no live key, or
+	// another error when the database could not tell.
+	AuthenticateWorker(ctx context.Context, key string) (domain.Principal, error)
 }
 
 // Database is where the accounts and the dashboard's sessions are kept:
@@ -69,6 +73,11 @@ func (g *Gate) CallerOf(ctx context.Context, tok string) (domain.Caller, *Error)
 		return adminCaller, nil
 	case domain.LooksLikeAccountToken(tok):
 		return g.account(ctx, tok, open)
+	case domain.LooksLikeWorkerKey(tok) && !open:
+		if _, e := g.workerKey(ctx, tok); e != nil {
+			return domain.Caller{}, e
+		}
+		return domain.Caller{}, workerKeyHere
 	case open:
 		return adminCaller, nil
 	}
@@ -99,6 +108,8 @@ func (g *Gate) account(ctx context.Context, tok string, open bool) (domain.Calle
 }
 
 var (
+	workerKeyHere = &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+		Message: "a worker key may call only the worker routes; use your account's token here"}
 	unknownToken = &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 		Message: "unknown token: check the token you were given (a revoked token, or a disabled account's, is refused)"}
 	dbNotAnswering = &Error{Status: http.StatusServiceUnavailable, Code: CodeUnavailable,

@@ -17,7 +17,18 @@ import (
 // gate's unit tests.
 type accounts struct {
 	byToken map[string]*domain.Account
+	byKey   map[string]domain.Principal
 	down    bool
+}
+
+func (a *accounts) AuthenticateWorker(_ context.Context, key string) (domain.Principal, error) {
+	if a.down {
+		return domain.Principal{}, errors.New("connection refused")
+	}
+	if p, ok := a.byKey[key]; ok {
+		return p, nil
+	}
+	return domain.Principal{}, domain.ErrUnauthenticated
 }
 
 func (a *accounts) Authenticate(_ context.Context, token string) (*domain.Account, error) {

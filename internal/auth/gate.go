@@ -69,7 +69,7 @@ func (g *Gate) Sessions() *Sessions { return g.sessions }
 // client request's context carries who it acts as (domain.CallerOf).
 func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		session, caller, e := g.admit(r, rt)
+		session, caller, worker, e := g.admit(r, rt)
 		if e != nil {
 			if r.ContentLength != 0 {
 				LetGo(w, r) // nothing of the body is read, and nothing will be
@@ -82,6 +82,9 @@ func (g *Gate) Guard(rt Route, deny DenyFunc, h http.Handler) http.Handler {
 		}
 		if rt.Session || rt.Role == Client {
 			r = r.WithContext(domain.WithCaller(r.Context(), caller))
+		}
+		if rt.Role == Worker {
+			r = r.WithContext(domain.WithPrincipal(r.Context(), worker))
 		}
 		if r.Body != nil && r.Body != http.NoBody && !rt.Stream {
 			r.Body = g.bound(w, r, rt.MaxBody)
@@ -113,11 +116,11 @@ func LetGo(w http.ResponseWriter, r *http.Request) {
 }
 
 // admit says whether r may call rt, reading nothing of its body, and
-// returns its dashboard session when rt admits one and who it acts as
-// when rt is a client's.
-func (g *Gate) admit(r *http.Request, rt Route) (session string, caller domain.Caller, _ *Error) {
+// returns its dashboard session when rt admits one, who it acts as when
+// rt is a client's, and which worker when rt is a worker's.
+func (g *Gate) admit(r *http.Request, rt Route) (session string, caller domain.Caller, worker domain.Principal, _ *Error) {
 	if err := g.cross.Check(r); err != nil {
-		return "", caller, &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+		return "", caller, worker, &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
 			Message: "refused a cross-site request: a page of another site may not call this coordinator"}
 	}
 	var e *Error
@@ -126,16 +129,18 @@ func (g *Gate) admit(r *http.Request, rt Route) (session string, caller domain.C
 		session, caller, e = g.dashboard(r)
 	case rt.Role == Client:
 		caller, e = g.CallerOf(r.Context(), Bearer(r.Header))
+	case rt.Role == Worker:
+		worker, e = g.workerOf(r)
 	default:
 		e = g.check(r, rt.Role)
 	}
 	if e != nil {
-		return "", caller, e
+		return "", caller, worker, e
 	}
 	if e := bodyFits(r, rt); e != nil {
-		return "", caller, e
+		return "", caller, worker, e
 	}
-	return session, caller, nil
+	return session, caller, worker, nil
 }
 
 // dashboard returns the session of a dashboard request and who it acts
@@ -168,10 +173,18 @@ func (g *Gate) check(r *http.Request, want Role) *Error {
 		return e
 	}
 	tok := Bearer(r.Header)
-	if a := g.accountsOf(); a != nil && domain.LooksLikeAccountToken(tok) {
+	a := g.accountsOf()
+	switch {
+	case a == nil:
+	case domain.LooksLikeAccountToken(tok):
 		if _, err := a.Authenticate(r.Context(), tok); err == nil {
 			return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
 				Message: "an account's token may not call this route; it needs the " + want.String() + " token"}
+		}
+	case domain.LooksLikeWorkerKey(tok):
+		if _, err := a.AuthenticateWorker(r.Context(), tok); err == nil {
+			return &Error{Status: http.StatusForbidden, Code: CodePermissionDenied,
+				Message: "a worker key may not call this route; it needs the " + want.String() + " token"}
 		}
 	}
 	return e
@@ -213,8 +226,8 @@ func (g *Gate) Identify(r *http.Request) *Error {
 	case tok == "":
 		return &Error{Status: http.StatusUnauthorized, Code: CodeUnauthenticated,
 			Message: "missing bearer token: send your token as 'Authorization: Bearer TOKEN'"}
-	case domain.LooksLikeAccountToken(tok):
-		return nil // an account's, maybe: only the database can tell, and it has not answered
+	case domain.LooksLikeAccountToken(tok), domain.LooksLikeWorkerKey(tok):
+		return nil // an account's or a worker key, maybe: only the database can tell, and it has not answered
 	}
 	for _, n := range g.tokens.named() {
 		if Equal(tok, n.value) {

@@ -34,9 +34,10 @@ func TokenHash(token string) string {
 	return hex.EncodeToString(h[:])
 }
 
-// newToken returns a new account token and its hash.
-func newToken() (token, hash string) {
-	token = domain.AccountTokenPrefix + randomHex(32)
+// newToken returns a new secret that starts with prefix (an account
+// token's or a worker key's), and its hash.
+func newToken(prefix string) (token, hash string) {
+	token = prefix + randomHex(32)
 	return token, TokenHash(token)
 }
 
@@ -55,7 +56,7 @@ func (e *Engine) CreateAccount(ctx context.Context, a domain.Account) (*domain.A
 	}
 	now := e.now()
 	a.CreatedAt, a.UpdatedAt = now, now
-	token, hash := newToken()
+	token, hash := newToken(domain.AccountTokenPrefix)
 	err := e.tx(ctx, func(q store.Querier) error {
 		if err := q.AccountInsert(ctx, &a); err != nil {
 			return err
@@ -82,7 +83,7 @@ func (e *Engine) IssueToken(ctx context.Context, name string, revokeOthers bool)
 		return "", err
 	}
 	now := e.now()
-	token, hash := newToken()
+	token, hash := newToken(domain.AccountTokenPrefix)
 	err := e.tx(ctx, func(q store.Querier) error {
 		if _, err := q.AccountGet(ctx, name); err != nil {
 			return notFound(err, "account %q", name)

@@ -28,6 +28,10 @@ const (
 	actionUploadCreate   = "upload.create"
 	actionUploadDelete   = "upload.delete"
 	actionPrune          = "prune"
+	actionKeyAdd         = "worker_key.add"
+	actionKeyRevoke      = "worker_key.revoke"
+	actionKeyTrust       = "worker_key.trust"
+	actionKeyUntrust     = "worker_key.untrust"
 )
 
 // coordinatorAccount is the account of the entries of what the

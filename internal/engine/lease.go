@@ -57,7 +57,12 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	}
 	// The same workload twice would count twice against Max in the store.
 	p.Workloads = slices.Compact(slices.Sorted(slices.Values(p.Workloads)))
+	pr := domain.PrincipalOf(ctx)
+	p.WorkerID = pr.LeaseOwner(p.WorkerID)
 	e.seen(ctx, p.WorkerID, workerCall{announced: cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk, workloads: p.Workloads})
+	if !pr.Trusted {
+		return untrustedClaim(ctx, p.Wait)
+	}
 	if p.Wait == 0 {
 		return e.claimOnce(ctx, p)
 	}
@@ -191,44 +196,64 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	ids := make([]string, len(tasks))
-	for i, t := range tasks {
-		ids[i] = t.ID
-	}
 	var released []*domain.Task
-	err := e.tx(ctx, func(q store.Querier) error {
-		released = released[:0]
-		stored := make(map[string]*domain.Task, len(ids))
-		if err := getTasks(ctx, q, ids, stored); err != nil {
-			return err
-		}
-		now := e.now()
-		for _, t := range tasks {
-			s := stored[t.ID]
-			if s == nil || domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
-				continue
-			}
-			charge(q, s, now)
-			domain.Release(s, fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why), now)
-			released = append(released, s)
-		}
-		return q.TaskUpdateMany(ctx, released)
+	err := e.tx(ctx, func(q store.Querier) (err error) {
+		released, err = releaseLeases(ctx, q, tasks, e.now(), func(t *domain.Task) string {
+			return fmt.Sprintf("released at once: the claim of attempt %d by worker %q was not answered (%v)", t.Attempt, t.LeaseOwner, why)
+		})
+		return err
 	})
 	if err != nil {
 		e.log.WarnContext(ctx, "could not give back the tasks of a claim that was not answered; their leases will expire",
 			"tasks", len(tasks), "error", err)
 		return
 	}
+	e.held.forget(tasks...)
+	e.released(released)
+	e.log.InfoContext(ctx, "tasks of an unanswered claim given back", "tasks", len(released), "reason", why)
+}
+
+// releaseLeases gives back, in the transaction of q, each of tasks that
+// still holds the lease it was read with (its LeaseOwner and Attempt),
+// without holding the attempt against it, for the reason why says; it
+// returns the tasks it released, as they are now. Call released after the
+// commit.
+func releaseLeases(ctx context.Context, q store.Querier, tasks []*domain.Task, now time.Time, why func(*domain.Task) string) ([]*domain.Task, error) {
+	ids := make([]string, len(tasks))
+	for i, t := range tasks {
+		ids[i] = t.ID
+	}
+	stored := make(map[string]*domain.Task, len(ids))
+	if err := getTasks(ctx, q, ids, stored); err != nil {
+		return nil, err
+	}
+	var released []*domain.Task
+	for _, t := range tasks {
+		s := stored[t.ID]
+		if s == nil || domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
+			continue
+		}
+		charge(q, s, now)
+		domain.Release(s, why(t), now)
+		released = append(released, s)
+	}
+	return released, q.TaskUpdateMany(ctx, released)
+}
+
+// released wakes the claimers of tasks just released and the waiters on
+// their jobs, after the commit, so that they see the tasks.
+func (e *Engine) released(tasks []*domain.Task) {
+	if len(tasks) == 0 {
+		return
+	}
 	byWorkload := map[string]int{}
-	for _, t := range released {
+	for _, t := range tasks {
 		byWorkload[t.Workload]++
 	}
-	e.held.forget(tasks...)
 	for wl, n := range byWorkload {
-		e.notifyWork(tasks[0].Kind, wl, n) // after the commit, so that woken claimers see them
+		e.notifyWork(tasks[0].Kind, wl, n)
 	}
-	e.jobChanged(released...)
-	e.log.InfoContext(ctx, "tasks of an unanswered claim given back", "tasks", len(released), "reason", why)
+	e.jobChanged(tasks...)
 }
 
 // claim leases up to len(owners) tasks of kind and workloads in one
@@ -312,6 +337,7 @@ func (e *Engine) RenewLease(ctx context.Context, taskID, worker string, attempt 
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return time.Time{}, err
 	}
+	worker = domain.PrincipalOf(ctx).LeaseOwner(worker)
 	a, err := e.renews.do(ctx, renewCall{taskID: taskID, worker: worker, attempt: attempt}, 1)
 	if err == nil {
 		err = a.err
@@ -409,7 +435,12 @@ type CompleteTaskParams struct {
 	Attempt  int
 	Output   []byte
 	Metrics  json.RawMessage // optional JSON object
+
+	owner string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
 }
+
+// leaseOwner is the lease owner p's lease is held by.
+func (p *CompleteTaskParams) leaseOwner() string { return cmp.Or(p.owner, p.WorkerID) }
 
 // ItemResult is the outcome of one item of CompleteTasks.
 type ItemResult struct {
@@ -433,6 +464,11 @@ func (e *Engine) CompleteTask(ctx context.Context, p CompleteTaskParams) (*TaskV
 // its own, exactly as CompleteTask would judge it alone, in order: of two
 // results for one task, the second sees the first.
 func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) []ItemResult {
+	pr := domain.PrincipalOf(ctx)
+	items = slices.Clone(items)
+	for i := range items {
+		items[i].owner = pr.LeaseOwner(items[i].WorkerID)
+	}
 	out, err := e.results.do(ctx, items, len(items))
 	if err != nil {
 		out = make([]ItemResult, len(items))
@@ -506,7 +542,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	written := make([]*domain.Task, len(items))
 	leases := make([]leaseRef, len(valid))
 	for k, i := range valid {
-		leases[k] = leaseRef{task: items[i].TaskID, worker: items[i].WorkerID, attempt: items[i].Attempt}
+		leases[k] = leaseRef{task: items[i].TaskID, worker: items[i].leaseOwner(), attempt: items[i].Attempt}
 	}
 	var changed []*domain.Task
 	stitchReady := false
@@ -547,7 +583,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 					continue
 				}
 			}
-			outcome, err := domain.Complete(t, p.WorkerID, p.Attempt, p.Output, p.Metrics, now)
+			outcome, err := domain.Complete(t, p.leaseOwner(), p.Attempt, p.Output, p.Metrics, now)
 			if err != nil {
 				out[i].Err = err
 				continue
@@ -557,7 +593,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				continue
 			}
 			charge(q, t, now)
-			workerDid(q, p.WorkerID, now)
+			workerDid(q, p.leaseOwner(), now)
 			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {
@@ -670,6 +706,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
 		return nil, err
 	}
+	p.WorkerID = domain.PrincipalOf(ctx).LeaseOwner(p.WorkerID)
 	if len(p.Error) > MaxErrorBytes {
 		p.Error = p.Error[:MaxErrorBytes]
 	}

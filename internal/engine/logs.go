@@ -40,6 +40,7 @@ func (e *Engine) AppendLogs(ctx context.Context, p AppendLogsParams) error {
 	if err := domain.CheckLeaseRequest(p.WorkerID, p.Attempt); err != nil {
 		return err
 	}
+	p.WorkerID = domain.PrincipalOf(ctx).LeaseOwner(p.WorkerID)
 	if len(p.Lines) > MaxLogLinesPerRequest {
 		return domain.Invalidf("lines has %d entries; send at most %d per request", len(p.Lines), MaxLogLinesPerRequest)
 	}

@@ -194,6 +194,7 @@ func (e *Engine) CompleteTree(ctx context.Context, taskID, worker string, attemp
 	if err := domain.CheckLeaseRequest(worker, attempt); err != nil {
 		return err
 	}
+	worker = domain.PrincipalOf(ctx).LeaseOwner(worker)
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, result); err != nil {
 		return domain.Invalidf("the result of task %s must be JSON: %v", taskID, err)

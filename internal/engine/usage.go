@@ -28,11 +28,6 @@ import (
 // store.AccountingQuerier.UsageAdd): a transaction never waits on another
 // while holding one.
 
-// poolAccount is the worker account of the installation's own pool, the
-// workers of WORKER_AUTH_TOKEN, which are all the workers there are so
-// far.
-const poolAccount = ""
-
 // usageKey is what a charge is summed by.
 type usageKey struct {
 	hour                             time.Time
@@ -68,7 +63,7 @@ func (m *metered) charge(t *domain.Task, end time.Time) {
 	if !t.LeaseExpiresAt.IsZero() && t.LeaseExpiresAt.Before(end) {
 		end = t.LeaseExpiresAt
 	}
-	k := usageKey{hour: end.UTC().Truncate(time.Hour), account: t.Owner, workload: t.Workload, workerAccount: poolAccount}
+	k := usageKey{hour: end.UTC().Truncate(time.Hour), account: t.Owner, workload: t.Workload, workerAccount: domain.WorkerAccountOf(t.LeaseOwner)}
 	r := m.usage[k]
 	if r == nil {
 		if m.usage == nil {

@@ -202,15 +202,7 @@ func (q *querier) PurgeDelete(ctx context.Context, id string) error {
 
 // TaskListIDs returns a page of the IDs of a job's or tree's tasks.
 func (q *querier) TaskListIDs(ctx context.Context, p *store.TaskListIDsParams) ([]string, error) {
-	var out []string
-	err := q.query(ctx, false, func(r scanner) error {
-		var id string
-		if err := r.Scan(&id); err != nil {
-			return err
-		}
-		out = append(out, id)
-		return nil
-	}, sqlTaskListIDs, p.JobID, limitArg(p.Limit))
+	out, err := q.strings(ctx, sqlTaskListIDs, p.JobID, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list the tasks of %s", p.JobID)
 	}
@@ -323,4 +315,18 @@ func (q *querier) UploadListBlobKeys(ctx context.Context, keys []string) ([]stri
 		return nil, translate(err, "look up %d blob names", len(keys))
 	}
 	return out, nil
+}
+
+// strings runs a statement that returns one string a row.
+func (q *querier) strings(ctx context.Context, st *statement, args ...any) ([]string, error) {
+	var out []string
+	err := q.query(ctx, false, func(r scanner) error {
+		var v string
+		if err := r.Scan(&v); err != nil {
+			return err
+		}
+		out = append(out, v)
+		return nil
+	}, st, args...)
+	return out, err
 }

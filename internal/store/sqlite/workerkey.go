@@ -87,15 +87,7 @@ func (q *querier) changeOne(ctx context.Context, st *statement, what, account, n
 // TaskListLeasedBy returns the leased tasks whose lease owner starts with
 // prefix.
 func (q *querier) TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error) {
-	var out []string
-	err := q.query(ctx, false, func(r scanner) error {
-		var id string
-		if err := r.Scan(&id); err != nil {
-			return err
-		}
-		out = append(out, id)
-		return nil
-	}, sqlTaskLeasedBy, prefix)
+	out, err := q.strings(ctx, sqlTaskLeasedBy, prefix)
 	if err != nil {
 		return nil, translate(err, "list the leases of %s", prefix)
 	}
