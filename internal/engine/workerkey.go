@@ -109,11 +109,8 @@ func (e *Engine) RevokeWorkerKey(ctx context.Context, name string) (int, error) 
 // account's key is ErrNotFound, exactly as if it did not exist, and its
 // own ErrPermissionDenied.
 func (e *Engine) TrustWorkerKey(ctx context.Context, account, name string, trusted bool) (*domain.WorkerKey, error) {
-	if c := domain.CallerOf(ctx); !c.Admin {
-		if c.Account != account {
-			return nil, fmt.Errorf("worker key %q does not exist: %w", workerKeyTarget(account, name), domain.ErrNotFound)
-		}
-		return nil, fmt.Errorf("account %s is not an admin; only an admin may trust a worker key: %w", c.Account, domain.ErrPermissionDenied)
+	if err := MayTrustWorkerKey(ctx, account, name); err != nil {
+		return nil, err
 	}
 	target := workerKeyTarget(account, name)
 	var out *domain.WorkerKey
@@ -140,6 +137,20 @@ func (e *Engine) TrustWorkerKey(ctx context.Context, account, name string, trust
 		return nil, mapStoreErr(fmt.Errorf("set the trust of worker key %s: %w", target, err))
 	}
 	return out, nil
+}
+
+// MayTrustWorkerKey refuses a caller of ctx that may not set the trust of
+// the worker key name of account, as TrustWorkerKey does: a transport may
+// ask first, so as to refuse before it reads a request's body.
+func MayTrustWorkerKey(ctx context.Context, account, name string) error {
+	c := domain.CallerOf(ctx)
+	switch {
+	case c.Admin:
+		return nil
+	case c.Account != account:
+		return fmt.Errorf("worker key %q does not exist: %w", workerKeyTarget(account, name), domain.ErrNotFound)
+	}
+	return fmt.Errorf("account %s is not an admin; only an admin may trust a worker key: %w", c.Account, domain.ErrPermissionDenied)
 }
 
 // AuthenticateWorker returns the principal whose worker key key is. A key

@@ -469,6 +469,25 @@ func TestOpenAPIConformance(t *testing.T) {
 	c.do(call{token: cl, method: "GET", path: "/workloads", status: 200})
 	c.do(call{token: alice.Token, method: "GET", path: "/workloads", status: 200})
 	c.do(call{token: wk, method: "GET", path: "/workloads", status: 403})
+	var laptop struct {
+		Key string `json:"key"`
+	}
+	keyName := func(account, key string) map[string]string { return map[string]string{"account": account, "name": key} }
+	c.do(call{token: alice.Token, method: "POST", path: "/worker-keys", body: map[string]any{"name": "laptop"}, status: 201}).decode(t, &laptop)
+	c.do(call{token: alice.Token, method: "POST", path: "/worker-keys", body: map[string]any{"name": "laptop"}, status: 409})
+	c.do(call{token: alice.Token, method: "POST", path: "/worker-keys", body: map[string]any{"name": "Lap/top"}, status: 400, invalid: true})
+	c.do(call{token: wk, method: "POST", path: "/worker-keys", body: map[string]any{"name": "x"}, status: 403})
+	c.do(call{token: alice.Token, method: "GET", path: "/worker-keys", status: 200})
+	c.do(call{token: laptop.Key, method: "GET", path: "/worker-keys", status: 403})
+	c.do(call{token: laptop.Key, method: "POST", path: "/tasks/claim", body: map[string]any{"worker_id": "laptop-1"}, status: 204})
+	c.do(call{token: alice.Token, method: "PATCH", path: "/worker-keys/{account}/{name}", params: keyName("alice", "laptop"), body: map[string]any{"trusted": true}, status: 403})
+	c.do(call{token: alice.Token, method: "PATCH", path: "/worker-keys/{account}/{name}", params: keyName("admin", "laptop"), body: map[string]any{"trusted": true}, status: 404})
+	c.do(call{token: cl, method: "PATCH", path: "/worker-keys/{account}/{name}", params: keyName("alice", "laptop"), body: map[string]any{"trusted": true}, status: 200})
+	c.do(call{token: cl, method: "PATCH", path: "/worker-keys/{account}/{name}", params: keyName("alice", "laptop"), body: map[string]any{}, status: 400, invalid: true})
+	c.do(call{token: cl, method: "PATCH", path: "/worker-keys/{account}/{name}", params: keyName("alice", "nope"), body: map[string]any{"trusted": true}, status: 404})
+	c.do(call{token: cl, method: "DELETE", path: "/worker-keys/{name}", params: name("laptop"), status: 404})
+	c.do(call{token: alice.Token, method: "DELETE", path: "/worker-keys/{name}", params: name("laptop"), status: 200})
+	c.do(call{token: laptop.Key, method: "POST", path: "/tasks/claim", body: map[string]any{"worker_id": "laptop-1"}, status: 401})
 
 	// The parts other packages serve, open to anyone: the dashboard sends
 	// a browser without a session on to its login page.
