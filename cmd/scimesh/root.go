@@ -17,6 +17,7 @@ deterministic final CSV.`,
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newBenchCmd(), newWorkerCmd())
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newAccountCmd())
+	root.AddCommand(newWorkerKeyCmd())
 	root.AddCommand(newDemoCmd(), newSlurmCmd())
 	root.AddCommand(newVersionCmd())
 	return root

@@ -1,0 +1,148 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// newWorkerKeyCmd is `scimesh worker-key …`: any account enrols its own
+// machines; admins trust them.
+func newWorkerKeyCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "worker-key",
+		Short: "Enrol your own machines as workers with keys of your account",
+		Long: `worker-key manages the keys with which an account enrols its own machines
+as workers: 'scimesh worker --token KEY' works as that account's. A key is
+printed once, on standard output, and kept only as a hash. A key is
+untrusted until an admin trusts it ('worker-key trust ACCOUNT/NAME'); an
+untrusted key's worker gets no task. A revoked key is refused at once, and
+the tasks its workers hold go back to pending.`,
+	}
+	cmd.AddCommand(newWorkerKeyAddCmd(), newWorkerKeyListCmd(), newWorkerKeyRevokeCmd(),
+		newWorkerKeyTrustCmd("trust", true), newWorkerKeyTrustCmd("untrust", false))
+	for _, c := range cmd.Commands() {
+		run := c.RunE
+		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
+	}
+	return cmd
+}
+
+func newWorkerKeyAddCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "add NAME",
+		Args:  argsNamed("the new key's name (1 to 63 of a-z, 0-9, '.', '_', '-')"),
+		Short: "Make a worker key of your account and print it, once",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			k, err := c.CreateWorkerKey(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "created worker key %s/%s, untrusted until an admin trusts it; "+
+				"the key is shown this once (only its hash is kept): start a worker with --token KEY\n", k.Account, k.Name)
+			fmt.Fprintln(cmd.OutOrStdout(), k.Key)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func newWorkerKeyListCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "list",
+		Args:  cobra.NoArgs,
+		Short: "List your worker keys (an admin: everyone's)",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			list, err := c.ListWorkerKeys(ctx)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ACCOUNT\tNAME\tTRUSTED\tCREATED")
+			for _, k := range list {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Account, k.Name, yesNo(k.Trusted), k.CreatedAt.UTC().Format(time.RFC3339))
+			}
+			return tw.Flush()
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func newWorkerKeyRevokeCmd() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "revoke NAME",
+		Args:  argsNamed("the name of your key"),
+		Short: "Revoke a worker key of your account: its workers are refused at once",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			n, err := c.RevokeWorkerKey(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "revoked worker key %s; %d tasks its workers held went back to pending\n", args[0], n)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+// newWorkerKeyTrustCmd is `worker-key trust` (trusted) or `worker-key
+// untrust`.
+func newWorkerKeyTrustCmd(use string, trusted bool) *cobra.Command {
+	var cf clientFlags
+	short := "Trust a worker key (admins): its workers run any job, as the worker token's do"
+	if !trusted {
+		short = "Take an admin's trust from a worker key: its workers get no task"
+	}
+	cmd := &cobra.Command{
+		Use:   use + " ACCOUNT/NAME",
+		Args:  argsNamed("the key as ACCOUNT/NAME"),
+		Short: short,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			account, name, ok := strings.Cut(args[0], "/")
+			if !ok || account == "" || name == "" {
+				return fmt.Errorf("%s takes the key as ACCOUNT/NAME (e.g. alice/laptop), not %q", use, args[0])
+			}
+			c, err := cf.client(cmd)
+			if err != nil {
+				return err
+			}
+			ctx, stop := signalContext(cmd)
+			defer stop()
+			k, err := c.TrustWorkerKey(ctx, account, name, trusted)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "worker key %s/%s: trusted %s\n", k.Account, k.Name, yesNo(k.Trusted))
+			return nil
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}

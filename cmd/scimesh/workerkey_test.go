@@ -1,0 +1,167 @@
+package main
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestWorkerKeyWorkers runs real `scimesh worker` processes with worker
+// keys: an untrusted key's worker gets nothing and its account's job
+// waits, until an admin trusts the key and the same worker completes it,
+// charged to the key's account; a key revoked while its worker runs a
+// task is refused at once, and the task goes back to pending without the
+// attempt held against it, so that a pool worker completes a job of one
+// attempt; another account's key does not exist to a non-admin.
+func TestWorkerKeyWorkers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveSQLite(t, dir)
+	admin := func(args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, dir, p.url, "ctok", args...)
+		if err != nil {
+			t.Fatalf("scimesh %v: %v\n%s", args, err, errOut)
+		}
+		return strings.TrimSpace(out)
+	}
+	alice, bob := admin("account", "add", "alice"), admin("account", "add", "bob")
+	as := func(token string, args ...string) (string, string, error) {
+		t.Helper()
+		out, errOut, err := cli(t, dir, p.url, token, args...)
+		return strings.TrimSpace(out), errOut, err
+	}
+	key, errOut, err := as(alice, "worker-key", "add", "laptop")
+	if err != nil || !strings.HasPrefix(key, "scimeshw_") || !strings.Contains(errOut, "shown this once") {
+		t.Fatalf("worker-key add laptop: %q, %v\n%s", key, err, errOut)
+	}
+	if s := call(t, "GET", p.url+"/jobs", key, nil, nil); s != http.StatusForbidden {
+		t.Errorf("a worker key on a client route: %d, want 403", s)
+	}
+
+	chunk := "id,value\na,1\nb,3\n"
+	data := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(chunk)) }))
+	defer data.Close()
+	sum := sha256.Sum256([]byte(chunk))
+	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
+	worker := func(token, id string, workloads ...string) *proc {
+		args := []string{"worker", "--coordinator", p.url, "--token", token, "--id", id, "--grace", "300ms",
+			"--work-dir", filepath.Join(dir, "work-"+id), "--allow-input-host", "127.0.0.1/32"}
+		for _, w := range workloads {
+			args = append(args, "--workload", w)
+		}
+		return start(t, dir, nil, args...)
+	}
+	job := func(body map[string]any) string {
+		t.Helper()
+		body["input"], body["top_k"] = input, 1
+		var j jobOut
+		if s := call(t, "POST", p.url+"/jobs", alice, body, &j); s != http.StatusCreated {
+			t.Fatalf("create job: %d", s)
+		}
+		return j.JobID
+	}
+	type task struct {
+		State       string `json:"state"`
+		Attempt     int    `json:"attempt"`
+		MaxAttempts int    `json:"max_attempts"`
+		LeaseOwner  string `json:"lease_owner"`
+	}
+	taskOf := func(id string) task {
+		t.Helper()
+		var tasks struct{ Tasks []task }
+		if s := call(t, "GET", p.url+"/jobs/"+id+"/tasks", "ctok", nil, &tasks); s != http.StatusOK || len(tasks.Tasks) != 1 {
+			t.Fatalf("tasks of %s: %d %+v", id, s, tasks)
+		}
+		return tasks.Tasks[0]
+	}
+	status := func(id string) string {
+		var j jobOut
+		call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+		return j.Status
+	}
+
+	// Untrusted: the worker runs and claims, and gets nothing.
+	copyJob := job(map[string]any{"workload": "copy"})
+	lap := worker(key, "lap1", "copy=sed s/value/score/", "sleep=sleep 60")
+	time.Sleep(3 * time.Second)
+	if tk := taskOf(copyJob); tk.State != "pending" || tk.Attempt != 0 {
+		t.Fatalf("the task after 3 s of an untrusted key's worker: %+v; want pending, never leased", tk)
+	}
+	select {
+	case err := <-lap.done:
+		lap.done <- err // for the cleanup of start
+		t.Fatalf("the untrusted key's worker exited (%v); it should wait for work", err)
+	default:
+	}
+
+	// Another account's key does not exist to bob; alice may not trust her own.
+	for _, args := range [][]string{{"worker-key", "trust", "alice/laptop"}, {"worker-key", "revoke", "laptop"}} {
+		if _, errOut, err := as(bob, args...); err == nil || !strings.Contains(errOut, "does not exist") {
+			t.Errorf("bob: scimesh %v: %v\n%s; want not found", args, err, errOut)
+		}
+	}
+	if _, errOut, err := as(alice, "worker-key", "trust", "alice/laptop"); err == nil || !strings.Contains(errOut, "only an admin") {
+		t.Errorf("alice trusts her own key: %v\n%s; want refused", err, errOut)
+	}
+	if out, _, err := as(bob, "worker-key", "list"); err != nil || strings.Contains(out, "laptop") {
+		t.Errorf("bob's worker-key list: %q, %v; want none of alice's keys", out, err)
+	}
+
+	// Trusted: the same worker completes the job.
+	if out := admin("worker-key", "trust", "alice/laptop"); !strings.Contains(out, "trusted yes") {
+		t.Fatalf("trust: %q", out)
+	}
+	if out := admin("worker-key", "list"); !strings.Contains(out, "alice    laptop  yes") {
+		t.Errorf("the admin's worker-key list:\n%s\nwant alice's laptop trusted", out)
+	}
+	workerWaitFor(t, 30*time.Second, "the copy job to complete once the key is trusted", func() bool { return status(copyJob) == "completed" })
+	if tk := taskOf(copyJob); tk.LeaseOwner != "alice/laptop@lap1" || tk.Attempt != 1 {
+		t.Errorf("the completed task: %+v; want attempt 1 by alice/laptop@lap1", tk)
+	}
+
+	// Revoked mid-task: refused at once; the task runs again elsewhere.
+	sleepJob := job(map[string]any{"workload": "sleep", "max_attempts": 1, "lease_seconds": 15})
+	workerWaitFor(t, 30*time.Second, "the key's worker to lease the sleep task", func() bool { return taskOf(sleepJob).State == "leased" })
+	if out, errOut, err := as(alice, "worker-key", "revoke", "laptop"); err != nil || !strings.Contains(out, "1 tasks") {
+		t.Fatalf("revoke laptop: %q, %v\n%s", out, err, errOut)
+	}
+	if s := call(t, "POST", p.url+"/tasks/claim", key, map[string]any{"worker_id": "lap1"}, nil); s != http.StatusUnauthorized {
+		t.Errorf("a claim with the revoked key: %d, want 401 at once", s)
+	}
+	if tk := taskOf(sleepJob); tk.State != "pending" || tk.Attempt != 1 || tk.MaxAttempts != 2 {
+		t.Fatalf("the revoked key's task: %+v; want pending at once, with its attempt not held against it", tk)
+	}
+	worker("wtok", "pool1", "sleep=sed s/value/score/")
+	workerWaitFor(t, 30*time.Second, "a pool worker to complete the sleep job", func() bool { return status(sleepJob) == "completed" })
+	if tk := taskOf(sleepJob); tk.LeaseOwner != "pool1" || tk.Attempt != 2 {
+		t.Errorf("the sleep task: %+v; want attempt 2 by pool1", tk)
+	}
+	select {
+	case err := <-lap.done:
+		lap.done <- err // for the cleanup of start
+	case <-time.After(30 * time.Second):
+		t.Errorf("the revoked key's worker still runs 30 s after the revocation")
+	}
+
+	var usage struct {
+		Usage []struct {
+			WorkerAccount string `json:"worker_account"`
+			Tasks         int    `json:"tasks"`
+		}
+	}
+	call(t, "GET", p.url+"/usage?by=worker_account", "ctok", nil, &usage)
+	got := map[string]int{}
+	for _, u := range usage.Usage {
+		got[u.WorkerAccount] = u.Tasks
+	}
+	if want := map[string]int{"alice": 2, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and a revoked lease; the pool: 1)", got, want)
+	}
+}
