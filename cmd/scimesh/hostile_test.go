@@ -48,36 +48,40 @@ var restRoutes = map[string]struct {
 	role auth.Role
 	body int64 // 0: takes no body
 }{
-	"GET /health":                     {auth.Anyone, 0},
-	"GET /ready":                      {auth.Anyone, 0},
-	"GET /openapi.yaml":               {auth.Anyone, 0},
-	"GET /metrics":                    {auth.Anyone, 0},
-	"POST /upload":                    {auth.Client, hostileUploadMax},
-	"POST /jobs":                      {auth.Client, 256 << 20},
-	"GET /jobs":                       {auth.Client, 0},
-	"GET /jobs/{job_id}":              {auth.Client, 0},
-	"GET /jobs/{job_id}/tasks":        {auth.Client, 0},
-	"GET /jobs/{job_id}/result":       {auth.Client, 0},
-	"POST /jobs/{job_id}/cancel":      {auth.Client, 1 << 20},
-	"POST /jobs/{job_id}/retry":       {auth.Client, 1 << 20},
-	"GET /tasks/{task_id}":            {auth.Client, 0},
-	"GET /tasks/{task_id}/logs":       {auth.Client, 0},
-	"GET /account":                    {auth.Client, 0},
-	"POST /accounts":                  {auth.Client, 64 << 10},
-	"GET /accounts":                   {auth.Client, 0},
-	"GET /accounts/{name}":            {auth.Client, 0},
-	"PATCH /accounts/{name}":          {auth.Client, 64 << 10},
-	"POST /accounts/{name}/tokens":    {auth.Client, 64 << 10},
-	"GET /usage":                      {auth.Client, 0},
-	"GET /audit":                      {auth.Client, 0},
-	"GET /workloads":                  {auth.Client, 0},
-	"POST /tasks/claim":               {auth.Worker, 1 << 20},
-	"POST /tasks/results":             {auth.Worker, 256 << 20},
-	"POST /tasks/{task_id}/heartbeat": {auth.Worker, 1 << 20},
-	"POST /tasks/{task_id}/result":    {auth.Worker, 256 << 20},
-	"POST /tasks/{task_id}/failure":   {auth.Worker, 1 << 20},
-	"GET /tasks/{task_id}/input":      {auth.Worker, 0},
-	"POST /tasks/{task_id}/logs":      {auth.Worker, 16 << 20},
+	"GET /health":                         {auth.Anyone, 0},
+	"GET /ready":                          {auth.Anyone, 0},
+	"GET /openapi.yaml":                   {auth.Anyone, 0},
+	"GET /metrics":                        {auth.Anyone, 0},
+	"POST /upload":                        {auth.Client, hostileUploadMax},
+	"POST /jobs":                          {auth.Client, 256 << 20},
+	"GET /jobs":                           {auth.Client, 0},
+	"GET /jobs/{job_id}":                  {auth.Client, 0},
+	"GET /jobs/{job_id}/tasks":            {auth.Client, 0},
+	"GET /jobs/{job_id}/result":           {auth.Client, 0},
+	"POST /jobs/{job_id}/cancel":          {auth.Client, 1 << 20},
+	"POST /jobs/{job_id}/retry":           {auth.Client, 1 << 20},
+	"GET /tasks/{task_id}":                {auth.Client, 0},
+	"GET /tasks/{task_id}/logs":           {auth.Client, 0},
+	"GET /account":                        {auth.Client, 0},
+	"POST /accounts":                      {auth.Client, 64 << 10},
+	"GET /accounts":                       {auth.Client, 0},
+	"GET /accounts/{name}":                {auth.Client, 0},
+	"PATCH /accounts/{name}":              {auth.Client, 64 << 10},
+	"POST /accounts/{name}/tokens":        {auth.Client, 64 << 10},
+	"GET /usage":                          {auth.Client, 0},
+	"GET /audit":                          {auth.Client, 0},
+	"GET /workloads":                      {auth.Client, 0},
+	"POST /worker-keys":                   {auth.Client, 64 << 10},
+	"GET /worker-keys":                    {auth.Client, 0},
+	"DELETE /worker-keys/{name}":          {auth.Client, 0},
+	"PATCH /worker-keys/{account}/{name}": {auth.Client, 64 << 10},
+	"POST /tasks/claim":                   {auth.Worker, 1 << 20},
+	"POST /tasks/results":                 {auth.Worker, 256 << 20},
+	"POST /tasks/{task_id}/heartbeat":     {auth.Worker, 1 << 20},
+	"POST /tasks/{task_id}/result":        {auth.Worker, 256 << 20},
+	"POST /tasks/{task_id}/failure":       {auth.Worker, 1 << 20},
+	"GET /tasks/{task_id}/input":          {auth.Worker, 0},
+	"POST /tasks/{task_id}/logs":          {auth.Worker, 16 << 20},
 }
 
 // hostileUploadMax is the upload bound of the hostile suite's server.
@@ -161,6 +165,9 @@ func (h *hostile) unchanged(t *testing.T) {
 	accounts, err := h.engine.ListAccounts(ctx)
 	if err != nil || len(accounts) != 1 || accounts[0].Name != domain.AdminAccount || accounts[0].Disabled || !accounts[0].UpdatedAt.Equal(accounts[0].CreatedAt) {
 		t.Errorf("accounts after the attacks: %+v, %v; want the built-in admin alone, unchanged", accounts, err)
+	}
+	if keys, err := h.engine.ListWorkerKeys(ctx); err != nil || len(keys) != 0 {
+		t.Errorf("worker keys after the attacks: %v, %v; want none", keys, err)
 	}
 	workers, err := h.engine.ListWorkers(ctx, time.Hour, 10)
 	if err != nil || len(workers) != 0 {
@@ -321,7 +328,7 @@ func TestHostileCallers(t *testing.T) {
 			continue
 		}
 		method, path, _ := strings.Cut(pattern, " ")
-		path = strings.NewReplacer("{job_id}", h.jobID, "{task_id}", h.taskID, "{name}", domain.AdminAccount).Replace(path)
+		path = strings.NewReplacer("{job_id}", h.jobID, "{task_id}", h.taskID, "{name}", domain.AdminAccount, "{account}", domain.AdminAccount).Replace(path)
 		t.Run(pattern, func(t *testing.T) {
 			h.restRoute(t, method, path, want.role, want.body)
 		})

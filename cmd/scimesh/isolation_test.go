@@ -41,31 +41,38 @@ const (
 	// ownUsage: the route sums the worker time of the caller's own jobs,
 	// no other account's.
 	ownUsage = "own usage"
+	// hiddenKey: the route names a worker key; another account's answers
+	// exactly as one that does not exist.
+	hiddenKey = "hidden key"
 )
 
 // isolationREST says, for every client route of the REST API, how it
 // keeps accounts apart. A client route without an entry fails
 // TestIsolation: say how a new route keeps one account from another's.
 var isolationREST = map[string]string{
-	"POST /upload":                 makesOwn,
-	"POST /jobs":                   hidden, // another account's upload_id
-	"GET /jobs":                    listsOwn,
-	"GET /jobs/{job_id}":           hidden,
-	"GET /jobs/{job_id}/tasks":     hidden,
-	"GET /jobs/{job_id}/result":    hidden,
-	"POST /jobs/{job_id}/cancel":   hidden,
-	"POST /jobs/{job_id}/retry":    hidden,
-	"GET /tasks/{task_id}":         hidden,
-	"GET /tasks/{task_id}/logs":    hidden,
-	"GET /account":                 ownAccount,
-	"POST /accounts":               admins,
-	"GET /accounts":                admins,
-	"GET /accounts/{name}":         admins,
-	"PATCH /accounts/{name}":       admins,
-	"POST /accounts/{name}/tokens": admins,
-	"GET /usage":                   ownUsage,
-	"GET /audit":                   admins,
-	"GET /workloads":               shared,
+	"POST /upload":                        makesOwn,
+	"POST /jobs":                          hidden, // another account's upload_id
+	"GET /jobs":                           listsOwn,
+	"GET /jobs/{job_id}":                  hidden,
+	"GET /jobs/{job_id}/tasks":            hidden,
+	"GET /jobs/{job_id}/result":           hidden,
+	"POST /jobs/{job_id}/cancel":          hidden,
+	"POST /jobs/{job_id}/retry":           hidden,
+	"GET /tasks/{task_id}":                hidden,
+	"GET /tasks/{task_id}/logs":           hidden,
+	"GET /account":                        ownAccount,
+	"POST /accounts":                      admins,
+	"GET /accounts":                       admins,
+	"GET /accounts/{name}":                admins,
+	"PATCH /accounts/{name}":              admins,
+	"POST /accounts/{name}/tokens":        admins,
+	"GET /usage":                          ownUsage,
+	"GET /audit":                          admins,
+	"GET /workloads":                      shared,
+	"POST /worker-keys":                   makesOwn,
+	"GET /worker-keys":                    listsOwn,
+	"DELETE /worker-keys/{name}":          hiddenKey,
+	"PATCH /worker-keys/{account}/{name}": hiddenKey,
 }
 
 // isolationRPC does for the client service's procedures what
@@ -160,6 +167,10 @@ func TestIsolation(t *testing.T) {
 		map[string]any{"worker_id": "w1", "attempt": run.Attempt, "output": "id,score\na,1\n"}, nil); s != 200 {
 		t.Fatalf("result of ada's chunk: %d", s)
 	}
+	// ada's machine, enrolled with a worker key.
+	if _, _, err := h.engine.CreateWorkerKey(domain.WithCaller(ctx, domain.Caller{Account: "ada"}), "ada-laptop"); err != nil {
+		t.Fatal(err)
+	}
 	before := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf})
 
 	// REST: every client route.
@@ -193,8 +204,8 @@ func TestIsolation(t *testing.T) {
 		case how == listsOwn:
 			for _, query := range []string{"", "?owner=ada", "?status=pending"} {
 				status, body := rawCall(t, method, h.url+path+query, bob, nil)
-				if status != 200 || strings.Contains(body, job.JobID) {
-					t.Errorf("bob's %s%s: %d %s; want 200 without ada's job", pattern, query, status, body)
+				if status != 200 || strings.Contains(body, job.JobID) || strings.Contains(body, "ada-laptop") {
+					t.Errorf("bob's %s%s: %d %s; want 200 without ada's job or worker key", pattern, query, status, body)
 				}
 			}
 		case how == admins:
@@ -207,6 +218,22 @@ func TestIsolation(t *testing.T) {
 			if status != http.StatusForbidden || !strings.Contains(answer, "permission_denied") || strings.Contains(answer, `"ada"`) {
 				t.Errorf("bob's %s: %d %s; want 403 permission_denied, nothing of ada's", pattern, status, answer)
 			}
+		case how == hiddenKey:
+			ada, missing := "ada-laptop", "no-such-key"
+			if strings.Contains(path, "{account}") {
+				ada, missing = "ada/ada-laptop", "ada/no-such-key"
+			}
+			sameAsMissing(t, pattern, ada, missing, func(id string) (int, string) {
+				target := strings.Replace(path, "{name}", id, 1)
+				if strings.Contains(path, "{account}") {
+					target = "/worker-keys/" + id
+				}
+				var body any
+				if method == "PATCH" {
+					body = map[string]any{"trusted": true}
+				}
+				return rawCall(t, method, h.url+target, bob, body)
+			})
 		case how == ownUsage:
 			for token, who := range map[string]string{bob: "bob's", hostileTokens.Client: "the admin's"} {
 				status, answer := rawCall(t, method, h.url+path+"?by=account,workload", token, nil)
@@ -314,6 +341,9 @@ func TestIsolation(t *testing.T) {
 
 	if list, err := h.engine.ListAccounts(ctx); err != nil || len(list) != 3 || list[0].Name != "ada" || list[0].Disabled || list[2].Name != "bob" || list[2].Admin {
 		t.Errorf("the accounts after bob's calls: %v, %v; want ada, admin and bob as they were made", list, err)
+	}
+	if keys, err := h.engine.ListWorkerKeys(ctx); err != nil || len(keys) != 1 || keys[0].Name != "ada-laptop" || keys[0].Trusted {
+		t.Errorf("the worker keys after bob's calls: %v, %v; want ada's, untrusted", keys, err)
 	}
 	if after := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf}); after != before {
 		t.Errorf("ada's objects changed under bob's calls:\nbefore %s\nafter  %s", before, after)
