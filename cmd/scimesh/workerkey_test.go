@@ -10,6 +10,11 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"connectrpc.com/connect"
+
+	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
+	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
 
 // TestWorkerKeyWorkers runs real `scimesh worker` processes with worker
@@ -101,6 +106,20 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	default:
 	}
 
+	// The Worker service answers an untrusted key's Poll with no task.
+	ctx := t.Context()
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken(alice))
+	rpcWorker := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken(key))
+	if _, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s0:n", Workload: "num"}}})); err != nil {
+		t.Fatal(err)
+	}
+	poll := func() (*connect.Response[v1.Task], error) {
+		return rpcWorker.Poll(ctx, connect.NewRequest(&v1.PollRequest{WorkerId: "rpc1", Workloads: []string{"num"}}))
+	}
+	if got, err := poll(); err != nil || got.Msg.TaskId != "" {
+		t.Errorf("an untrusted key's Poll: %v, %v; want no task", got, err)
+	}
+
 	// Another account's key does not exist to bob; alice may not trust her own.
 	for _, args := range [][]string{{"worker-key", "trust", "alice/laptop"}, {"worker-key", "revoke", "laptop"}} {
 		if _, errOut, err := as(bob, args...); err == nil || !strings.Contains(errOut, "does not exist") {
@@ -121,6 +140,9 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	if out := admin("worker-key", "list"); !strings.Contains(out, "alice    laptop  yes") {
 		t.Errorf("the admin's worker-key list:\n%s\nwant alice's laptop trusted", out)
 	}
+	if got, err := poll(); err != nil || got.Msg.TaskId == "" {
+		t.Errorf("the trusted key's Poll: %v, %v; want the tree task", got, err)
+	}
 	workerWaitFor(t, 30*time.Second, "the copy job to complete once the key is trusted", func() bool { return status(copyJob) == "completed" })
 	if tk := taskOf(copyJob); tk.LeaseOwner != "alice/laptop@lap1" || tk.Attempt != 1 {
 		t.Errorf("the completed task: %+v; want attempt 1 by alice/laptop@lap1", tk)
@@ -129,11 +151,14 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	// Revoked mid-task: refused at once; the task runs again elsewhere.
 	sleepJob := job(map[string]any{"workload": "sleep", "max_attempts": 1, "lease_seconds": 15})
 	workerWaitFor(t, 30*time.Second, "the key's worker to lease the sleep task", func() bool { return taskOf(sleepJob).State == "leased" })
-	if out, errOut, err := as(alice, "worker-key", "revoke", "laptop"); err != nil || !strings.Contains(out, "1 tasks") {
+	if out, errOut, err := as(alice, "worker-key", "revoke", "laptop"); err != nil || !strings.Contains(out, "2 tasks") { // the sleep task and the tree task
 		t.Fatalf("revoke laptop: %q, %v\n%s", out, err, errOut)
 	}
 	if s := call(t, "POST", p.url+"/tasks/claim", key, map[string]any{"worker_id": "lap1"}, nil); s != http.StatusUnauthorized {
 		t.Errorf("a claim with the revoked key: %d, want 401 at once", s)
+	}
+	if _, err := poll(); connect.CodeOf(err) != connect.CodeUnauthenticated {
+		t.Errorf("a Poll with the revoked key: %v, want unauthenticated at once", err)
 	}
 	if tk := taskOf(sleepJob); tk.State != "pending" || tk.Attempt != 1 || tk.MaxAttempts != 2 {
 		t.Fatalf("the revoked key's task: %+v; want pending at once, with its attempt not held against it", tk)
@@ -161,7 +186,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	for _, u := range usage.Usage {
 		got[u.WorkerAccount] = u.Tasks
 	}
-	if want := map[string]int{"alice": 2, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and a revoked lease; the pool: 1)", got, want)
+	if want := map[string]int{"alice": 3, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and two revoked leases; the pool: 1)", got, want)
 	}
 }
