@@ -68,6 +68,12 @@ func (p Principal) LeaseOwner(worker string) string {
 // LeaseOwnerPrefix starts the lease owner of every worker of key p.
 func (p Principal) LeaseOwnerPrefix() string { return p.Account + "/" + p.Key + "@" }
 
+// Holds reports whether t is leased to a worker of p, when p is a key:
+// a key's workers may read only what they hold. The pool may read any.
+func (p Principal) Holds(t *Task) bool {
+	return p.Key == "" || t.State == TaskLeased && strings.HasPrefix(t.LeaseOwner, p.LeaseOwnerPrefix())
+}
+
 // WorkerAccountOf returns the account of the worker key a lease owner
 // holds its lease with (see Principal.LeaseOwner), or "" for the pool.
 func WorkerAccountOf(leaseOwner string) string {

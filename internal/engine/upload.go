@@ -267,6 +267,9 @@ func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (TaskInputInf
 // name of its upload.
 func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *domain.Job, string, error) {
 	t, err := e.store.TaskGet(ctx, taskID)
+	if err == nil && !domain.PrincipalOf(ctx).Holds(t) {
+		err = store.ErrNotFound // a worker key's workers read what they hold alone
+	}
 	if err != nil {
 		return nil, nil, "", notFound(err, "task %q", taskID)
 	}

@@ -148,6 +148,18 @@ func TestWorkerKeyClaims(t *testing.T) {
 		if _, err := e.RenewLease(asWorker(ctx, laptop), held.ID, "w2", 1); err != nil {
 			t.Fatalf("the key's heartbeat: %v", err)
 		}
+		// The input of a task is the key's to read while it holds it alone.
+		for who, c := range map[string]context.Context{"the key holding it": asWorker(ctx, laptop), "the pool": ctx} {
+			if _, err := e.StatTaskInput(c, held.ID); err == nil || !strings.Contains(err.Error(), "hosted at") {
+				t.Errorf("%s reads the input of %s: %v; want it told the input is hosted", who, held.ID, err)
+			}
+		}
+		other := domain.Principal{Account: "bob", Key: "desk", Trusted: true}
+		for id, c := range map[string]context.Context{held.ID: asWorker(ctx, other), done.ID: asWorker(ctx, laptop)} {
+			if _, err := e.StatTaskInput(c, id); !errors.Is(err, domain.ErrNotFound) || !strings.Contains(err.Error(), "does not exist") {
+				t.Errorf("a key not holding %s reads its input: %v; want it not to exist", id, err)
+			}
+		}
 		if n, err := e.RevokeWorkerKey(as(ctx, "ada"), "laptop"); err != nil || n != 1 {
 			t.Fatalf("revoke ada/laptop: %d leases given back, %v; want 1", n, err)
 		}
