@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -125,13 +126,7 @@ func newAccountListCmd() *cobra.Command {
 		Use:   "list",
 		Args:  cobra.NoArgs,
 		Short: "List the accounts",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			list, err := c.ListAccounts(ctx)
 			if err != nil {
 				return err
@@ -144,7 +139,7 @@ func newAccountListCmd() *cobra.Command {
 					a.CreatedAt.UTC().Format(time.RFC3339))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
@@ -156,14 +151,11 @@ func newAccountShowCmd() *cobra.Command {
 		Use:   "show [NAME]",
 		Args:  cobra.MaximumNArgs(1),
 		Short: "Show an account, its quotas and current use (without NAME: your own)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
-			var a *client.Account
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+			var (
+				a   *client.Account
+				err error
+			)
 			if len(args) == 1 {
 				a, err = c.GetAccount(ctx, args[0])
 			} else {
@@ -173,7 +165,7 @@ func newAccountShowCmd() *cobra.Command {
 				return err
 			}
 			return showAccount(cmd.OutOrStdout(), a)
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
@@ -247,13 +239,7 @@ func newAccountTokenCmd() *cobra.Command {
 		Use:   "token NAME",
 		Args:  argsNamed("the account's name"),
 		Short: "Issue a new token of an account and print it, once",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			token, err := c.IssueToken(ctx, args[0], revokeOthers)
 			if err != nil {
 				return err
@@ -265,7 +251,7 @@ func newAccountTokenCmd() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "a new token of account %s%s. It is shown this once (only its hash is kept), hand it over now:\n", args[0], note)
 			fmt.Fprintln(cmd.OutOrStdout(), token)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&revokeOthers, "revoke-others", false, "revoke every other token of the account, at once")

@@ -56,13 +56,32 @@ func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
 }
 
 func newClientCmds() []*cobra.Command {
-	cmds := []*cobra.Command{newSubmitCmd(), newWaitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
-		newUsageCmd(), newAuditCmd()}
+	return withHints(newSubmitCmd(), newWaitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
+		newUsageCmd(), newAuditCmd())
+}
+
+// withHints makes each of cmds add withHint's hint to its error, and
+// returns them.
+func withHints(cmds ...*cobra.Command) []*cobra.Command {
 	for _, c := range cmds {
 		run := c.RunE
 		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
 	}
 	return cmds
+}
+
+// clientRun is the RunE of a client command: it makes the client of cf
+// and runs fn with it, under a context that SIGINT and SIGTERM cancel.
+func clientRun(cf *clientFlags, fn func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		c, err := cf.client(cmd)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signalContext(cmd)
+		defer stop()
+		return fn(ctx, cmd, c, args)
+	}
 }
 
 // withHint adds what to check to errors of the connection to the coordinator
@@ -117,13 +136,7 @@ the same later for a job submitted without --wait.
 
 --param KEY=VALUE passes VALUE to the workload as a string;
 --param KEY:=JSON passes a JSON value (a number, true, a list…).`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			p, err := parseParams(params)
 			if err != nil {
 				return err
@@ -137,7 +150,7 @@ the same later for a job submitted without --wait.
 				req.HasHeader = &f
 			}
 			return submit(ctx, cmd, c, args[0], &req, wait, output)
-		},
+		}),
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
@@ -306,19 +319,13 @@ until the job ends, then writes the final CSV to --output, or to standard
 output. It exits with an error naming the job's error when the job failed
 or was cancelled.`,
 		Args: argsNamed("a job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			job, err := c.GetJob(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			return followJob(ctx, cmd, c, job, output)
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write the result here instead of standard output")
@@ -455,13 +462,7 @@ func newLogsCmd() *cobra.Command {
 		Use:   "logs TASK",
 		Short: "Print a task's log; -f follows it until the task is final",
 		Args:  argsNamed("a task ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			rc, err := c.Logs(ctx, args[0], follow)
 			if err != nil {
 				return err
@@ -471,7 +472,7 @@ func newLogsCmd() *cobra.Command {
 				return fmt.Errorf("read the log of task %s: %w", args[0], err)
 			}
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new lines until the task is final")

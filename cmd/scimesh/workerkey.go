@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/client"
 )
 
 // newWorkerKeyCmd is `scimesh worker-key …`: any account enrols its own
@@ -22,12 +25,8 @@ untrusted until an admin trusts it ('worker-key trust ACCOUNT/NAME'); an
 untrusted key's worker gets no task. A revoked key is refused at once, and
 the tasks its workers hold go back to pending.`,
 	}
-	cmd.AddCommand(newWorkerKeyAddCmd(), newWorkerKeyListCmd(), newWorkerKeyRevokeCmd(),
-		newWorkerKeyTrustCmd("trust", true), newWorkerKeyTrustCmd("untrust", false))
-	for _, c := range cmd.Commands() {
-		run := c.RunE
-		c.RunE = func(cmd *cobra.Command, args []string) error { return withHint(cmd, run(cmd, args)) }
-	}
+	cmd.AddCommand(withHints(newWorkerKeyAddCmd(), newWorkerKeyListCmd(), newWorkerKeyRevokeCmd(),
+		newWorkerKeyTrustCmd("trust", true), newWorkerKeyTrustCmd("untrust", false))...)
 	return cmd
 }
 
@@ -37,13 +36,7 @@ func newWorkerKeyAddCmd() *cobra.Command {
 		Use:   "add NAME",
 		Args:  argsNamed("the new key's name (1 to 63 of a-z, 0-9, '.', '_', '-')"),
 		Short: "Make a worker key of your account and print it, once",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			k, err := c.CreateWorkerKey(ctx, args[0])
 			if err != nil {
 				return err
@@ -52,7 +45,7 @@ func newWorkerKeyAddCmd() *cobra.Command {
 				"the key is shown this once (only its hash is kept): start a worker with --token KEY\n", k.Account, k.Name)
 			fmt.Fprintln(cmd.OutOrStdout(), k.Key)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
@@ -64,13 +57,7 @@ func newWorkerKeyListCmd() *cobra.Command {
 		Use:   "list",
 		Args:  cobra.NoArgs,
 		Short: "List your worker keys (an admin: everyone's)",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			list, err := c.ListWorkerKeys(ctx)
 			if err != nil {
 				return err
@@ -81,7 +68,7 @@ func newWorkerKeyListCmd() *cobra.Command {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Account, k.Name, yesNo(k.Trusted), k.CreatedAt.UTC().Format(time.RFC3339))
 			}
 			return tw.Flush()
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
@@ -93,20 +80,14 @@ func newWorkerKeyRevokeCmd() *cobra.Command {
 		Use:   "revoke NAME",
 		Args:  argsNamed("the name of your key"),
 		Short: "Revoke a worker key of your account: its workers are refused at once",
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			n, err := c.RevokeWorkerKey(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "revoked worker key %s; %d tasks its workers held went back to pending\n", args[0], n)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
