@@ -22,6 +22,8 @@ type Job struct {
 	LeaseSeconds   int
 	TimeoutSeconds int // how long one attempt of a chunk may run; 0 for no limit
 	Priority       int
+	Workers        WorkerMode // who may run its chunks
+	Quorum         int        // for WorkersAny: accounts that must agree on an untrusted output; else 0
 	Status         JobStatus
 	Error          string // names the task that failed the job
 	RootTaskID     string // the stitch task

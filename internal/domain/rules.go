@@ -30,6 +30,11 @@ type JobSpec struct {
 	// TimeoutSeconds is left out of the request's hash when 0, so that a
 	// request made before the setting existed replays to the same job.
 	TimeoutSeconds int `json:",omitempty"`
+	// Workers is "" for WorkersTrusted, and Quorum 0 but for
+	// WorkersAny, so that a request made before they existed replays
+	// to the same job.
+	Workers WorkerMode `json:",omitempty"`
+	Quorum  int        `json:",omitempty"`
 }
 
 // ChunkRef is one input chunk: where a worker downloads it and its checksum.
@@ -100,6 +105,9 @@ func (s *JobSpec) Validate() error {
 	if s.TimeoutSeconds < MinTimeoutSeconds || s.TimeoutSeconds > MaxTimeoutSeconds {
 		return Invalidf("timeout_seconds is %d; it must be between %d (no timeout) and %d (7 days)",
 			s.TimeoutSeconds, MinTimeoutSeconds, MaxTimeoutSeconds)
+	}
+	if err := s.checkWorkers(); err != nil {
+		return err
 	}
 	if s.ScoreColumn == "" || len(s.ScoreColumn) > 256 {
 		return Invalidf("score_column must be 1-256 bytes long")
@@ -205,6 +213,9 @@ func ValidWorkload(name string) bool { return validName(name) }
 // fails its job and cancels the rest in the same transaction — else
 // ErrLeaseLost.
 func CheckLease(t *Task, worker string, attempt int, now time.Time) error {
+	if t.Kind == KindReplica && t.State.Final() && t.State != TaskCompleted {
+		return fmt.Errorf("replica %s: %s; stop working on it: %w", t.ID, t.Error, ErrLeaseLost)
+	}
 	if t.State == TaskCancelled || t.State == TaskFailed {
 		return fmt.Errorf("task %s is %s and its job is over; stop working on it: %w", t.ID, t.State, ErrCancelled)
 	}
@@ -231,6 +242,23 @@ func CheckLogWrite(t *Task, worker string, attempt int, now time.Time) error {
 		return nil
 	}
 	return CheckLease(t, worker, attempt, now)
+}
+
+// Lease leases t, runnable, to worker at now, as a claim does: the next
+// attempt, a lease of LeaseSeconds that never outlasts the attempt's
+// deadline (TimeoutSeconds from now, when set).
+func Lease(t *Task, worker string, now time.Time) {
+	t.State = TaskLeased
+	t.LeaseOwner = worker
+	t.Attempt++
+	t.AttemptDeadline = time.Time{}
+	if t.TimeoutSeconds > 0 {
+		t.AttemptDeadline = now.Add(time.Duration(t.TimeoutSeconds) * time.Second)
+	}
+	t.RunAfter = time.Time{}
+	t.UpdatedAt = now
+	t.LeasedAt = now
+	Renew(t, now)
 }
 
 // Renew extends t's lease by its lease duration from now, but never past

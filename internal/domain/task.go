@@ -9,8 +9,9 @@ import (
 // task tree. The fencing token of a lease is (ID, Attempt, LeaseOwner).
 type Task struct {
 	ID               string
-	JobID            string // empty for tree tasks that belong to no job
-	Owner            string // the account of its job or tree, copied for claims
+	JobID            string     // empty for tree tasks that belong to no job
+	Owner            string     // the account of its job or tree, copied for claims
+	Workers          WorkerMode // who may run it: its job's, copied for claims; trusted for other tasks
 	Kind             TaskKind
 	Workload         string
 	ChunkIndex       int // position among the job's chunks; -1 for the stitch task

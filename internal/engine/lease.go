@@ -60,25 +60,35 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	pr := domain.PrincipalOf(ctx)
 	p.WorkerID = pr.LeaseOwner(p.WorkerID)
 	e.seen(ctx, p.WorkerID, workerCall{announced: cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk, workloads: p.Workloads})
-	if !pr.Trusted {
-		return untrustedClaim(ctx, p.Wait)
+	// Untrusted workers claim what is open to them (claimOpen). Trusted
+	// ones claim as always and, finding nothing, the replicas of chunks
+	// being voted on, whose outputs they settle alone.
+	claim := func(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
+		if !pr.Trusted {
+			return e.claimOpen(ctx, p, pr)
+		}
+		tasks, err := e.claimOnce(ctx, p)
+		if err != nil || len(tasks) > 0 {
+			return tasks, err
+		}
+		return e.claimOpen(ctx, p, pr)
 	}
 	if p.Wait == 0 {
-		return e.claimOnce(ctx, p)
+		return claim(ctx, p)
 	}
 	// A claim that may wait joins the line before its first claim, so that
 	// no wake-up is missed between a claim and the wait. With the line
 	// full it may still take what is there, but not wait.
 	w, err := e.claimers.join(cmp.Or(p.kind, domain.KindChunk), p.Workloads, p.Max)
 	if err != nil {
-		tasks, cerr := e.claimOnce(ctx, p)
+		tasks, cerr := claim(ctx, p)
 		if cerr != nil || len(tasks) > 0 {
 			return tasks, cerr
 		}
 		return nil, err
 	}
 	defer e.claimers.leave(w)
-	tasks, err := e.claimOnce(ctx, p)
+	tasks, err := claim(ctx, p)
 	if err != nil || len(tasks) > 0 {
 		return tasks, err
 	}
@@ -97,7 +107,7 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 		case <-t.C:
 		}
 		t.Stop()
-		tasks, err := e.claimOnce(ctx, p)
+		tasks, err := claim(ctx, p)
 		if err != nil || len(tasks) > 0 {
 			return tasks, err
 		}
@@ -436,7 +446,8 @@ type CompleteTaskParams struct {
 	Output   []byte
 	Metrics  json.RawMessage // optional JSON object
 
-	owner string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
+	owner   string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
+	trusted bool   // whether that principal is trusted
 }
 
 // leaseOwner is the lease owner p's lease is held by.
@@ -467,7 +478,7 @@ func (e *Engine) CompleteTasks(ctx context.Context, items []CompleteTaskParams) 
 	pr := domain.PrincipalOf(ctx)
 	items = slices.Clone(items)
 	for i := range items {
-		items[i].owner = pr.LeaseOwner(items[i].WorkerID)
+		items[i].owner, items[i].trusted = pr.LeaseOwner(items[i].WorkerID), pr.Trusted
 	}
 	out, err := e.results.do(ctx, items, len(items))
 	if err != nil {
@@ -544,15 +555,16 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	for k, i := range valid {
 		leases[k] = leaseRef{task: items[i].TaskID, worker: items[i].leaseOwner(), attempt: items[i].Attempt}
 	}
-	var changed []*domain.Task
+	var changed, voted []*domain.Task
 	stitchReady := false
 	completed := 0 // tasks completed, replays left out
+	replicasAdded := 0
 	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
 		runs++
 		stitchReady = false
-		completed = 0
-		changed = changed[:0]
+		completed, replicasAdded = 0, 0
+		changed, voted = changed[:0], voted[:0]
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
@@ -567,7 +579,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				out[i].Err = fmt.Errorf("task %q does not exist: %w", p.TaskID, domain.ErrNotFound)
 				continue
 			}
-			if t.Kind != domain.KindChunk {
+			if !t.Kind.ScoresRows() {
 				out[i].Err = fmt.Errorf("task %s is run by coordinators, not workers: %w", t.ID, domain.ErrLeaseLost)
 				continue
 			}
@@ -594,6 +606,39 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			}
 			charge(q, t, now)
 			workerDid(q, p.leaseOwner(), now)
+			if t.Kind == domain.KindReplica {
+				// The vote reads the replica back, and may stop others
+				// that later items of this run name.
+				if err := q.TaskUpdate(ctx, t); err != nil {
+					return err
+				}
+				v, err := e.settleVote(ctx, q, t, p.trusted, now)
+				if err != nil {
+					return err
+				}
+				voted = append(append(voted, t), v.stopped...)
+				for _, x := range v.stopped {
+					tasks[x.ID] = x
+				}
+				if v.failed {
+					// Its job failed, and cancelled the tasks of its
+					// own that later items name: read them again.
+					var ids []string
+					for _, l := range leases {
+						ids = append(ids, l.task)
+					}
+					if err := getTasks(ctx, q, ids, tasks); err != nil {
+						return err
+					}
+				}
+				replicasAdded += v.added
+				if c := v.accepted; c != nil {
+					voted = append(voted, c)
+					completed++
+					done[c.DownstreamID]++
+				}
+				continue
+			}
 			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {
@@ -622,10 +667,14 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		return out, err
 	}
 	e.held.forget(changed...)
+	e.held.forget(voted...)
 	if stitchReady {
 		e.stitch.Notify()
 	}
-	if completed > 0 {
+	if replicasAdded > 0 {
+		e.notifyWork(domain.KindChunk, voted[0].Workload, replicasAdded)
+	}
+	if completed > 0 || len(voted) > 0 {
 		e.cfg.Observer.Completed(domain.KindChunk, completed)
 		e.jobChanged(written...)
 	}
@@ -736,6 +785,9 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
 		e.notifyWork(task.Kind, task.Workload, 1) // after the commit, so that woken claimers see the task
 	}
+	if task.Kind == domain.KindReplica {
+		e.notifyWork(domain.KindChunk, task.Workload, domain.MaxQuorum) // the replicas its vote may have added
+	}
 	if !p.Release {
 		e.cfg.Observer.Failed(task.Kind, task.State == domain.TaskFailed)
 	}
@@ -758,6 +810,17 @@ func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task
 	}
 	if !final {
 		return nil
+	}
+	return e.failedForGood(ctx, q, t, now)
+}
+
+// failedForGood acts, in the transaction of q, on t having just failed
+// for good and been written: a replica's chunk tallies its vote
+// (settleVote), any other task fails its job (failJob).
+func (e *Engine) failedForGood(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
+	if t.Kind == domain.KindReplica {
+		_, err := e.settleVote(ctx, q, t, false, now)
+		return err
 	}
 	return e.failJob(ctx, q, t, now)
 }
@@ -901,7 +964,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 			return err
 		}
 		if final {
-			return e.failJob(ctx, q, t, now)
+			return e.failedForGood(ctx, q, t, now)
 		}
 		return nil
 	})
@@ -924,6 +987,9 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		e.cfg.Observer.Expired(ended.Kind, ended.State == domain.TaskFailed)
 		e.log.InfoContext(ctx, "lease expired", "task_id", ended.ID, "job_id", ended.JobID, "worker_id", owner,
 			"attempt", ended.Attempt, "state", ended.State)
+	}
+	if ended.Kind == domain.KindReplica {
+		e.notifyWork(domain.KindChunk, ended.Workload, domain.MaxQuorum) // the replicas its vote may have added
 	}
 	if ended.State == domain.TaskPending && !ended.RunAfter.After(e.now()) {
 		if ended.Kind == domain.KindStitch {

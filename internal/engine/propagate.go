@@ -226,6 +226,13 @@ func cancelJobTasks(ctx context.Context, q store.Querier, kind domain.TaskKind, 
 	if err != nil {
 		return err
 	}
+	if kind == domain.KindChunk { // and the replicas of its chunks being voted on
+		replicas, err := q.TaskList(ctx, &store.TaskListParams{JobID: p.JobID, Kind: domain.KindReplica, State: domain.TaskLeased, AfterIndex: -1})
+		if err != nil {
+			return err
+		}
+		leased = append(leased, replicas...)
+	}
 	leased = slices.DeleteFunc(leased, func(t *domain.Task) bool { return t.ID == p.Except })
 	for _, t := range leased {
 		cancelTask(q, t, p.Now)

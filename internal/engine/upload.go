@@ -273,7 +273,7 @@ func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *d
 	if err != nil {
 		return nil, nil, "", notFound(err, "task %q", taskID)
 	}
-	if t.Kind != domain.KindChunk {
+	if !t.Kind.ScoresRows() {
 		return nil, nil, "", fmt.Errorf("task %s has no input to download: %w", taskID, domain.ErrNotFound)
 	}
 	j, err := e.jobSettings(ctx, t.JobID)
@@ -336,7 +336,7 @@ const presignMin = 5 * time.Minute
 // through the coordinator as without presigning, and the failure logged.
 func (e *Engine) presign(ctx context.Context, v *TaskView) {
 	ps, ok := e.cfg.Blobs.(blob.Presigner)
-	if !e.cfg.Presign || !ok || v.Kind != domain.KindChunk || v.InputURI != "" || v.Job == nil || v.Job.UploadID == "" || v.InputLength <= 0 {
+	if !e.cfg.Presign || !ok || !v.Kind.ScoresRows() || v.InputURI != "" || v.Job == nil || v.Job.UploadID == "" || v.InputLength <= 0 {
 		return
 	}
 	if !utf8.Valid(v.Job.InputHeader) {

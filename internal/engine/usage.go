@@ -57,8 +57,8 @@ func charge(q store.Querier, t *domain.Task, end time.Time) {
 }
 
 func (m *metered) charge(t *domain.Task, end time.Time) {
-	if t.Kind == domain.KindStitch || t.LeasedAt.IsZero() {
-		return // the coordinators' own work; or leased before leases were timed
+	if t.Kind == domain.KindStitch || t.LeasedAt.IsZero() || t.LeaseOwner == domain.QuorumLeaseOwner {
+		return // the coordinators' own work; or leased before leases were timed; or a vote, whose replicas are charged
 	}
 	if !t.LeaseExpiresAt.IsZero() && t.LeaseExpiresAt.Before(end) {
 		end = t.LeaseExpiresAt

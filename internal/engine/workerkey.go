@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -19,8 +18,8 @@ import (
 // (domain.Principal.LeaseOwner), so that a key's leases are found when it
 // is revoked and its attempts are charged to its account.
 //
-// No job lets untrusted workers run its tasks yet: an untrusted key's
-// claims get nothing (untrustedClaim).
+// An untrusted key's workers run only the chunks of jobs that let them
+// (claimOpen, in vote.go).
 
 // workerKeyTarget names a key in the audit trail and in errors.
 func workerKeyTarget(account, name string) string { return account + "/" + name }
@@ -176,18 +175,4 @@ func (e *Engine) AuthenticateWorker(ctx context.Context, key string) (domain.Pri
 		return domain.Principal{}, mapStoreErr(fmt.Errorf("read account %s: %w", k.Account, err))
 	}
 	return domain.Principal{Account: k.Account, Key: k.Name, Trusted: k.Trusted}, nil
-}
-
-// untrustedClaim is the claim of an untrusted worker: no job lets
-// untrusted workers run its tasks, so it gets none, after waiting as long
-// as the claim asked, as a claim with nothing to run does.
-func untrustedClaim(ctx context.Context, wait time.Duration) ([]*TaskView, error) {
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-t.C:
-		return nil, nil
-	}
 }

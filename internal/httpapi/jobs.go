@@ -26,6 +26,8 @@ type createJobRequest struct {
 	LeaseSeconds   *int            `json:"lease_seconds"`
 	Priority       *int            `json:"priority"`
 	TimeoutSeconds *int            `json:"timeout_seconds"`
+	Workers        *string         `json:"workers"`
+	Quorum         *int            `json:"quorum"`
 }
 
 type inputRequest struct {
@@ -54,6 +56,15 @@ func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 		Priority:       orDefault(r.Priority, 0),
 		Name:           orDefault(r.Name, ""),
 		TimeoutSeconds: orDefault(r.TimeoutSeconds, 0), // no timeout
+		Quorum:         orDefault(r.Quorum, 0),
+	}
+	// The default mode is stored as "", and only "any" has a quorum (see
+	// domain.JobSpec).
+	if w := domain.WorkerMode(orDefault(r.Workers, "")); w != domain.WorkersTrusted {
+		s.Workers = w
+	}
+	if s.Workers == domain.WorkersAny && r.Quorum == nil {
+		s.Quorum = domain.DefaultQuorum
 	}
 	if len(s.Parameters) == 0 || string(s.Parameters) == "null" {
 		s.Parameters = json.RawMessage("{}")

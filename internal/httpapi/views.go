@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"encoding/json"
 	"time"
 
@@ -32,19 +33,26 @@ type jobJSON struct {
 	MaxAttempts    int               `json:"max_attempts"`
 	LeaseSeconds   int               `json:"lease_seconds"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
+	Workers        domain.WorkerMode `json:"workers"`
+	Quorum         *int              `json:"quorum"` // for workers "any" only
 	ResultSHA256   *string           `json:"result_sha256"`
 }
 
 func jobView(v *engine.JobView) *jobJSON {
 	j := v.Job
-	return &jobJSON{
+	out := &jobJSON{
 		JobID: j.ID, Name: j.Name, Owner: j.Owner, Workload: j.Workload, Status: j.Status, Priority: j.Priority,
 		CreatedAt: j.CreatedAt, UpdatedAt: j.UpdatedAt, FinishedAt: timePtr(j.FinishedAt),
 		Error: strPtr(j.Error), Progress: v.Tasks.Progress(), Tasks: v.Tasks, ProgressToken: v.ProgressToken(),
 		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
 		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),
+		Workers: cmp.Or(j.Workers, domain.WorkersTrusted),
 	}
+	if j.Workers == domain.WorkersAny {
+		out.Quorum = &j.Quorum
+	}
+	return out
 }
 
 // inputJSON says where a worker gets a task's input.
@@ -101,7 +109,7 @@ func taskView(v *engine.TaskView) *taskJSON {
 	switch {
 	case v.Input != nil:
 		out.Input.URL, out.Input.Range, out.Input.HeaderLine = v.Input.URL, v.Input.Range, string(v.Input.Header)
-	case t.InputURI == "" && t.Kind == domain.KindChunk && v.Job != nil && v.Job.UploadID != "":
+	case t.InputURI == "" && t.Kind.ScoresRows() && v.Job != nil && v.Job.UploadID != "":
 		out.Input.URL = inputPath(t.ID)
 	}
 	if j := v.Job; j != nil {

@@ -281,6 +281,17 @@ type Querier interface {
 	// TaskListLeasedBy returns the IDs of the leased tasks whose
 	// LeaseOwner starts with prefix.
 	TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error)
+	// TaskListOpen returns, in claim order (priority descending, then
+	// JobCreatedAt, JobID, ChunkIndex), up to p.Limit runnable tasks
+	// (pending, no RunAfter) of p.Workloads (any when empty) that an
+	// untrusted worker of p.Account may take: chunks whose Workers is
+	// any, or own and whose Owner is p.Account; and replicas none of
+	// whose siblings (the replicas of the same job and ChunkIndex) is
+	// leased or completed with a LeaseOwner of p.Account
+	// (domain.WorkerAccountOf); only replicas with p.ReplicasOnly. Inside
+	// a transaction, where the database
+	// can, it locks them and skips rows another transaction has locked.
+	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)
 
 	// SessionInsert records a dashboard session.
 	SessionInsert(ctx context.Context, s *Session) error
@@ -496,6 +507,14 @@ type TaskClaimParams struct {
 	// which accounts and jobs have runnable work, for FairMemoFor at
 	// most (see ClaimFair).
 	WorkEpoch uint64
+}
+
+// TaskListOpenParams says whose untrusted worker looks for what.
+type TaskListOpenParams struct {
+	Account      string
+	Workloads    []string // empty for any
+	Limit        int
+	ReplicasOnly bool // replicas alone, no chunks
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

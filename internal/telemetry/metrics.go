@@ -250,7 +250,7 @@ var (
 // taskKinds and taskStates are every kind and state, so that a state
 // without tasks reads 0 rather than vanishing.
 var (
-	taskKinds  = []domain.TaskKind{domain.KindChunk, domain.KindStitch, domain.KindTree}
+	taskKinds  = []domain.TaskKind{domain.KindChunk, domain.KindReplica, domain.KindStitch, domain.KindTree}
 	taskStates = []domain.TaskState{domain.TaskWaiting, domain.TaskPending, domain.TaskLeased,
 		domain.TaskCompleted, domain.TaskFailed, domain.TaskCancelled}
 )

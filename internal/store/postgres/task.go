@@ -23,7 +23,7 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 	lease_seconds, lease_owner, lease_expires_at, run_after, priority, job_created_at,
 	input_uri, input_sha256, input_bytes, result, metrics, error, downstream_id,
 	pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner, leased_at`
+	timeout_seconds, attempt_deadline, owner, leased_at, workers`
 
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
@@ -158,7 +158,7 @@ func copyTasks(ctx context.Context, db dbtx, tasks []*domain.Task) error {
 		row[19], row[20], row[21] = t.Error, t.DownstreamID, t.PendingUpstreams
 		row[22], row[23], row[24], row[25] = timeArg(t.CreatedAt), timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version+1
 		row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
-		row[30], row[31] = t.Owner, timeArg(t.LeasedAt)
+		row[30], row[31], row[32] = t.Owner, timeArg(t.LeasedAt), string(t.Workers)
 		return row, nil
 	})
 	_, err := db.CopyFrom(ctx, pgx.Identifier{"tasks"}, taskColumnNames, src)
@@ -479,16 +479,17 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 		created, updated, finished         pgtype.Timestamptz
 		deadline, leased                   pgtype.Timestamptz
 		metrics                            []byte
+		workers                            string
 	)
 	err := row.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &leaseExpires, &runAfter, &t.Priority, &jobCreated,
 		&t.InputURI, &t.InputSHA256, &t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID,
 		&t.PendingUpstreams, &created, &updated, &finished, &t.Version, &t.InputOffset, &t.InputLength,
-		&t.TimeoutSeconds, &deadline, &t.Owner, &leased)
+		&t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers)
 	if err != nil {
 		return nil, err
 	}
-	t.Kind = domain.TaskKind(kind)
+	t.Kind, t.Workers = domain.TaskKind(kind), domain.WorkerMode(workers)
 	t.State = domain.TaskState(state)
 	if metrics != nil {
 		t.Metrics = json.RawMessage(metrics)

@@ -16,8 +16,8 @@ const (
 	taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
 	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner, leased_at`
-	taskNumColumns = 32
+	timeout_seconds, attempt_deadline, owner, leased_at, workers`
+	taskNumColumns = 33
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then single rows, so
@@ -140,7 +140,7 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), jsonArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
 			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline), t.Owner,
-			timeArg(t.LeasedAt))
+			timeArg(t.LeasedAt), string(t.Workers))
 	}
 	_, err := q.exec(ctx, sqlTaskInsert[len(tasks)], args...)
 	return err
@@ -338,18 +338,19 @@ func scanTask(r scanner) (*domain.Task, error) {
 		expires, runAfter, jobCreated sql.NullInt64
 		created, updated, finished    sql.NullInt64
 		deadline, leased              sql.NullInt64
+		workers                       string
 	)
 	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
 		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
-		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased)
+		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("read task row: %w", err)
 	}
-	t.Kind, t.State, t.Metrics = domain.TaskKind(kind), domain.TaskState(state), metrics
+	t.Kind, t.State, t.Metrics, t.Workers = domain.TaskKind(kind), domain.TaskState(state), metrics, domain.WorkerMode(workers)
 	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(expires), timeOf(runAfter), timeOf(jobCreated)
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
 	t.AttemptDeadline, t.LeasedAt = timeOf(deadline), timeOf(leased)

@@ -54,6 +54,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("AccountUse", func(t *testing.T) { t.Parallel(); exerciseAccountUse(t, newStore) })
 	t.Run("Accounting", func(t *testing.T) { t.Parallel(); exerciseAccounting(t, newStore) })
 	t.Run("WorkerKey", func(t *testing.T) { t.Parallel(); exerciseWorkerKeys(t, newStore) })
+	t.Run("TaskListOpen", func(t *testing.T) { t.Parallel(); exerciseTaskListOpen(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.

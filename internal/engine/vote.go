@@ -1,0 +1,235 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// Untrusted workers (SPEC §10). A worker key that no admin trusts may run
+// the chunks of jobs whose workers are "own" (its account's) or "any".
+// It claims them apart from trusted workers (claimOpen), from the index
+// of such tasks, in priority order, one transaction a claim.
+//
+// A chunk of an "any" job with a quorum above 1 that an untrusted worker
+// takes is put to a vote (domain.StartVote): the chunk stays leased to
+// no worker until its vote ends, and replicas of it (tasks of kind
+// replica) are what workers run, each fenced by its own lease as any
+// task is. A replica's worker is never of an account that already runs
+// or ran another replica of the same chunk. Each replica that ends
+// (a result, a failure, an expiry) tallies the vote in the same
+// transaction (settleVote): the chunk takes the first output a quorum
+// of accounts agrees on, and the replicas still running get 409; or it
+// gets more replicas; or it fails. Since the chunk's row is written by
+// every tally, with its version checked, two tallies never both accept.
+
+// claimOpen is claimOnce for an untrusted worker of pr: it leases up to
+// p.Max tasks open to it, at most one replica of each chunk. For a
+// trusted worker it leases replicas alone: trusted claims take chunks
+// the usual way.
+func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Principal) ([]*TaskView, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if p.kind != "" && p.kind != domain.KindChunk {
+		return nil, nil // tree tasks are for trusted workers
+	}
+	e.sweepBeforeClaim(ctx)
+	var leased []*domain.Task
+	made := 0 // pending replicas made, for other workers
+	err := e.tx(ctx, func(q store.Querier) error {
+		leased, made = leased[:0], 0
+		now := e.now()
+		cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
+			Account: pr.Account, Workloads: p.Workloads, Limit: min(p.Max*domain.MaxQuorum, MaxClaimTasks),
+			ReplicasOnly: pr.Trusted,
+		})
+		if err != nil {
+			return err
+		}
+		var writes, inserts []*domain.Task
+		taken := map[string]bool{} // chunks a replica of which this claim took
+		for _, t := range cands {
+			if len(leased) == p.Max {
+				break
+			}
+			chunk := t.ID
+			if t.Kind == domain.KindReplica {
+				chunk, _ = domain.ReplicaOf(t.ID)
+			}
+			if taken[chunk] {
+				continue
+			}
+			if t.Kind == domain.KindChunk && t.Workers == domain.WorkersAny {
+				j, err := e.jobSettingsIn(ctx, q, t.JobID)
+				if err != nil {
+					return err
+				}
+				if j.Quorum > 1 {
+					replicas := domain.StartVote(t, j.Quorum, now)
+					writes = append(writes, t)
+					inserts = append(inserts, replicas...)
+					made += len(replicas) - 1
+					t = replicas[0]
+				}
+			}
+			if t.Version > 0 { // read, not made now
+				writes = append(writes, t)
+			}
+			domain.Lease(t, p.WorkerID, now)
+			taken[chunk] = true
+			leased = append(leased, t)
+		}
+		if err := q.TaskUpdateMany(ctx, writes); err != nil {
+			return err
+		}
+		if err := q.TaskInsert(ctx, inserts); err != nil {
+			return err
+		}
+		return markRunning(ctx, q, leased, now)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	if len(leased) == 0 {
+		return nil, nil
+	}
+	e.held.keep(e.now(), leased...)
+	if made > 0 {
+		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
+	}
+	views, err := e.claimViews(ctx, leased)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		e.releaseUnreceived(ctx, leased, err)
+		return nil, err
+	}
+	e.jobChanged(leased...)
+	for _, t := range leased {
+		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
+	}
+	return views, nil
+}
+
+// markRunning marks the pending jobs of tasks running at now.
+func markRunning(ctx context.Context, q store.Querier, tasks []*domain.Task, now time.Time) error {
+	seen := map[string]bool{}
+	for _, t := range tasks {
+		if seen[t.JobID] {
+			continue
+		}
+		seen[t.JobID] = true
+		j, err := q.JobGet(ctx, t.JobID)
+		if err != nil {
+			return err
+		}
+		if j.Status != domain.JobPending {
+			continue
+		}
+		j.Status, j.UpdatedAt = domain.JobRunning, now
+		if err := q.JobUpdate(ctx, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// vote is what a tally did: the chunk it completed (nil for none), the
+// replicas it stopped, how many it added, and whether it failed the
+// chunk and its job.
+type vote struct {
+	accepted *domain.Task
+	stopped  []*domain.Task
+	added    int
+	failed   bool
+}
+
+// settleVote tallies the vote on the chunk of replica r, which just ended
+// and is written, in the transaction of q at now, and acts on the
+// verdict; trusted says whether r's worker is trusted (the pool's workers
+// always are). A chunk whose vote is over already (its job cancelled or
+// failed) is left as it is.
+func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) (vote, error) {
+	chunkID, ok := domain.ReplicaOf(r.ID)
+	if !ok {
+		return vote{}, fmt.Errorf("replica %s names no chunk", r.ID)
+	}
+	c, err := q.TaskGet(ctx, chunkID)
+	if err != nil {
+		return vote{}, err
+	}
+	if c.State != domain.TaskLeased || c.LeaseOwner != domain.QuorumLeaseOwner {
+		return vote{}, nil
+	}
+	j, err := e.jobSettingsIn(ctx, q, c.JobID)
+	if err != nil {
+		return vote{}, err
+	}
+	ids := make([]string, c.Attempt)
+	for i := range ids {
+		ids[i] = domain.ReplicaID(c.ID, i+1)
+	}
+	replicas, err := q.TaskGetMany(ctx, ids)
+	if err != nil {
+		return vote{}, err
+	}
+	slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
+	v := domain.Tally(c, j.Quorum, replicas, func(x *domain.Task) bool {
+		return x.ID == r.ID && trusted || !strings.Contains(x.LeaseOwner, "/") // the pool
+	})
+	var out vote
+	switch {
+	case v.Accept != nil:
+		domain.Accept(c, v.Accept, now)
+		for _, x := range replicas {
+			if x.State == domain.TaskPending || x.State == domain.TaskLeased {
+				endLease(q, x, now)
+				domain.Outvote(x, now)
+				out.stopped = append(out.stopped, x)
+			}
+		}
+		if err := q.TaskUpdateMany(ctx, append(out.stopped, c)); err != nil {
+			return vote{}, err
+		}
+		out.accepted = c
+		e.log.InfoContext(ctx, "chunk accepted by vote", "task_id", c.ID, "job_id", c.JobID,
+			"replica", v.Accept.ID, "replicas", len(replicas))
+	case v.Fail != "":
+		domain.Retry(c, v.Fail, false, 0, now)
+		if err := q.TaskUpdate(ctx, c); err != nil {
+			return vote{}, err
+		}
+		if err := e.failJob(ctx, q, c, now); err != nil {
+			return vote{}, err
+		}
+		out.failed = true
+		e.log.InfoContext(ctx, "chunk failed its vote", "task_id", c.ID, "job_id", c.JobID, "error", v.Fail)
+	case v.More > 0:
+		more := domain.AddReplicas(c, v.More, now)
+		if err := q.TaskUpdate(ctx, c); err != nil {
+			return vote{}, err
+		}
+		if err := q.TaskInsert(ctx, more); err != nil {
+			return vote{}, err
+		}
+		out.added = len(more)
+	}
+	return out, nil
+}
+
+// replicaNumber is n of a replica's ID (domain.ReplicaID).
+func replicaNumber(t *domain.Task) int {
+	chunk, _ := domain.ReplicaOf(t.ID)
+	n := 0
+	for _, c := range t.ID[len(chunk)+2:] {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}

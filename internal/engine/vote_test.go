@@ -1,0 +1,309 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// key is the context of a worker request with an untrusted key of account.
+func key(ctx context.Context, account string) context.Context {
+	return asWorker(ctx, domain.Principal{Account: account, Key: "k"})
+}
+
+// claimIDs claims up to max tasks for worker w in ctx and returns their IDs.
+func claimIDs(t *testing.T, ctx context.Context, e *engine.Engine, w string, max int) []string {
+	t.Helper()
+	got, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: w, Max: max})
+	if err != nil {
+		t.Fatalf("claim by %s: %v", w, err)
+	}
+	var ids []string
+	for _, v := range got {
+		ids = append(ids, v.ID)
+	}
+	return ids
+}
+
+// anyJob creates a one-chunk job of carol's open to any worker.
+func anyJob(t *testing.T, e *engine.Engine, quorum, maxAttempts int) *engine.JobView {
+	t.Helper()
+	sp := spec(1)
+	sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, quorum, maxAttempts
+	j, _, err := e.CreateJob(as(t.Context(), "carol"), sp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// complete records out as the result of replica id's attempt 1 by worker
+// w of ctx.
+func complete(ctx context.Context, e *engine.Engine, id, w, out string) error {
+	_, err := e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: id, WorkerID: w, Attempt: 1,
+		Output: fmt.Appendf(nil, "id,score\n%s,1\n", out)})
+	return err
+}
+
+// TestWorkerModes: an untrusted key claims the chunks of "any" jobs and of
+// its own account's "own" jobs, never of a "trusted" job or of another
+// account's "own" job; a trusted key and the pool claim all of them.
+func TestWorkerModes(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		jobs := map[string]string{} // job → name
+		for _, j := range []struct {
+			name, owner string
+			workers     domain.WorkerMode
+		}{{"trusted", "bob", ""}, {"own-bob", "bob", domain.WorkersOwn}, {"own-ada", "ada", domain.WorkersOwn}, {"any", "carol", domain.WorkersAny}} {
+			sp := spec(2)
+			sp.Workers = j.workers
+			if j.workers == domain.WorkersAny {
+				sp.Quorum = 1
+			}
+			v, _, err := e.CreateJob(as(ctx, j.owner), sp, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs[v.ID] = j.name
+		}
+		jobsOf := func(ids []string) []string {
+			var names []string
+			for _, id := range ids {
+				names = append(names, jobs[strings.TrimSuffix(strings.TrimSuffix(id, "-0"), "-1")])
+			}
+			slices.Sort(names)
+			return slices.Compact(names)
+		}
+		if got := jobsOf(claimIDs(t, key(ctx, "ada"), e, "a", 100)); !slices.Equal(got, []string{"any", "own-ada"}) {
+			t.Errorf("ada's untrusted key claimed chunks of %v; want any and own-ada", got)
+		}
+		if got := jobsOf(claimIDs(t, key(ctx, "bob"), e, "b", 100)); !slices.Equal(got, []string{"own-bob"}) {
+			t.Errorf("bob's untrusted key claimed chunks of %v; want own-bob (ada holds the rest of what is open)", got)
+		}
+		trusted := asWorker(ctx, domain.Principal{Account: "dave", Key: "k", Trusted: true})
+		if got := jobsOf(claimIDs(t, trusted, e, "d", 1)); !slices.Equal(got, []string{"trusted"}) {
+			t.Errorf("a trusted key claimed chunks of %v; want the trusted job's", got)
+		}
+		if got := claimIDs(t, ctx, e, "pool", 100); len(got) != 1 {
+			t.Errorf("the pool claimed %v; want the trusted job's last chunk", got)
+		}
+	})
+}
+
+// TestQuorum: a chunk of an "any" job that an untrusted worker takes is
+// voted on: its replicas go to workers of distinct accounts, two agreeing
+// outputs complete it with that output and the job completes; a liar's
+// output is outvoted by a third account; outputs that never agree fail
+// the chunk and its job with "no quorum"; and a trusted worker settles a
+// vote alone, the replica still running then losing its lease.
+func TestQuorum(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+
+		t.Run("agree", func(t *testing.T) {
+			j := anyJob(t, e, 2, 1)
+			chunk := j.ID + "-0"
+			r1 := claimIDs(t, key(ctx, "ada"), e, "a1", 5)
+			if !slices.Equal(r1, []string{chunk + ".r1"}) {
+				t.Fatalf("ada claims %v; want replica 1 of %s", r1, chunk)
+			}
+			if got := claimIDs(t, key(ctx, "ada"), e, "a2", 5); len(got) != 0 {
+				t.Errorf("ada's second worker claims %v; want nothing: her account runs this chunk", got)
+			}
+			if got := claimIDs(t, key(ctx, "bob"), e, "b1", 5); !slices.Equal(got, []string{chunk + ".r2"}) {
+				t.Fatalf("bob claims %v; want replica 2", got)
+			}
+			v, err := e.GetTask(ctx, chunk)
+			if err != nil || v.State != domain.TaskLeased || v.LeaseOwner != domain.QuorumLeaseOwner {
+				t.Fatalf("the chunk while voted on: %+v, %v", v, err)
+			}
+			if err := complete(key(ctx, "ada"), e, chunk+".r1", "a1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := e.GetTask(ctx, chunk); v.State != domain.TaskLeased {
+				t.Errorf("the chunk after one vote: %s; want leased still", v.State)
+			}
+			if err := complete(key(ctx, "bob"), e, chunk+".r2", "b1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			v, err = e.GetTask(ctx, chunk)
+			if err != nil || v.State != domain.TaskCompleted || string(v.Result) != "id,score\nx,1\n" {
+				t.Fatalf("the chunk after two agreeing votes: %+v, %v; want completed with x", v, err)
+			}
+			if n, err := e.StitchReadyJobs(ctx); err != nil || n != 1 {
+				t.Fatalf("StitchReadyJobs = %d, %v", n, err)
+			}
+			if jv, err := e.GetJob(ctx, j.ID); err != nil || jv.Status != domain.JobCompleted {
+				t.Errorf("the job: %+v, %v; want completed", jv, err)
+			}
+		})
+
+		t.Run("liar outvoted", func(t *testing.T) {
+			j := anyJob(t, e, 2, 2)
+			chunk := j.ID + "-0"
+			claimIDs(t, key(ctx, "ada"), e, "a1", 1)
+			claimIDs(t, key(ctx, "liar"), e, "l1", 1)
+			if err := complete(key(ctx, "liar"), e, chunk+".r2", "l1", "lie"); err != nil {
+				t.Fatal(err)
+			}
+			if err := complete(key(ctx, "ada"), e, chunk+".r1", "a1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if got := claimIDs(t, key(ctx, "liar"), e, "l2", 1); len(got) != 0 {
+				t.Errorf("the liar's account claims %v again; want nothing", got)
+			}
+			if got := claimIDs(t, key(ctx, "bob"), e, "b1", 1); !slices.Equal(got, []string{chunk + ".r3"}) {
+				t.Fatalf("bob claims %v; want replica 3", got)
+			}
+			if err := complete(key(ctx, "bob"), e, chunk+".r3", "b1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := e.GetTask(ctx, chunk); err != nil || v.State != domain.TaskCompleted || !strings.Contains(string(v.Result), "x,1") {
+				t.Fatalf("the chunk: %+v, %v; want completed with the honest output", v, err)
+			}
+		})
+
+		t.Run("no quorum", func(t *testing.T) {
+			j := anyJob(t, e, 2, 1)
+			chunk := j.ID + "-0"
+			claimIDs(t, key(ctx, "ada"), e, "a1", 1)
+			claimIDs(t, key(ctx, "bob"), e, "b1", 1)
+			if err := complete(key(ctx, "ada"), e, chunk+".r1", "a1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if err := complete(key(ctx, "bob"), e, chunk+".r2", "b1", "y"); err != nil {
+				t.Fatal(err)
+			}
+			jv, err := e.GetJob(ctx, j.ID)
+			if err != nil || jv.Status != domain.JobFailed || !strings.Contains(jv.Error, "no quorum: 2 results disagree") {
+				t.Fatalf("the job: %s %q, %v; want failed with no quorum", jv.Status, jv.Error, err)
+			}
+		})
+
+		t.Run("trusted settles", func(t *testing.T) {
+			j := anyJob(t, e, 2, 1)
+			chunk := j.ID + "-0"
+			claimIDs(t, key(ctx, "ada"), e, "a1", 1)
+			if got := claimIDs(t, ctx, e, "pool", 5); !slices.Equal(got, []string{chunk + ".r2"}) {
+				t.Fatalf("the pool, with nothing else to do, claims %v; want replica 2", got)
+			}
+			if err := complete(ctx, e, chunk+".r2", "pool", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := e.GetTask(ctx, chunk); v.State != domain.TaskCompleted {
+				t.Fatalf("the chunk after the pool's output: %s; want completed", v.State)
+			}
+			err := complete(key(ctx, "ada"), e, chunk+".r1", "a1", "x")
+			if !errors.Is(err, domain.ErrLeaseLost) {
+				t.Errorf("ada's late result: %v; want ErrLeaseLost", err)
+			}
+			if _, err := e.RenewLease(key(ctx, "ada"), chunk+".r1", "a1", 1); !errors.Is(err, domain.ErrLeaseLost) {
+				t.Errorf("ada's heartbeat: %v; want ErrLeaseLost", err)
+			}
+		})
+	})
+}
+
+// TestQuorumRace: untrusted workers of eight accounts, two of them liars
+// each in its own way, race on the replicas of a job's chunks; every
+// chunk ends completed with the output of two accounts at least (two
+// liars and two honest workers fit in the budget of four replicas).
+func TestQuorumRace(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		sp := spec(20)
+		sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, 2, 3
+		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		given := map[string]map[string]string{} // chunk → account → output accepted from it
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				account := fmt.Sprintf("acct%d", w)
+				c := key(ctx, account)
+				for range 200 {
+					got, err := e.ClaimTasks(c, engine.ClaimTasksParams{WorkerID: "w", Max: 1, Wait: 50 * time.Millisecond})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if len(got) == 0 {
+						jv, err := e.GetJob(ctx, j.ID)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if jv.Tasks.Pending+jv.Tasks.Leased == 0 {
+							return
+						}
+						continue
+					}
+					r := got[0]
+					out := "good"
+					if w%4 == 0 { // a liar, in its own way
+						out = "lie-" + account
+					}
+					chunk, _ := domain.ReplicaOf(r.ID)
+					err = complete(c, e, r.ID, "w", out)
+					if err != nil && !errors.Is(err, domain.ErrLeaseLost) && !errors.Is(err, domain.ErrCancelled) {
+						t.Error(err)
+					}
+					if err == nil {
+						mu.Lock()
+						if given[chunk] == nil {
+							given[chunk] = map[string]string{}
+						}
+						given[chunk][account] = out
+						mu.Unlock()
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		tasks, _, err := e.ListTasks(ctx, engine.ListTasksParams{JobID: j.ID, Limit: 100})
+		if err != nil || len(tasks) != 20 {
+			t.Fatalf("the job's chunks: %d, %v", len(tasks), err)
+		}
+		for _, tv := range tasks {
+			v, err := e.GetTask(ctx, tv.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch v.State {
+			case domain.TaskCompleted:
+				agree := 0
+				for _, out := range given[v.ID] {
+					if strings.Contains(string(v.Result), out+",1") {
+						agree++
+					}
+				}
+				if agree < 2 {
+					t.Errorf("%s completed with %q, which %d account(s) gave: %v", v.ID, v.Result, agree, given[v.ID])
+				}
+			default:
+				t.Errorf("%s is %s after every worker stopped", v.ID, v.State)
+			}
+		}
+	})
+}

@@ -1,0 +1,39 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
+// jobs that untrusted workers may run, and locks what it returns, passing
+// over rows that concurrent claims hold. $3 is the account followed by
+// '/', which starts the lease owner of each of its keys' workers.
+const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
+WHERE state = 'pending' AND workers <> '' AND run_after IS NULL
+AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $5 OR kind = 'replica')
+AND CASE kind
+	WHEN 'chunk' THEN workers = 'any' OR owner = $1
+	WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
+		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.chunk_index = t.chunk_index
+		AND s.state IN ('leased', 'completed') AND starts_with(s.lease_owner, $3))
+	ELSE false END
+ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
+LIMIT $4
+FOR UPDATE OF t SKIP LOCKED`
+
+// TaskListOpen returns the runnable tasks an untrusted worker of
+// p.Account may take (see store.Querier).
+func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams) ([]*domain.Task, error) {
+	workloads := p.Workloads
+	if workloads == nil {
+		workloads = []string{}
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Account+"/", p.Limit, p.ReplicasOnly)
+	if err != nil {
+		return nil, translate(err, "list the tasks open to %s", p.Account)
+	}
+	return collectTasks(rows, "list the tasks open to %s", p.Account)
+}

@@ -1,0 +1,37 @@
+package sqlite
+
+import (
+	"context"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
+// jobs that untrusted workers may run. ?3 is the account followed by
+// '/', which starts the lease owner of each of its keys' workers.
+var sqlTaskListOpen = newStatement(`SELECT ` + taskColumns + ` FROM tasks AS t INDEXED BY tasks_claim_open
+	WHERE state = 'pending' AND workers <> '' AND run_after IS NULL
+	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?5 OR kind = 'replica')
+	AND CASE kind
+		WHEN 'chunk' THEN workers = 'any' OR owner = ?1
+		WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
+			WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.chunk_index = t.chunk_index
+			AND s.state IN ('leased', 'completed') AND substr(s.lease_owner, 1, length(?3)) = ?3)
+		ELSE 0 END
+	ORDER BY priority DESC, job_created_at, job_id, chunk_index LIMIT ?4`)
+
+// TaskListOpen returns the runnable tasks an untrusted worker of
+// p.Account may take (see store.Querier). SQLite has one writer, so no
+// other transaction takes them before this one ends.
+func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams) ([]*domain.Task, error) {
+	workloads := p.Workloads
+	if workloads == nil {
+		workloads = []string{}
+	}
+	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Account+"/", p.Limit, boolArg(p.ReplicasOnly))
+	if err != nil {
+		return nil, translate(err, "list the tasks open to %s", p.Account)
+	}
+	return out, nil
+}

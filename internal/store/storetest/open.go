@@ -1,0 +1,88 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// exerciseTaskListOpen: an untrusted worker of an account finds, in claim
+// order, the chunks of "any" jobs, the chunks of its account's "own"
+// jobs, and the replicas of chunks none of whose other replicas its
+// account holds or completed; never a trusted job's chunk, another
+// account's "own" chunk, a task in backoff, or another workload's; and
+// the workers mode reads back as written. Asked for replicas alone, it
+// finds no chunk.
+func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	ctx := t.Context()
+	at := Epoch()
+	mk := func(id, owner string, workers domain.WorkerMode, priority, index int) *domain.Task {
+		c := claimable(id, "j-"+id, priority, at, index)
+		c.Owner, c.Workers = owner, workers
+		return c
+	}
+	replica := func(chunk, id, owner string, state domain.TaskState, leaseOwner string) *domain.Task {
+		r := claimable(id, "j-"+chunk, 0, at, 0)
+		r.Kind, r.Owner, r.Workers, r.State, r.LeaseOwner = domain.KindReplica, owner, domain.WorkersAny, state, leaseOwner
+		if state == domain.TaskLeased {
+			r.Attempt, r.LeaseExpiresAt = 1, at.Add(time.Minute)
+		}
+		return r
+	}
+	backoff := mk("backoff", "carol", domain.WorkersAny, 9, 0)
+	backoff.RunAfter = at.Add(time.Hour)
+	other := mk("other", "carol", domain.WorkersAny, 9, 0)
+	other.Workload = "dock"
+	insertTasks(t, s,
+		mk("trusted", "carol", "", 9, 0),
+		mk("any-low", "carol", domain.WorkersAny, -1, 0),
+		mk("any", "carol", domain.WorkersAny, 1, 0),
+		mk("own-alice", "alice", domain.WorkersOwn, 1, 1),
+		mk("own-bob", "bob", domain.WorkersOwn, 1, 2),
+		backoff, other,
+		// Chunk x: alice runs one replica, so the other is bob's to take.
+		replica("x", "x.r1", "carol", domain.TaskLeased, "alice/laptop@w1"),
+		replica("x", "x.r2", "carol", domain.TaskPending, ""),
+		// Chunk y: alice's replica failed; she may try again.
+		replica("y", "y.r1", "carol", domain.TaskFailed, "alice/laptop@w1"),
+		replica("y", "y.r2", "carol", domain.TaskPending, ""),
+		// Chunk z: bob completed one; alice may take the other.
+		replica("z", "z.r1", "carol", domain.TaskCompleted, "bob/pc@w2"),
+		replica("z", "z.r2", "carol", domain.TaskPending, "alice/laptop@w1"), // released by alice earlier
+	)
+	if got, err := s.TaskGet(ctx, "own-alice"); err != nil || got.Workers != domain.WorkersOwn {
+		t.Fatalf("TaskGet(own-alice) = %+v, %v; want workers own", got, err)
+	}
+	list := func(account string, workloads []string, limit int, replicasOnly bool) []string {
+		t.Helper()
+		got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: account, Workloads: workloads, Limit: limit, ReplicasOnly: replicasOnly})
+		if err != nil {
+			t.Fatalf("TaskListOpen(%s): %v", account, err)
+		}
+		return taskIDs(got)
+	}
+	for _, tc := range []struct {
+		account   string
+		workloads []string
+		limit     int
+		want      []string
+	}{
+		{"alice", nil, 100, []string{"other", "any", "own-alice", "y.r2", "z.r2", "any-low"}},
+		{"bob", nil, 100, []string{"other", "any", "own-bob", "x.r2", "y.r2", "any-low"}},
+		{"dave", nil, 100, []string{"other", "any", "x.r2", "y.r2", "z.r2", "any-low"}},
+		{"dave", []string{"dock"}, 100, []string{"other"}},
+		{"dave", []string{"dock", "tanimoto"}, 2, []string{"other", "any"}},
+	} {
+		if got := list(tc.account, tc.workloads, tc.limit, false); !slices.Equal(got, tc.want) {
+			t.Errorf("TaskListOpen(%s, %v, %d) = %v; want %v", tc.account, tc.workloads, tc.limit, got, tc.want)
+		}
+	}
+	// The pool (no account) looks for replicas alone.
+	if got, want := list("", nil, 100, true), []string{"x.r2", "y.r2", "z.r2"}; !slices.Equal(got, want) {
+		t.Errorf("TaskListOpen of replicas alone = %v; want %v", got, want)
+	}
+}
