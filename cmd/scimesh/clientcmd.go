@@ -163,6 +163,8 @@ the same later for a job submitted without --wait.
 	f.IntVar(&req.MaxAttempts, "max-attempts", 0, "attempts per chunk before the job fails (default 3)")
 	f.IntVar(&req.LeaseSeconds, "lease-seconds", 0, "seconds a worker holds a chunk between heartbeats (default 120)")
 	f.IntVar(&req.Priority, "priority", 0, "higher runs first, -1000 to 1000")
+	f.StringVar(&req.Workers, "workers", "", `who may run the chunks: "trusted" (the default), "own" (also your worker keys) or "any" (any worker key, with a quorum)`)
+	f.IntVar(&req.Quorum, "quorum", 0, `with --workers any: accounts that must agree on an untrusted worker's output, 1-5 (default 2)`)
 	f.StringArrayVar(&params, "param", nil, "workload parameter KEY=VALUE (string) or KEY:=JSON; repeatable")
 	f.BoolVar(&noHeader, "no-header", false, "the table has no header line")
 	f.BoolVar(&wait, "wait", false, "wait for the job, show its progress and write its result")

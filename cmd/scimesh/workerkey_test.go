@@ -175,18 +175,27 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Errorf("the revoked key's worker still runs 30 s after the revocation")
 	}
 
+	if got, want := usageByWorkerAccount(t, p.url), map[string]int{"alice": 3, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and two revoked leases; the pool: 1)", got, want)
+	}
+}
+
+// usageByWorkerAccount is the attempts of all time by worker account, as
+// the admin reads them from the coordinator at url ("" is the pool).
+func usageByWorkerAccount(t *testing.T, url string) map[string]int {
+	t.Helper()
 	var usage struct {
 		Usage []struct {
 			WorkerAccount string `json:"worker_account"`
 			Tasks         int    `json:"tasks"`
 		}
 	}
-	call(t, "GET", p.url+"/usage?by=worker_account", "ctok", nil, &usage)
+	if s := call(t, "GET", url+"/usage?by=worker_account", "ctok", nil, &usage); s != 200 {
+		t.Fatalf("GET /usage?by=worker_account: %d", s)
+	}
 	got := map[string]int{}
 	for _, u := range usage.Usage {
 		got[u.WorkerAccount] = u.Tasks
 	}
-	if want := map[string]int{"alice": 3, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and two revoked leases; the pool: 1)", got, want)
-	}
+	return got
 }

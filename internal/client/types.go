@@ -57,6 +57,11 @@ type JobRequest struct {
 	Priority     int             `json:"priority,omitempty"`
 	// TimeoutSeconds bounds each attempt's run; 0 for no limit.
 	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// Workers says who may run the chunks: "trusted" (when empty), "own"
+	// or "any"; Quorum, for "any" alone, how many accounts must agree on
+	// an untrusted worker's output (0: the default, 2).
+	Workers string `json:"workers,omitempty"`
+	Quorum  int    `json:"quorum,omitempty"`
 }
 
 // JobInput names a job's input: an upload, or chunks hosted elsewhere.
@@ -109,6 +114,8 @@ type Job struct {
 	Order         string          `json:"order"`
 	MaxAttempts   int             `json:"max_attempts"`
 	LeaseSeconds  int             `json:"lease_seconds"`
+	Workers       string          `json:"workers"`       // who may run its chunks: trusted, own or any
+	Quorum        int             `json:"quorum"`        // for workers "any"; else 0
 	ResultSHA256  string          `json:"result_sha256"` // of the final CSV, once completed
 }
 
