@@ -107,6 +107,8 @@ class Client:
         has_header: Optional[bool] = None,
         max_attempts: Optional[int] = None,
         lease_seconds: Optional[int] = None,
+        workers: Optional[str] = None,
+        quorum: Optional[int] = None,
         idempotency_key: Optional[str] = None,
     ) -> "Job":
         """Uploads ``source`` and creates a job over it: score every row with
@@ -123,6 +125,11 @@ class Client:
         ``score_column`` "score", ``order`` "desc" (or "asc"), ``name``
         the path's base name (``""`` for what is not a path), ``priority`` 0 (higher first), ``timeout_seconds`` 0 (none),
         ``has_header`` True, ``max_attempts`` 3, ``lease_seconds`` 120.
+
+        ``workers`` says who may run the chunks: "trusted" (the default),
+        "own" (also this account's worker keys) or "any" (any worker key);
+        with "any", ``quorum`` (1-5, default 2) accounts must agree on an
+        untrusted worker's output before it counts.
 
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
@@ -144,6 +151,8 @@ class Client:
             "lease_seconds": lease_seconds,
             "priority": priority,
             "timeout_seconds": timeout_seconds,
+            "workers": workers,
+            "quorum": quorum,
         }
         spec.update({k: v for k, v in options.items() if v is not None})
         key = idempotency_key or str(uuid.uuid4())
@@ -330,6 +339,17 @@ class Job:
     def owner(self) -> str:
         """The account that created the job."""
         return self.data.get("owner") or ""
+
+    @property
+    def workers(self) -> str:
+        """Who may run the job's chunks: "trusted", "own" or "any"."""
+        return self.data.get("workers") or "trusted"
+
+    @property
+    def quorum(self) -> Optional[int]:
+        """The accounts that must agree on an untrusted worker's output,
+        for a job whose workers are "any"; else None."""
+        return self.data.get("quorum")
 
     @property
     def done(self) -> bool:
