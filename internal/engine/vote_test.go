@@ -46,10 +46,14 @@ func anyJob(t *testing.T, e *engine.Engine, quorum, maxAttempts int) *engine.Job
 	return j
 }
 
-// complete records out as the result of replica id's attempt 1 by worker
-// w of ctx.
+// complete records out as the result of the last attempt of replica id by
+// worker w of ctx.
 func complete(ctx context.Context, e *engine.Engine, id, w, out string) error {
-	_, err := e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: id, WorkerID: w, Attempt: 1,
+	v, err := e.GetTask(context.WithoutCancel(ctx), id)
+	if err != nil {
+		return err
+	}
+	_, err = e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: id, WorkerID: w, Attempt: v.Attempt,
 		Output: fmt.Appendf(nil, "id,score\n%s,1\n", out)})
 	return err
 }
@@ -191,6 +195,39 @@ func TestQuorum(t *testing.T) {
 			jv, err := e.GetJob(ctx, j.ID)
 			if err != nil || jv.Status != domain.JobFailed || !strings.Contains(jv.Error, "no quorum: 2 results disagree") {
 				t.Fatalf("the job: %s %q, %v; want failed with no quorum", jv.Status, jv.Error, err)
+			}
+		})
+
+		t.Run("revoked mid-replica", func(t *testing.T) {
+			if _, _, err := e.CreateAccount(ctx, domain.Account{Name: "fay"}); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := e.CreateWorkerKey(as(ctx, "fay"), "k"); err != nil {
+				t.Fatal(err)
+			}
+			j := anyJob(t, e, 2, 1)
+			chunk := j.ID + "-0"
+			if got := claimIDs(t, key(ctx, "fay"), e, "f1", 1); !slices.Equal(got, []string{chunk + ".r1"}) {
+				t.Fatalf("fay claims %v; want replica 1", got)
+			}
+			if n, err := e.RevokeWorkerKey(as(ctx, "fay"), "k"); err != nil || n != 1 {
+				t.Fatalf("revoke fay/k: %d released, %v; want 1", n, err)
+			}
+			v, err := e.GetTask(ctx, chunk+".r1")
+			if err != nil || v.State != domain.TaskPending || v.MaxAttempts != 2 {
+				t.Fatalf("the revoked key's replica: %+v, %v; want pending, its attempt not counted", v.Task, err)
+			}
+			for _, a := range []string{"ada", "bob"} {
+				ids := claimIDs(t, key(ctx, a), e, a, 1)
+				if len(ids) != 1 {
+					t.Fatalf("%s claims %v; want a replica", a, ids)
+				}
+				if err := complete(key(ctx, a), e, ids[0], a, "x"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if v, _ := e.GetTask(ctx, chunk); v.State != domain.TaskCompleted {
+				t.Errorf("the chunk: %s; want completed by ada and bob", v.State)
 			}
 		})
 
