@@ -24,6 +24,7 @@ type jobForm struct {
 	UploadID, UploadName, Rows          string // the file uploaded, its name and its rows
 	Name, Workload, Parameters          string
 	TopK, ChunkRows, ScoreColumn, Order string
+	Workers, Quorum                     string // who may run the chunks; for "any", the quorum
 }
 
 type newJobData struct {
@@ -31,6 +32,7 @@ type newJobData struct {
 	Workloads []*engine.WorkloadView
 	Window    string
 	MaxUpload string
+	Quorums   []int // the quorums a job may ask for
 	Error     string
 }
 
@@ -38,6 +40,7 @@ type newJobData struct {
 var newJobDefaults = jobForm{
 	TopK: strconv.Itoa(domain.DefaultTopK), ChunkRows: strconv.Itoa(domain.DefaultChunkRows),
 	ScoreColumn: domain.DefaultScoreColumn, Order: string(domain.Desc),
+	Workers: string(domain.WorkersTrusted), Quorum: strconv.Itoa(domain.DefaultQuorum),
 }
 
 func (u *UI) newJob(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +56,8 @@ func (u *UI) renderNewJob(w http.ResponseWriter, r *http.Request, status int, f 
 		return
 	}
 	u.render(w, r, status, "newjob", "New job", "jobs", newJobData{Form: f, Workloads: ws, Error: msg,
-		Window: fmt.Sprintf("%d minutes", int(engine.WorkersWindow.Minutes())), MaxUpload: domain.SizeText(u.cfg.MaxUpload)})
+		Window: fmt.Sprintf("%d minutes", int(engine.WorkersWindow.Minutes())), MaxUpload: domain.SizeText(u.cfg.MaxUpload),
+		Quorums: []int{1, 2, 3, 4, 5}})
 }
 
 // createJob creates the job the form describes and opens its page.
@@ -61,7 +65,8 @@ func (u *UI) createJob(w http.ResponseWriter, r *http.Request) {
 	v := r.PostForm.Get
 	f := jobForm{UploadID: v("upload_id"), UploadName: v("upload_name"), Rows: v("rows"), Name: v("name"),
 		Workload: strings.TrimSpace(v("workload")), Parameters: v("parameters"), TopK: v("top_k"),
-		ChunkRows: v("chunk_rows"), ScoreColumn: v("score_column"), Order: v("order")}
+		ChunkRows: v("chunk_rows"), ScoreColumn: v("score_column"), Order: v("order"),
+		Workers: v("workers"), Quorum: v("quorum")}
 	spec, err := f.spec()
 	var j *engine.JobView
 	if err == nil {
@@ -108,11 +113,22 @@ func (f *jobForm) spec() (*domain.JobSpec, error) {
 	if order == "" {
 		order = domain.Desc
 	}
-	return &domain.JobSpec{
+	s := &domain.JobSpec{
 		Name: strings.TrimSpace(f.Name), Workload: f.Workload, Parameters: params, UploadID: f.UploadID,
 		ChunkRows: chunkRows, HasHeader: true, TopK: topK, ScoreColumn: score, Order: order,
 		MaxAttempts: domain.DefaultMaxAttempts, LeaseSeconds: domain.DefaultLeaseSeconds,
-	}, nil
+	}
+	// As the REST API stores them: the default mode as "", a quorum for
+	// "any" alone (see domain.JobSpec).
+	if w := domain.WorkerMode(f.Workers); w != domain.WorkersTrusted {
+		s.Workers = w
+	}
+	if s.Workers == domain.WorkersAny {
+		if s.Quorum, err = formInt("quorum", f.Quorum, domain.DefaultQuorum); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
 }
 
 // formInt reads the whole number of field name, def when left empty.

@@ -31,7 +31,8 @@ func TestNewJob(t *testing.T) {
 	c := client(t)
 	login(t, c, srv.URL, ada)
 	resp, page := get(t, c, srv.URL+"/ui/jobs/new")
-	if resp.StatusCode != 200 || !strings.Contains(page, `<option value="copy">copy (1 worker)</option>`) || !strings.Contains(page, `<option value="dock">`) {
+	if resp.StatusCode != 200 || !strings.Contains(page, `<option value="copy">copy (1 worker)</option>`) || !strings.Contains(page, `<option value="dock">`) ||
+		!strings.Contains(page, `<option value="trusted" selected>`) || !strings.Contains(page, `<option value="2" selected>2</option>`) {
 		t.Fatalf("new-job page: %d, without the workloads w1 announced:\n%s", resp.StatusCode, page)
 	}
 	m := csrfRe.FindStringSubmatch(page)
@@ -85,7 +86,8 @@ func TestNewJob(t *testing.T) {
 		return resp, string(b)
 	}
 	good := url.Values{"csrf": {csrf}, "upload_id": {up.UploadID}, "upload_name": {"t.csv"}, "name": {"t.csv"}, "workload": {"copy"},
-		"parameters": {"radius=2\n\nexact:=true"}, "top_k": {"2"}, "chunk_rows": {"1"}, "score_column": {"value"}, "order": {"asc"}}
+		"parameters": {"radius=2\n\nexact:=true"}, "top_k": {"2"}, "chunk_rows": {"1"}, "score_column": {"value"}, "order": {"asc"},
+		"workers": {"any"}, "quorum": {"3"}}
 	with := func(k, v string) url.Values {
 		f := url.Values{}
 		for key, vs := range good {
@@ -109,6 +111,8 @@ func TestNewJob(t *testing.T) {
 		{with("parameters", "radius"), http.StatusBadRequest, "write KEY=VALUE", "a parameter line without ="},
 		{with("parameters", `{"radius": `), http.StatusBadRequest, "not a JSON object", "bad JSON parameters"},
 		{with("upload_id", "s0:uno-such-upload"), http.StatusNotFound, "does not exist", "an upload that does not exist"},
+		{with("workers", "everyone"), http.StatusBadRequest, "workers &#34;everyone&#34;", "workers everyone"},
+		{with("quorum", "9"), http.StatusBadRequest, "quorum is 9", "quorum 9"},
 	} {
 		resp, page := post(c.form)
 		if resp.StatusCode != c.status || !strings.Contains(page, c.want) {
@@ -132,7 +136,12 @@ func TestNewJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	if j.Owner != "ada" || j.Name != "t.csv" || j.Workload != "copy" || string(j.Parameters) != `{"exact":true,"radius":"2"}` ||
-		j.TopK != 2 || j.ChunkRows != 1 || j.ScoreColumn != "value" || j.Order != domain.Asc || j.Tasks.Total != 3 {
+		j.TopK != 2 || j.ChunkRows != 1 || j.ScoreColumn != "value" || j.Order != domain.Asc || j.Tasks.Total != 3 ||
+		j.Workers != domain.WorkersAny || j.Quorum != 3 {
 		t.Errorf("job made by the form: %+v, %+v", j.Job, j.Tasks)
+	}
+	_, page = get(t, c, srv.URL+"/ui/jobs/"+id)
+	if !strings.Contains(page, `<span id="workers">any worker, 3 accounts agreeing</span>`) {
+		t.Errorf("the job's page does not say who runs it:\n%s", page)
 	}
 }
