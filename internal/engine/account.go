@@ -248,6 +248,7 @@ func (e *Engine) UpdateAccount(ctx context.Context, name string, c AccountChange
 	if err != nil {
 		return nil, err // each error names the account, or the setting refused
 	}
+	e.authChanged() // its keys' workers are refused once it is disabled
 	return out, nil
 }
 

@@ -126,6 +126,7 @@ type Engine struct {
 	// they read about who has work only while it stays
 	// (store.TaskClaimParams.WorkEpoch).
 	workEpoch atomic.Uint64
+	keys      *keyCache // the principals of worker keys looked up lately
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time
@@ -216,6 +217,7 @@ func New(s store.Store, cfg Config) *Engine {
 		uploadKeys:  map[string]string{},
 		seenLog:     seenLog{last: map[string]seenAt{}},
 		held:        newHeld(),
+		keys:        newKeyCache(),
 		pageBytes:   stitchPageBytes,
 	}
 	e.claims = newGroups(claimRunMax, e.claimRun)

@@ -106,6 +106,7 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 	defer wg.Wait()
 	wg.Go(func() {
 		for {
+			e.keys.clear() // what another process changed while this one was not listening
 			err := sig.ListenWork(ctx, e.wakeFor)
 			if ctx.Err() != nil {
 				return
@@ -141,11 +142,16 @@ func (e *Engine) relayWork(ctx context.Context, sig workSignal) {
 func (e *Engine) wakeFor(payload string) {
 	var n workNote
 	if err := json.Unmarshal([]byte(payload), &n); err != nil || n.From == "" {
+		e.keys.clear()
 		e.workEpoch.Add(1)
 		e.claimers.wake("", "", -1)
 		return
 	}
 	if n.From == e.self {
+		return
+	}
+	if n.Kind == authNote {
+		e.keys.clear()
 		return
 	}
 	e.workEpoch.Add(1)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 )
@@ -11,10 +12,11 @@ import (
 // TestWakeForAnotherProcessesWork: a notification from another process
 // wakes only the waiting claims its work can feed; this process's own
 // notifications wake nothing (it woke its claims as it made the work); a
-// payload it cannot read wakes every claim.
+// payload it cannot read wakes every claim. A note that worker keys
+// changed wakes none and forgets the keys this process remembers.
 func TestWakeForAnotherProcessesWork(t *testing.T) {
 	t.Parallel()
-	e := &Engine{claimers: &claimers{max: 10}, self: "me"}
+	e := &Engine{claimers: &claimers{max: 10}, self: "me", keys: newKeyCache()}
 	join := func(workloads ...string) *claimer {
 		w, err := e.claimers.join(domain.KindChunk, workloads, 1)
 		if err != nil {
@@ -50,10 +52,17 @@ func TestWakeForAnotherProcessesWork(t *testing.T) {
 		{"tree work", note(workNote{From: "other", Kind: domain.KindTree, N: 5}), []bool{false, false, false, false}},
 		{"an unknown amount", note(workNote{From: "other", Kind: domain.KindChunk, Workload: "b", N: -1}), []bool{true, true, true, true}},
 		{"a payload of an older version", "", []bool{true, true, true, true}},
+		{"worker keys changed", note(workNote{From: "other", Kind: authNote, N: 1}), []bool{false, false, false, false}},
 	} {
+		_, _, gen := e.keys.get("h", time.Now())
+		e.keys.put("h", domain.Principal{Account: "ada"}, time.Now(), gen)
 		e.wakeFor(c.payload)
 		if got := woken(); !slices.Equal(got, c.want) {
 			t.Errorf("%s: woken %v, want %v", c.name, got, c.want)
+		}
+		_, kept, _ := e.keys.get("h", time.Now())
+		if forget := c.payload == "" || c.name == "worker keys changed"; kept == forget {
+			t.Errorf("%s: a remembered key kept %v, want %v", c.name, kept, !forget)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -98,6 +99,7 @@ func (e *Engine) RevokeWorkerKey(ctx context.Context, name string) (int, error) 
 	if err != nil {
 		return 0, mapStoreErr(fmt.Errorf("revoke worker key %s: %w", name, err))
 	}
+	e.authChanged()
 	e.held.forget(released...)
 	e.released(released)
 	return len(released), nil
@@ -135,6 +137,7 @@ func (e *Engine) TrustWorkerKey(ctx context.Context, account, name string, trust
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("set the trust of worker key %s: %w", target, err))
 	}
+	e.authChanged()
 	return out, nil
 }
 
@@ -160,7 +163,12 @@ func (e *Engine) AuthenticateWorker(ctx context.Context, key string) (domain.Pri
 	if !domain.LooksLikeWorkerKey(key) {
 		return domain.Principal{}, refused // no key's: not worth a lookup
 	}
-	k, err := e.store.WorkerKeyGet(ctx, TokenHash(key))
+	hash, now := TokenHash(key), time.Now()
+	p, ok, gen := e.keys.get(hash, now)
+	if ok {
+		return p, nil
+	}
+	k, err := e.store.WorkerKeyGet(ctx, hash)
 	if errors.Is(err, store.ErrNotFound) {
 		return domain.Principal{}, refused
 	}
@@ -174,5 +182,7 @@ func (e *Engine) AuthenticateWorker(ctx context.Context, key string) (domain.Pri
 	if err != nil {
 		return domain.Principal{}, mapStoreErr(fmt.Errorf("read account %s: %w", k.Account, err))
 	}
-	return domain.Principal{Account: k.Account, Key: k.Name, Trusted: k.Trusted}, nil
+	p = domain.Principal{Account: k.Account, Key: k.Name, Trusted: k.Trusted}
+	e.keys.put(hash, p, now, gen)
+	return p, nil
 }
