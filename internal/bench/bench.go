@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,16 @@ type Config struct {
 	// TaskTime is how long a worker holds each task it claims before it
 	// sends the result; 0 sends it at once.
 	TaskTime time.Duration
+
+	// WorkerTokens, when set with Coordinator, are the tokens (worker
+	// keys, say, of different accounts) the REST workers of the client
+	// load generator use in turn, in place of WorkerToken.
+	WorkerTokens []string
+	// JobWorkers and Quorum are the workers mode and the quorum of the
+	// job seeded over REST (domain.WorkerMode; "" for trusted); with
+	// either, the report adds the job's chunks completed per second.
+	JobWorkers string
+	Quorum     int
 }
 
 // driveREST is the REST load generator c.Load names: drive or driveLean.
@@ -129,6 +140,9 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 		}
 	default:
 		return fmt.Errorf("--load %q: use client or lean", c.Load)
+	}
+	if (len(c.WorkerTokens) > 0 || c.JobWorkers != "" || c.Quorum > 0) && (c.Coordinator == "" || c.Load == LoadLean || c.Protocol == ProtocolGRPC || c.Accounts > 0) {
+		return fmt.Errorf("--worker-tokens, --job-workers and --quorum drive one job on a coordinator of another process (--coordinator) with the client load generator over REST")
 	}
 	if c.Accounts > 0 && (c.Coordinator == "" || c.Protocol == ProtocolGRPC || c.JobsPerAccount < 1) {
 		return fmt.Errorf("--accounts drives a coordinator of another process over REST (--coordinator), with --jobs-per-account ≥ 1")
@@ -287,12 +301,20 @@ const noopOutput = "id,score\nx,1\n"
 func drive(ctx context.Context, base, token string, workloads []string, c Config) result {
 	// One keep-alive pool for all the workers, two connections each, and
 	// no timeout beyond the run's: what the figures have always measured.
-	cl := client.New(base, token, client.WithTimeout(0),
-		client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}))
-	defer cl.CloseIdleConnections()
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: c.Workers * 2}}
+	tokens := c.WorkerTokens
+	if len(tokens) == 0 {
+		tokens = []string{token}
+	}
+	clients := make([]*client.Client, len(tokens))
+	for i, tok := range tokens {
+		clients[i] = client.New(base, tok, client.WithTimeout(0), client.WithHTTPClient(hc))
+	}
+	defer hc.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
 	try := func(f func() error) (time.Duration, int, error) { return retry(client.IsRetryable, f) }
 	return work(ctx, c, func(id string, n int) (lifecycle, error) {
+		cl := clients[workerNumber(id)%len(clients)]
 		// One task is claimed with the single form, more with the batch
 		// form.
 		var tasks []client.Task
@@ -362,6 +384,12 @@ func hold(ctx context.Context, d time.Duration) {
 // work runs c.Workers workers, named bench-N, each taking turns (cycle)
 // of up to c.Batch tasks, until c.Tasks lifecycles completed, a turn
 // failed, or ctx is done; a turn under way then finishes first.
+// workerNumber is w of the worker ID work gives worker w.
+func workerNumber(id string) int {
+	n, _ := strconv.Atoi(strings.TrimPrefix(id, "bench-"))
+	return n
+}
+
 func work(ctx context.Context, c Config, cycle func(id string, n int) (lifecycle, error)) result {
 	var (
 		remaining, done, retried atomic.Int64

@@ -54,7 +54,7 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 	case c.Accounts > 0:
 		owner, weights, err = seedAccounts(ctx, c, s.workload, n)
 	default:
-		s.jobID, err = seedJob(ctx, base, c.ClientToken, s.workload, n)
+		s.jobID, err = seedJob(ctx, base, c, s.workload, n)
 	}
 	if err != nil {
 		return nil, err
@@ -105,6 +105,14 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 		}
 	}
 	report(out, c, res, pending)
+	if c.JobWorkers != "" || c.Quorum > 0 {
+		job, err := client.New(base, c.ClientToken).GetJob(ctx, s.jobID)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(out, "job workers %q, quorum %d: %d chunks completed = %.0f chunks/s\n", job.Workers, job.Quorum,
+			job.Tasks.Completed, float64(job.Tasks.Completed)/res.elapsed.Seconds())
+	}
 	if c.Accounts > 0 {
 		reportShares(out, res, owner, weights)
 	}
@@ -113,15 +121,15 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 
 // seedJob creates one job of n hosted chunks of workload with POST /jobs. The no-op
 // workers never fetch a chunk, so the URIs need not answer.
-func seedJob(ctx context.Context, base, token, workload string, n int) (string, error) {
+func seedJob(ctx context.Context, base string, c Config, workload string, n int) (string, error) {
 	chunks := make([]client.ChunkRef, n)
 	for i := range chunks {
 		chunks[i] = client.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: strings.Repeat("0", 64)}
 	}
-	cl := client.New(base, token, client.WithTimeout(0))
+	cl := client.New(base, c.ClientToken, client.WithTimeout(0))
 	defer cl.CloseIdleConnections()
 	job, err := cl.CreateJob(ctx, &client.JobRequest{Name: "bench", Workload: workload, TopK: 1, MaxAttempts: 3, LeaseSeconds: 600,
-		Input: client.JobInput{Chunks: chunks}}, "")
+		Input: client.JobInput{Chunks: chunks}, Workers: c.JobWorkers, Quorum: c.Quorum}, "")
 	if err != nil {
 		return "", fmt.Errorf("seed a job of %d chunks: %w", n, err)
 	}
