@@ -66,7 +66,11 @@ func (p Principal) LeaseOwner(worker string) string {
 }
 
 // LeaseOwnerPrefix starts the lease owner of every worker of key p.
-func (p Principal) LeaseOwnerPrefix() string { return p.Account + "/" + p.Key + "@" }
+func (p Principal) LeaseOwnerPrefix() string { return AccountLeasePrefix(p.Account) + p.Key + "@" }
+
+// AccountLeasePrefix starts the lease owner of every worker of every key
+// of account.
+func AccountLeasePrefix(account string) string { return account + "/" }
 
 // Holds reports whether t is leased to a worker of p, when p is a key:
 // a key's workers may read only what they hold. The pool may read any.
@@ -77,9 +81,18 @@ func (p Principal) Holds(t *Task) bool {
 // WorkerAccountOf returns the account of the worker key a lease owner
 // holds its lease with (see Principal.LeaseOwner), or "" for the pool.
 func WorkerAccountOf(leaseOwner string) string {
-	account, _, ok := strings.Cut(leaseOwner, "/")
-	if !ok {
-		return ""
-	}
+	account, _, _ := SplitLeaseOwner(leaseOwner)
 	return account
+}
+
+// SplitLeaseOwner returns the parts of a lease owner (see
+// Principal.LeaseOwner): the account and the name of the worker key it
+// holds its leases with ("" and "" for the pool), and the worker's own ID.
+func SplitLeaseOwner(leaseOwner string) (account, key, worker string) {
+	account, rest, ok := strings.Cut(leaseOwner, "/")
+	if !ok {
+		return "", "", leaseOwner
+	}
+	key, worker, _ = strings.Cut(rest, "@")
+	return account, key, worker
 }
