@@ -227,6 +227,10 @@ type Querier interface {
 	// WorkerList returns up to p.Limit workers (all when 0 or less) seen
 	// at or after p.Since, most recently seen first (then by ID).
 	WorkerList(ctx context.Context, p *WorkerListParams) ([]*Worker, error)
+	// WorkerPage returns up to p.Limit workers (all when 0 or less) seen
+	// at or after p.Since whose ID starts with p.Prefix (any when ""),
+	// in WorkerList's order, after p.After when it is set.
+	WorkerPage(ctx context.Context, p *WorkerPageParams) ([]*Worker, error)
 	// WorkerDelete deletes the workers last seen before before and returns
 	// how many it deleted.
 	WorkerDelete(ctx context.Context, before time.Time) (int, error)
@@ -582,6 +586,20 @@ type WorkerUpsertParams struct {
 type WorkerListParams struct {
 	Since time.Time // seen at or after
 	Limit int       // workers at most; 0 or less for all
+}
+
+// WorkerPageParams selects a page of the workers seen lately.
+type WorkerPageParams struct {
+	Since  time.Time     // seen at or after
+	Prefix string        // of their IDs; "" for any
+	After  *WorkerCursor // continue after this worker; nil from the start
+	Limit  int           // workers at most; 0 or less for all
+}
+
+// WorkerCursor is the position of a worker in WorkerPage's order.
+type WorkerCursor struct {
+	LastSeen time.Time
+	ID       string
 }
 
 // Worker is a worker as the coordinators last saw it.

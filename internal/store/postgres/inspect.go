@@ -36,8 +36,12 @@ ON CONFLICT (id) DO UPDATE SET tasks_done = w.tasks_done + excluded.tasks_done`
 	sqlWorkerAddDoneOne = `INSERT INTO workers AS w (id, first_seen, last_seen, tasks_done) VALUES ($1, $2, $2, $3)
 ON CONFLICT (id) DO UPDATE SET tasks_done = w.tasks_done + excluded.tasks_done`
 	sqlWorkerDelete = `DELETE FROM workers WHERE last_seen < $1`
-	sqlWorkerList   = `SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
-WHERE last_seen >= $1 ORDER BY last_seen DESC, id LIMIT $2`
+	// $3 and $4 are the last_seen and id of the worker to continue
+	// after, or NULL from the start.
+	sqlWorkerPage = `SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
+WHERE last_seen >= $1 AND starts_with(id, $2)
+AND ($3::timestamptz IS NULL OR last_seen < $3 OR last_seen = $3 AND id > $4::text)
+ORDER BY last_seen DESC, id LIMIT $5`
 )
 
 // TaskCountFinished counts a job's completed chunks by when they finished.
@@ -130,7 +134,16 @@ func (q *querier) WorkerAddDone(ctx context.Context, done map[string]int64, now 
 
 // WorkerList returns the workers seen since a time.
 func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
-	rows, err := q.db.Query(ctx, sqlWorkerList, p.Since, limitArg(p.Limit))
+	return q.WorkerPage(ctx, &store.WorkerPageParams{Since: p.Since, Limit: p.Limit})
+}
+
+// WorkerPage returns a page of the workers seen since a time.
+func (q *querier) WorkerPage(ctx context.Context, p *store.WorkerPageParams) ([]*store.Worker, error) {
+	var afterSeen, afterID any
+	if p.After != nil {
+		afterSeen, afterID = p.After.LastSeen, p.After.ID
+	}
+	rows, err := q.db.Query(ctx, sqlWorkerPage, p.Since, p.Prefix, afterSeen, afterID, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list workers")
 	}

@@ -33,8 +33,12 @@ var (
 	sqlWorkerAddDoneOne = newStatement(`INSERT INTO workers (id, first_seen, last_seen, tasks_done) VALUES (?1, ?2, ?2, ?3)
 	ON CONFLICT (id) DO UPDATE SET tasks_done = tasks_done + excluded.tasks_done`)
 	sqlWorkerDelete = newStatement(`DELETE FROM workers WHERE last_seen < ?`)
-	sqlWorkerList   = newStatement(`SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
-	WHERE last_seen >= ? ORDER BY last_seen DESC, id LIMIT ?`)
+	// ?3 and ?4 are the last_seen and id of the worker to continue
+	// after, or NULL from the start.
+	sqlWorkerPage = newStatement(`SELECT id, first_seen, last_seen, last_heartbeat, workloads, tasks_done FROM workers
+	WHERE last_seen >= ?1 AND substr(id, 1, length(?2)) = ?2
+	AND (?3 IS NULL OR last_seen < ?3 OR last_seen = ?3 AND id > ?4)
+	ORDER BY last_seen DESC, id LIMIT ?5`)
 )
 
 // TaskCountFinished counts a job's completed chunks by when they finished.
@@ -123,6 +127,15 @@ func (q *querier) WorkerAddDone(ctx context.Context, done map[string]int64, now 
 
 // WorkerList returns the workers seen since a time.
 func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]*store.Worker, error) {
+	return q.WorkerPage(ctx, &store.WorkerPageParams{Since: p.Since, Limit: p.Limit})
+}
+
+// WorkerPage returns a page of the workers seen since a time.
+func (q *querier) WorkerPage(ctx context.Context, p *store.WorkerPageParams) ([]*store.Worker, error) {
+	var afterSeen, afterID any
+	if p.After != nil {
+		afterSeen, afterID = p.After.LastSeen.UnixMicro(), p.After.ID
+	}
 	var out []*store.Worker
 	err := q.query(ctx, false, func(r scanner) error {
 		var w store.Worker
@@ -133,7 +146,7 @@ func (q *querier) WorkerList(ctx context.Context, p *store.WorkerListParams) ([]
 		w.Workloads = store.SplitWorkloads(workloads)
 		out = append(out, &w)
 		return err
-	}, sqlWorkerList, p.Since.UnixMicro(), limitArg(p.Limit))
+	}, sqlWorkerPage, p.Since.UnixMicro(), p.Prefix, afterSeen, afterID, limitArg(p.Limit))
 	if err != nil {
 		return nil, translate(err, "list workers")
 	}

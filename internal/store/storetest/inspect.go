@@ -440,6 +440,59 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		checkWorkers(t, "after the second worker called", listWorkers(t, s, ever, 0), b, w)
 	})
 
+	t.Run("WorkerPage", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		at := Epoch()
+		// Key workers of three accounts (a '_' in a prefix is no wildcard)
+		// and a pool worker; two pairs seen at the same time, told apart
+		// by ID.
+		seen := map[string]time.Time{
+			"pool-1": at.Add(3 * time.Second), "ada/k@b2": at.Add(2 * time.Second), "ada/k@b1": at.Add(2 * time.Second),
+			"a_b/k@x": at.Add(time.Second), "axb/k@y": at.Add(time.Second), "ada/old@z": at,
+		}
+		for id, when := range seen {
+			workerSeen(t, s, id, when, false)
+		}
+		page := func(since time.Time, prefix string, after *store.WorkerCursor, limit int) []string {
+			t.Helper()
+			ws, err := s.WorkerPage(t.Context(), &store.WorkerPageParams{Since: since, Prefix: prefix, After: after, Limit: limit})
+			if err != nil {
+				t.Fatalf("WorkerPage(%s, %q, %v, %d): %v", fmtTime(since), prefix, after, limit, err)
+			}
+			ids := make([]string, len(ws))
+			for i, w := range ws {
+				ids[i] = w.ID
+				if !w.LastSeen.Equal(seen[w.ID]) {
+					t.Errorf("worker %s: last seen %s, want %s", w.ID, fmtTime(w.LastSeen), fmtTime(seen[w.ID]))
+				}
+			}
+			return ids
+		}
+		for _, tc := range []struct {
+			what   string
+			since  time.Time
+			prefix string
+			after  *store.WorkerCursor
+			limit  int
+			want   []string
+		}{
+			{"every worker", time.Time{}, "", nil, 0, []string{"pool-1", "ada/k@b1", "ada/k@b2", "a_b/k@x", "axb/k@y", "ada/old@z"}},
+			{"ada's", time.Time{}, "ada/", nil, 0, []string{"ada/k@b1", "ada/k@b2", "ada/old@z"}},
+			{"a_b's", time.Time{}, "a_b/", nil, 0, []string{"a_b/k@x"}},
+			{"nobody's", time.Time{}, "bob/", nil, 0, []string{}},
+			{"ada's seen lately", at.Add(time.Second), "ada/", nil, 0, []string{"ada/k@b1", "ada/k@b2"}},
+			{"the first two", time.Time{}, "", nil, 2, []string{"pool-1", "ada/k@b1"}},
+			{"after a tie's first", time.Time{}, "", &store.WorkerCursor{LastSeen: at.Add(2 * time.Second), ID: "ada/k@b1"}, 2, []string{"ada/k@b2", "a_b/k@x"}},
+			{"ada's after b2", time.Time{}, "ada/", &store.WorkerCursor{LastSeen: at.Add(2 * time.Second), ID: "ada/k@b2"}, 0, []string{"ada/old@z"}},
+			{"after the last", time.Time{}, "", &store.WorkerCursor{LastSeen: at, ID: "ada/old@z"}, 0, []string{}},
+		} {
+			if got := page(tc.since, tc.prefix, tc.after, tc.limit); !slices.Equal(got, tc.want) {
+				t.Errorf("%s: got %q, want %q", tc.what, got, tc.want)
+			}
+		}
+	})
+
 	t.Run("WorkerWorkloads", func(t *testing.T) {
 		t.Parallel()
 		s := newStore(t)
