@@ -169,7 +169,7 @@ func (h *hostile) unchanged(t *testing.T) {
 	if keys, err := h.engine.ListWorkerKeys(ctx); err != nil || len(keys) != 0 {
 		t.Errorf("worker keys after the attacks: %v, %v; want none", keys, err)
 	}
-	workers, err := h.engine.ListWorkers(ctx, time.Hour, 10)
+	workers, _, err := h.engine.ListWorkers(ctx, engine.ListWorkersParams{Within: time.Hour})
 	if err != nil || len(workers) != 0 {
 		t.Errorf("workers after the attacks: %d %v, want none", len(workers), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -99,36 +100,137 @@ func workerDid(q store.Querier, worker string, now time.Time) {
 // workloads they announce.
 const WorkersWindow = 10 * time.Minute
 
-// WorkerView is a worker and the tasks it holds leases on.
+// ListWorkersParams selects a page of workers.
+type ListWorkersParams struct {
+	Within time.Duration // seen within the last; 0 for every worker kept (workersKept)
+	Limit  int           // 1-1000; 0 means 50
+	Cursor string        // from a previous page's next cursor
+	Tasks  bool          // with the tasks each holds
+}
+
+// WorkerView is a worker, the key it calls with and, when asked for, the
+// tasks it holds leases on. Its store.Worker's ID is its lease owner
+// (domain.Principal.LeaseOwner).
 type WorkerView struct {
 	*store.Worker
-	Tasks []*domain.Task // leased, soonest expiry first
+	Name    string // the worker's own ID, without its key's prefix
+	Account string // its key's account; "" for the pool
+	Key     string // its key's name; "" for the pool
+	// Trusted: the pool's workers are; a key's are when the key is
+	// trusted now, and not once it is revoked.
+	Trusted bool
+	Tasks   []*domain.Task // leased, soonest expiry first; those the caller may see
 }
 
 // maxLeasedShown bounds the leases ListWorkers reads.
 const maxLeasedShown = 2000
 
-// ListWorkers returns the workers seen within the last d, most recent first,
-// each with the tasks it holds now (of the first maxLeasedShown leases).
-func (e *Engine) ListWorkers(ctx context.Context, d time.Duration, limit int) ([]*WorkerView, error) {
-	ws, err := e.store.WorkerList(ctx, &store.WorkerListParams{Since: e.now().Add(-d), Limit: limit})
+// ListWorkers returns a page of the workers seen within p.Within, most
+// recently seen first (then by ID), and the cursor of the next page (""
+// at the end). An admin sees every worker, the pool's included; any other
+// account the workers of its own keys alone. With p.Tasks, each comes
+// with the tasks it holds now (of the first maxLeasedShown leases) that
+// the caller may see.
+func (e *Engine) ListWorkers(ctx context.Context, p ListWorkersParams) ([]*WorkerView, string, error) {
+	limit, err := pageLimit(p.Limit)
 	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("list workers: %w", err))
+		return nil, "", err
 	}
-	// Every lease expires before the end of time: this lists them all.
-	leased, err := e.store.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Limit: maxLeasedShown})
+	wp := &store.WorkerPageParams{Limit: limit + 1}
+	if p.Within > 0 {
+		wp.Since = e.now().Add(-p.Within)
+	}
+	c := domain.CallerOf(ctx)
+	if !c.Admin {
+		wp.Prefix = domain.AccountLeasePrefix(c.Account)
+	}
+	if p.Cursor != "" {
+		at, err := decodeJobCursor(p.Cursor) // a worker's cursor has a job's form: a time and an ID
+		if err != nil {
+			return nil, "", err
+		}
+		wp.After = &store.WorkerCursor{LastSeen: at.CreatedAt, ID: at.ID}
+	}
+	ws, err := e.store.WorkerPage(ctx, wp)
 	if err != nil {
-		return nil, mapStoreErr(fmt.Errorf("list leases: %w", err))
+		return nil, "", mapStoreErr(fmt.Errorf("list workers: %w", err))
 	}
-	byOwner := map[string][]*domain.Task{}
-	for _, t := range leased {
-		byOwner[t.LeaseOwner] = append(byOwner[t.LeaseOwner], t)
+	next := ""
+	if len(ws) > limit {
+		ws = ws[:limit]
+		last := ws[limit-1]
+		next = encodeCursor(strconv.FormatInt(last.LastSeen.UnixMicro(), 10) + "|" + last.ID)
 	}
 	out := make([]*WorkerView, len(ws))
 	for i, w := range ws {
-		out[i] = &WorkerView{Worker: w, Tasks: byOwner[w.ID]}
+		account, key, name := domain.SplitLeaseOwner(w.ID)
+		out[i] = &WorkerView{Worker: w, Name: name, Account: account, Key: key, Trusted: key == ""}
 	}
-	return out, nil
+	if err := e.workerTrust(ctx, out); err != nil {
+		return nil, "", err
+	}
+	if p.Tasks {
+		if err := e.workerTasks(ctx, out); err != nil {
+			return nil, "", err
+		}
+	}
+	return out, next, nil
+}
+
+// workerTrust sets the trust of the workers of keys among ws from their
+// keys as they are now, in one read: a revoked key's workers are not
+// trusted.
+func (e *Engine) workerTrust(ctx context.Context, ws []*WorkerView) error {
+	accounts := map[string]bool{}
+	for _, w := range ws {
+		if w.Key != "" {
+			accounts[w.Account] = true
+		}
+	}
+	if len(accounts) == 0 {
+		return nil
+	}
+	account := "" // every account's keys, when the workers are of several
+	if len(accounts) == 1 {
+		for a := range accounts {
+			account = a
+		}
+	}
+	keys, err := e.store.WorkerKeyList(ctx, account)
+	if err != nil {
+		return mapStoreErr(fmt.Errorf("list worker keys: %w", err))
+	}
+	trusted := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		trusted[workerKeyTarget(k.Account, k.Name)] = k.Trusted
+	}
+	for _, w := range ws {
+		if w.Key != "" {
+			w.Trusted = trusted[workerKeyTarget(w.Account, w.Key)]
+		}
+	}
+	return nil
+}
+
+// workerTasks gives each of ws the tasks it holds that the caller may
+// see, of the first maxLeasedShown leases.
+func (e *Engine) workerTasks(ctx context.Context, ws []*WorkerView) error {
+	// Every lease expires before the end of time: this lists them all.
+	leased, err := e.store.TaskListExpired(ctx, &store.TaskListExpiredParams{Now: time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC), Limit: maxLeasedShown})
+	if err != nil {
+		return mapStoreErr(fmt.Errorf("list leases: %w", err))
+	}
+	c := domain.CallerOf(ctx)
+	byOwner := map[string][]*domain.Task{}
+	for _, t := range leased {
+		if c.Admin || t.Owner == c.Account {
+			byOwner[t.LeaseOwner] = append(byOwner[t.LeaseOwner], t)
+		}
+	}
+	for _, w := range ws {
+		w.Tasks = byOwner[w.ID]
+	}
+	return nil
 }
 
 // workersKept is how long a worker that stopped calling stays listed.

@@ -302,7 +302,7 @@ type workersData struct {
 }
 
 func (u *UI) workers(w http.ResponseWriter, r *http.Request) {
-	ws, err := u.e.ListWorkers(r.Context(), engine.WorkersWindow, 500)
+	ws, _, err := u.e.ListWorkers(r.Context(), engine.ListWorkersParams{Within: engine.WorkersWindow, Limit: 500, Tasks: true})
 	if err != nil {
 		u.fail(w, r, err)
 		return
