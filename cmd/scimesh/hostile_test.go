@@ -71,6 +71,7 @@ var restRoutes = map[string]struct {
 	"GET /usage":                          {auth.Client, 0},
 	"GET /audit":                          {auth.Client, 0},
 	"GET /workloads":                      {auth.Client, 0},
+	"GET /workers":                        {auth.Client, 0},
 	"POST /worker-keys":                   {auth.Client, 64 << 10},
 	"GET /worker-keys":                    {auth.Client, 0},
 	"DELETE /worker-keys/{name}":          {auth.Client, 0},

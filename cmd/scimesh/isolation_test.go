@@ -30,7 +30,7 @@ const (
 	// makesOwn: the route only makes the caller's own objects; none of
 	// another account's is named or shown.
 	makesOwn = "makes own"
-	// shared: the route shows what is no account's (workers, shards) or
+	// shared: the route shows what is no account's (workloads, shards) or
 	// nothing at all (the login, static files).
 	shared = "shared"
 	// admins: the route is an admin's (managing accounts); anyone else is
@@ -69,6 +69,7 @@ var isolationREST = map[string]string{
 	"GET /usage":                          ownUsage,
 	"GET /audit":                          admins,
 	"GET /workloads":                      shared,
+	"GET /workers":                        listsOwn, // the workers of one's own keys
 	"POST /worker-keys":                   makesOwn,
 	"GET /worker-keys":                    listsOwn,
 	"DELETE /worker-keys/{name}":          hiddenKey,
@@ -101,7 +102,7 @@ var isolationUI = map[string]string{
 	"POST /ui/jobs/{id}/retry":         hidden,
 	"GET /ui/tasks/{id}":               hidden,
 	"GET /ui/tasks/{id}/log":           hidden,
-	"GET /ui/workers":                  shared,
+	"GET /ui/workers":                  listsOwn, // the workers of one's own keys
 	"GET /ui/usage":                    ownUsage,
 	"GET /ui/shards":                   shared,
 	"GET /ui/trees/{id}":               hidden,
@@ -167,9 +168,13 @@ func TestIsolation(t *testing.T) {
 		map[string]any{"worker_id": "w1", "attempt": run.Attempt, "output": "id,score\na,1\n"}, nil); s != 200 {
 		t.Fatalf("result of ada's chunk: %d", s)
 	}
-	// ada's machine, enrolled with a worker key.
-	if _, _, err := h.engine.CreateWorkerKey(domain.WithCaller(ctx, domain.Caller{Account: "ada"}), "ada-laptop"); err != nil {
+	// ada's machine, enrolled with a worker key, has called.
+	_, adaKey, err := h.engine.CreateWorkerKey(domain.WithCaller(ctx, domain.Caller{Account: "ada"}), "ada-laptop")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if s := call(t, "POST", h.url+"/tasks/claim", adaKey, map[string]any{"worker_id": "ada-box"}, nil); s != http.StatusNoContent {
+		t.Fatalf("claim of ada's untrusted worker: %d", s)
 	}
 	before := adasState(t, h, ada, job.JobID, []string{chunk, stitch, treeRoot, treeLeaf})
 
@@ -322,8 +327,8 @@ func TestIsolation(t *testing.T) {
 				})
 			}
 		case listsOwn:
-			if status, body := rawCall(t, method, h.url+path, bob, nil); status != 200 || strings.Contains(body, job.JobID) {
-				t.Errorf("bob's %s: %d; want 200 without ada's job", pattern, status)
+			if status, body := rawCall(t, method, h.url+path, bob, nil); status != 200 || strings.Contains(body, job.JobID) || strings.Contains(body, "ada-laptop") {
+				t.Errorf("bob's %s: %d; want 200 without ada's job or worker", pattern, status)
 			}
 		case ownUsage: // ada's name is in the table of usage of those who see it
 			for token, who := range map[string]string{bob: "bob's", hostileTokens.Client: "the admin's"} {
@@ -359,6 +364,15 @@ func TestIsolation(t *testing.T) {
 	var list struct{ Jobs []jobOut }
 	if s := call(t, "GET", h.url+"/jobs?owner=ada", hostileTokens.Client, nil, &list); s != 200 || len(list.Jobs) != 1 || list.Jobs[0].JobID != job.JobID {
 		t.Errorf("the admin's list of ada's jobs: %d, %+v", s, list.Jobs)
+	}
+	// An admin sees ada's worker, under her key, as ada herself does.
+	for token, who := range map[string]string{hostileTokens.Client: "the admin's", ada: "ada's"} {
+		if s, body := rawCall(t, "GET", h.url+"/workers", token, nil); s != 200 || !strings.Contains(body, `"id":"ada-box","account":"ada","key":"ada-laptop"`) {
+			t.Errorf("%s GET /workers: %d %s; want ada's worker", who, s, body)
+		}
+		if s, page := rawCall(t, "GET", h.url+"/ui/workers", token, nil); s != 200 || !strings.Contains(page, "ada-laptop") {
+			t.Errorf("%s workers page: %d; want ada's worker", who, s)
+		}
 	}
 }
 

@@ -104,6 +104,7 @@ func (s *Server) routes() {
 	m.Handle("GET /usage", client(0, false), http.HandlerFunc(s.listUsage))
 	m.Handle("GET /audit", client(0, false), http.HandlerFunc(s.listAudit))
 	m.Handle("GET /workloads", client(0, false), http.HandlerFunc(s.listWorkloads))
+	m.Handle("GET /workers", client(0, false), http.HandlerFunc(s.listWorkers))
 
 	m.Handle("POST /tasks/claim", worker(smallBody), http.HandlerFunc(s.claim))
 	m.Handle("POST /tasks/results", worker(largeBody), http.HandlerFunc(s.batchResults))
