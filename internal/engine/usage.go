@@ -192,21 +192,53 @@ func (e *Engine) ListUsage(ctx context.Context, p ListUsageParams) ([]UsageEntry
 	if len(p.By) == 0 {
 		p.By = []UsageField{UsageAccount}
 	}
+	c := domain.CallerOf(ctx)
+	account := ""
+	if !c.Admin {
+		account = c.Account
+	}
+	days, err := e.usageDays(ctx, p, account)
+	if err != nil {
+		return nil, err
+	}
+	return sumUsage(days, p.By), nil
+}
+
+// ListWorkerUsage returns what workers did in the hours overlapping
+// [p.Since, p.Until), whoever's jobs they ran: the attempts that ended
+// and their leased time, by worker account ("" for the pool), sorted by
+// it; p.By is not read. An admin sees every worker account's; any other
+// caller what the workers of its own keys did, and no more of the jobs
+// they ran than that.
+func (e *Engine) ListWorkerUsage(ctx context.Context, p ListUsageParams) ([]UsageEntry, error) {
+	days, err := e.usageDays(ctx, p, "")
+	if err != nil {
+		return nil, err
+	}
+	if c := domain.CallerOf(ctx); !c.Admin {
+		days = slices.DeleteFunc(days, func(d store.UsageRow) bool { return d.WorkerAccount != c.Account })
+	}
+	return sumUsage(days, []UsageField{UsageWorkerAccount}), nil
+}
+
+// usageDays reads the usage of the days overlapping [p.Since, p.Until),
+// of account's jobs ("" for everyone's).
+func (e *Engine) usageDays(ctx context.Context, p ListUsageParams, account string) ([]store.UsageRow, error) {
 	if !p.Since.IsZero() && !p.Until.IsZero() && !p.Since.Before(p.Until) {
 		return nil, domain.Invalidf("since (%s) must be before until (%s)", p.Since.Format(time.RFC3339), p.Until.Format(time.RFC3339))
 	}
 	if p.Until.IsZero() {
 		p.Until = e.now()
 	}
-	c := domain.CallerOf(ctx)
-	account := ""
-	if !c.Admin {
-		account = c.Account
-	}
 	days, err := e.store.UsageListDays(ctx, &store.UsageListDaysParams{Since: p.Since.Truncate(time.Hour), Until: p.Until, Account: account})
 	if err != nil {
 		return nil, mapStoreErr(fmt.Errorf("list usage: %w", err))
 	}
+	return days, nil
+}
+
+// sumUsage sums days by the fields of by, sorted by them in their order.
+func sumUsage(days []store.UsageRow, by []UsageField) []UsageEntry {
 	type sum struct {
 		tasks, micros int64
 	}
@@ -214,7 +246,7 @@ func (e *Engine) ListUsage(ctx context.Context, p ListUsageParams) ([]UsageEntry
 	var order []UsageEntry
 	for _, d := range days {
 		var k UsageEntry
-		for _, f := range p.By {
+		for _, f := range by {
 			switch f {
 			case UsageAccount:
 				k.Account = d.Account
@@ -242,14 +274,14 @@ func (e *Engine) ListUsage(ctx context.Context, p ListUsageParams) ([]UsageEntry
 		out[i] = k
 	}
 	slices.SortFunc(out, func(a, b UsageEntry) int {
-		for _, f := range p.By {
+		for _, f := range by {
 			if c := strings.Compare(a.field(f), b.field(f)); c != 0 {
 				return c
 			}
 		}
 		return 0
 	})
-	return out, nil
+	return out
 }
 
 // field returns the value of field f of u.

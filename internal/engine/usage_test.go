@@ -307,6 +307,51 @@ func TestListUsage(t *testing.T) {
 	}
 }
 
+// TestListWorkerUsage sums what workers did by their account, whoever's
+// jobs they ran: an admin sees every worker account's, the pool's
+// included; an account what its own keys' workers did alone, with other
+// accounts' jobs; a period is read as ListUsage reads it.
+func TestListWorkerUsage(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t)
+	e := newEngine(s, engine.Config{Now: enginetest.NewClock(time.Date(2026, 3, 3, 0, 30, 0, 0, time.UTC)).Now})
+	h := func(day, hour int) time.Time { return time.Date(2026, 3, day, hour, 0, 0, 0, time.UTC) }
+	err := s.UsageAdd(ctx, []store.UsageRow{
+		{Hour: h(1, 10), Account: "ada", Workload: "dock", Tasks: 2, WorkerMicros: 2_000_000},
+		{Hour: h(1, 11), Account: "bob", Workload: "dock", WorkerAccount: "ada", Tasks: 3, WorkerMicros: 1_500_000},
+		{Hour: h(1, 11), Account: "ada", Workload: "dock", WorkerAccount: "ada", Tasks: 1, WorkerMicros: 500_000},
+		{Hour: h(2, 9), Account: "ada", Workload: "tanimoto", WorkerAccount: "bob", Tasks: 4, WorkerMicros: 4_000_000},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		ctx   context.Context
+		since time.Time
+		want  []engine.UsageEntry
+	}{
+		{"the admin's", ctx, time.Time{}, []engine.UsageEntry{
+			{Tasks: 2, WorkerSeconds: 2},
+			{WorkerAccount: "ada", Tasks: 4, WorkerSeconds: 2},
+			{WorkerAccount: "bob", Tasks: 4, WorkerSeconds: 4},
+		}},
+		{"ada's machines', for bob's jobs too", as(ctx, "ada"), time.Time{}, []engine.UsageEntry{{WorkerAccount: "ada", Tasks: 4, WorkerSeconds: 2}}},
+		{"bob's machines', for ada's jobs", as(ctx, "bob"), time.Time{}, []engine.UsageEntry{{WorkerAccount: "bob", Tasks: 4, WorkerSeconds: 4}}},
+		{"carl's, who has none", as(ctx, "carl"), time.Time{}, nil},
+		{"ada's since the second", as(ctx, "ada"), h(2, 0), nil},
+	} {
+		got, err := e.ListWorkerUsage(tc.ctx, engine.ListUsageParams{Since: tc.since})
+		if err != nil || !reflect.DeepEqual(got, tc.want) && (len(got) > 0 || len(tc.want) > 0) {
+			t.Errorf("%s:\n got %+v, %v\nwant %+v", tc.name, got, err, tc.want)
+		}
+	}
+	if _, err := e.ListWorkerUsage(ctx, engine.ListUsageParams{Since: h(2, 0), Until: h(1, 0)}); !errors.Is(err, domain.ErrInvalidArgument) {
+		t.Errorf("since after until: %v, want ErrInvalidArgument", err)
+	}
+}
+
 // TestParseListUsage refuses what GET /usage cannot mean.
 func TestParseListUsage(t *testing.T) {
 	t.Parallel()
