@@ -181,6 +181,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := textOf(t, ctx, "#workers tbody"); !strings.Contains(got, "w1") || !strings.Contains(got, tk.TaskID) {
 		t.Fatalf("workers page lacks w1 and its task: %q", got)
 	}
+	if got := textOf(t, ctx, "#workers tbody td.account") + " " + textOf(t, ctx, "#workers tbody td.trusted"); got != "pool yes" {
+		t.Fatalf("w1's account and trust on the workers page: %q, want the pool's, trusted", got)
+	}
 	shot(t, ctx, "5-workers")
 	// The usage page, from the nav: the three chunks run above, charged
 	// to admin.
@@ -190,6 +193,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if got := textOf(t, ctx, "#usage tbody tr.account"); !strings.Contains(got, "admin") || !strings.Contains(got, "3") {
 		t.Fatalf("the usage table lacks admin's 3 tasks: %q", got)
+	}
+	if got := textOf(t, ctx, "#worker-usage tbody tr.workers"); !strings.Contains(got, "pool") || !strings.Contains(got, "3") {
+		t.Fatalf("the table of workers' work lacks the pool's 3 tasks: %q", got)
 	}
 	shot(t, ctx, "5b-usage")
 	do(t, ctx, "open the shards", chromedp.Navigate(p.url+"/ui/shards"), chromedp.WaitVisible(chromedp.CSS("#outbox")))

@@ -4,12 +4,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 )
 
-// TestWorkersPage: the workers page shows each worker's workloads ("any"
-// for one that names none) and the tasks it completed, a replayed result
-// not counted twice.
+// TestWorkersPage: the workers page shows each worker's own ID, its key's
+// account ("pool" for the pool's) and name, its trust, its workloads
+// ("any" for one that names none) and the tasks it completed, a replayed
+// result not counted twice. An account sees the workers of its own keys
+// alone.
 func TestWorkersPage(t *testing.T) {
 	t.Parallel()
 	srv, e, _ := setup(t)
@@ -26,20 +29,47 @@ func TestWorkersPage(t *testing.T) {
 	if _, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w2"}); err != nil {
 		t.Fatal(err)
 	}
-	c := client(t)
-	login(t, c, srv.URL, "ctok")
-	resp, page := get(t, c, srv.URL+"/ui/workers")
-	row := func(id string) string {
-		i := strings.Index(page, "<td>"+id+"</td>")
-		if i < 0 {
-			t.Fatalf("workers page (%d) lacks %s:\n%s", resp.StatusCode, id, page)
-		}
-		return page[i : i+strings.Index(page[i:], "</tr>")]
+	// ada's machine, enrolled with a key she has, calls.
+	_, ada, err := e.CreateAccount(ctx, domain.Account{Name: "ada"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if r := row("w1"); !strings.Contains(r, `<td class="workloads"><code>dock</code>, <code>w</code></td>`) || !strings.Contains(r, `<td class="done">2</td>`) {
-		t.Errorf("w1's row lacks its workloads or its 2 tasks done:\n%s", r)
+	if _, _, err := e.CreateWorkerKey(domain.WithCaller(ctx, domain.Caller{Account: "ada"}), "laptop"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.ClaimTasks(domain.WithPrincipal(ctx, domain.Principal{Account: "ada", Key: "laptop"}), engine.ClaimTasksParams{WorkerID: "ada-box"}); err != nil {
+		t.Fatal(err)
+	}
+	page := func(token string) (string, func(id string) string) {
+		c := client(t)
+		login(t, c, srv.URL, token)
+		resp, page := get(t, c, srv.URL+"/ui/workers")
+		return page, func(id string) string {
+			t.Helper()
+			i := strings.Index(page, "<td>"+id+"</td>")
+			if i < 0 {
+				t.Fatalf("workers page (%d) lacks %s:\n%s", resp.StatusCode, id, page)
+			}
+			return page[i : i+strings.Index(page[i:], "</tr>")]
+		}
+	}
+	_, row := page("ctok")
+	if r := row("w1"); !strings.Contains(r, `<td class="account">pool</td><td class="key"></td><td class="trusted">yes</td>`) ||
+		!strings.Contains(r, `<td class="workloads"><code>dock</code>, <code>w</code></td>`) || !strings.Contains(r, `<td class="done">2</td>`) {
+		t.Errorf("w1's row lacks the pool's trust, its workloads or its 2 tasks done:\n%s", r)
 	}
 	if r := row("w2"); !strings.Contains(r, `<td class="workloads">any</td>`) || !strings.Contains(r, `<td class="done">0</td>`) {
 		t.Errorf("w2's row lacks 'any' workload or its 0 tasks done:\n%s", r)
+	}
+	adaRow := `<td class="account">ada</td><td class="key">laptop</td><td class="trusted">no</td>`
+	if r := row("ada-box"); !strings.Contains(r, adaRow) {
+		t.Errorf("ada-box's row lacks ada's untrusted key laptop:\n%s", r)
+	}
+	adas, row := page(ada)
+	if r := row("ada-box"); !strings.Contains(r, adaRow) {
+		t.Errorf("ada's page: ada-box's row lacks her untrusted key laptop:\n%s", r)
+	}
+	if strings.Contains(adas, "<td>w1</td>") || strings.Contains(adas, "<td>w2</td>") {
+		t.Errorf("ada's page shows the pool's workers:\n%s", adas)
 	}
 }

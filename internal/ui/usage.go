@@ -14,7 +14,9 @@ import (
 // The usage page: worker time per account per day, as stacked bars drawn
 // on the server (an SVG, like a job's chart), and a table of each
 // account's total. It reads engine.ListUsage, so an account that is not
-// an admin sees its own usage only.
+// an admin sees its own usage only. Below, what each account's machines
+// (its worker keys' workers) did, from engine.ListWorkerUsage: an
+// account that is not an admin sees its own machines' only.
 
 // Bounds of the usage page's period.
 const (
@@ -32,6 +34,10 @@ type usageData struct {
 	Chart        usageChart
 	Accounts     []usageAccount
 	Total        usageAccount
+	// Workers is what the workers of each account's keys did over the
+	// period, whoever's jobs they ran (WorkerAccount "" for the pool): an
+	// admin's page shows every account's, another's its own alone.
+	Workers []engine.UsageEntry
 }
 
 // usageAccount is an account's total over the period.
@@ -78,7 +84,14 @@ func (u *UI) usage(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
-	u.render(w, r, 0, "usage", "Usage", "usage", newUsageData(entries, since, until))
+	workers, err := u.e.ListWorkerUsage(r.Context(), engine.ListUsageParams{Since: since, Until: until})
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
+	d := newUsageData(entries, since, until)
+	d.Workers = workers
+	u.render(w, r, 0, "usage", "Usage", "usage", d)
 }
 
 // usagePeriod reads the page's period: whole UTC days from since up to

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -33,8 +34,8 @@ func TestUsagePage(t *testing.T) {
 	err = s.UsageAdd(t.Context(), []store.UsageRow{
 		{Hour: day(0).Add(time.Hour), Account: "ada", Workload: "w", Tasks: 3, WorkerMicros: 5400 * 1e6},
 		{Hour: day(0).Add(2 * time.Hour), Account: "bob", Workload: "w", Tasks: 1, WorkerMicros: 1800 * 1e6},
-		{Hour: day(2), Account: "ada", Workload: "w", Tasks: 2, WorkerMicros: 3600 * 1e6},
-		{Hour: day(40), Account: "bob", Workload: "w", Tasks: 9, WorkerMicros: 9 * 3600 * 1e6}, // before the default period
+		{Hour: day(2), Account: "ada", Workload: "w", WorkerAccount: "bob", Tasks: 2, WorkerMicros: 3600 * 1e6}, // run by bob's machines
+		{Hour: day(40), Account: "bob", Workload: "w", Tasks: 9, WorkerMicros: 9 * 3600 * 1e6},                  // before the default period
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -93,9 +94,18 @@ func TestUsagePage(t *testing.T) {
 		t.Errorf("table %v; want ada 5 tasks 2.50 h 83%%, bob 1 task 0.50 h 17%%", table)
 	}
 
+	workers := regexp.MustCompile(`<tr class="workers"><td>(\w+)</td><td>(\d+)</td><td>([0-9.]+)</td></tr>`)
+	if got := workers.FindAllStringSubmatch(body, -1); len(got) != 2 || fmt.Sprint(got[0][1:]) != "[pool 4 7200.0]" ||
+		fmt.Sprint(got[1][1:]) != "[bob 2 3600.0]" {
+		t.Errorf("the admin's table of workers' work: %v; want the pool's 4 tasks in 7200 s, bob's machines' 2 in 3600 s", got)
+	}
+
 	_, body = page("", bob)
 	if got := bars.FindAllStringSubmatch(body, -1); len(got) != 1 || got[0][1] != "bob" {
 		t.Errorf("bob's page shows bars %v; want his own only", got)
+	}
+	if got := workers.FindAllStringSubmatch(body, -1); len(got) != 1 || fmt.Sprint(got[0][1:]) != "[bob 2 3600.0]" {
+		t.Errorf("bob's table of workers' work: %v; want his machines' 2 tasks in 3600 s (of ada's job) alone", got)
 	}
 	_, body = page("?since="+day(45).Format(time.DateOnly)+"&until="+day(30).Format(time.DateOnly), "ctok")
 	if got := bars.FindAllStringSubmatch(body, -1); len(got) != 1 || got[0][1] != "bob" || got[0][3] != "9.00" {
