@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -130,33 +131,19 @@ It takes an admin's token. docs/api.md lists the actions.`,
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return json.NewEncoder(out).Encode(list)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "TIME\tACCOUNT\tACTION\tTARGET\tDETAIL")
-			for _, e := range list.Entries {
-				account := e.Account
-				if account == "" {
-					account = "(coordinator)"
+			return printPage(cmd, asJSON, list, list.NextCursor, "TIME\tACCOUNT\tACTION\tTARGET\tDETAIL", func(tw io.Writer) {
+				for _, e := range list.Entries {
+					account := e.Account
+					if account == "" {
+						account = "(coordinator)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.Format(time.RFC3339), account, e.Action, e.Target, e.Detail)
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.Format(time.RFC3339), account, e.Action, e.Target, e.Detail)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if list.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: scimesh audit --cursor %s\n", list.NextCursor)
-			}
-			return nil
+			})
 		},
 	}
 	cf.register(cmd)
-	f := cmd.Flags()
-	f.StringVar(&opts.Since, "since", "", "only entries at or after this RFC 3339 time or date")
-	f.IntVar(&opts.Limit, "limit", 0, "entries per page, 1-1000 (default 50)")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue a listing")
-	f.BoolVar(&asJSON, "json", false, "print the page as JSON")
+	cmd.Flags().StringVar(&opts.Since, "since", "", "only entries at or after this RFC 3339 time or date")
+	pageFlags(cmd, "entries", &opts.Limit, &opts.Cursor, &asJSON)
 	return cmd
 }

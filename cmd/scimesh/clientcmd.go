@@ -104,6 +104,36 @@ func withHint(cmd *cobra.Command, err error) error {
 	return err
 }
 
+// pageFlags registers the flags of a listing of pages of what (plural):
+// --limit, --cursor and --json.
+func pageFlags(cmd *cobra.Command, what string, limit *int, cursor *string, asJSON *bool) {
+	f := cmd.Flags()
+	f.IntVar(limit, "limit", 0, what+" per page, 1-1000 (default 50)")
+	f.StringVar(cursor, "cursor", "", "continue a listing")
+	f.BoolVar(asJSON, "json", false, "print the page as JSON")
+}
+
+// printPage prints a page of a listing: with asJSON, page as JSON; else a
+// table of header's columns and the rows that rows writes (each ending in
+// a newline, columns apart by tabs), then, when there is a next page, on
+// standard error how to list it.
+func printPage(cmd *cobra.Command, asJSON bool, page any, next, header string, rows func(tw io.Writer)) error {
+	out := cmd.OutOrStdout()
+	if asJSON {
+		return json.NewEncoder(out).Encode(page)
+	}
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if next != "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "more: scimesh %s --cursor %s\n", cmd.Name(), next)
+	}
+	return nil
+}
+
 // argsNamed is cobra.ExactArgs(1) with an error that names the argument.
 func argsNamed(what string) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
@@ -401,31 +431,18 @@ func newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return json.NewEncoder(out).Encode(list)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintln(tw, "JOB\tOWNER\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED")
-			for _, j := range list.Jobs {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Owner, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if list.NextCursor != "" {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more: scimesh jobs --cursor %s\n", list.NextCursor)
-			}
-			return nil
+			return printPage(cmd, asJSON, list, list.NextCursor, "JOB\tOWNER\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED", func(tw io.Writer) {
+				for _, j := range list.Jobs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Owner, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
+				}
+			})
 		},
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&opts.Status, "status", "", "only jobs of this status: pending, running, completed, failed, cancelled")
 	f.StringVar(&opts.Owner, "owner", "", "only the jobs of this account (admins; others see only their own)")
-	f.IntVar(&opts.Limit, "limit", 0, "jobs per page, 1-1000 (default 50)")
-	f.StringVar(&opts.Cursor, "cursor", "", "continue a listing")
-	f.BoolVar(&asJSON, "json", false, "print the page as JSON")
+	pageFlags(cmd, "jobs", &opts.Limit, &opts.Cursor, &asJSON)
 	return cmd
 }
 
