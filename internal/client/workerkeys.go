@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -64,4 +65,36 @@ func (c *Client) TrustWorkerKey(ctx context.Context, account, name string, trust
 		return nil, err
 	}
 	return &k, nil
+}
+
+// Worker is a worker as the coordinators last saw it.
+type Worker struct {
+	ID        string    `json:"id"`        // its own, without its key's prefix
+	Account   string    `json:"account"`   // its key's account; "" for the pool
+	Key       string    `json:"key"`       // its key's name; "" for the pool
+	Trusted   bool      `json:"trusted"`   // the pool's are; a key's while an admin trusts it
+	Workloads []string  `json:"workloads"` // none when it takes any
+	LastSeen  time.Time `json:"last_seen"`
+	TasksDone int64     `json:"tasks_done"`
+}
+
+// WorkerList is a page of workers, most recently seen first; NextCursor
+// is "" on the last page.
+type WorkerList struct {
+	Workers    []Worker `json:"workers"`
+	NextCursor string   `json:"next_cursor"`
+}
+
+// ListWorkers returns a page of the workers seen lately: those of the
+// caller's own worker keys, or every worker for an admin. Only
+// opts.Limit and opts.Cursor apply.
+func (c *Client) ListWorkers(ctx context.Context, opts ListOptions) (*WorkerList, error) {
+	if opts.Status != "" || opts.State != "" || opts.Owner != "" {
+		return nil, fmt.Errorf("list workers: workers have no status, state or owner filter; set ListOptions.Limit and Cursor only")
+	}
+	var l WorkerList
+	if _, _, err := c.call(ctx, &request{method: http.MethodGet, path: "/workers", query: opts.query()}, &l); err != nil {
+		return nil, err
+	}
+	return &l, nil
 }
