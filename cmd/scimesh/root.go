@@ -18,6 +18,7 @@ deterministic final CSV.`,
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newAccountCmd())
 	root.AddCommand(newWorkerKeyCmd())
+	root.AddCommand(withHints(newWorkersCmd())...)
 	root.AddCommand(newDemoCmd(), newSlurmCmd())
 	root.AddCommand(newVersionCmd())
 	return root

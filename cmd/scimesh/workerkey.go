@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -125,5 +126,51 @@ func newWorkerKeyTrustCmd(use string, trusted bool) *cobra.Command {
 		},
 	}
 	cf.register(cmd)
+	return cmd
+}
+
+// newWorkersCmd is `scimesh workers`: the workers seen lately, with the
+// key each calls with and its trust.
+func newWorkersCmd() *cobra.Command {
+	var (
+		cf     clientFlags
+		opts   client.ListOptions
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "workers",
+		Short: "List the workers seen lately: yours (an admin: every worker)",
+		Long: `workers lists the workers the coordinators keep (those seen in the last seven
+days), most recently seen first: each worker's own ID, the account and the
+worker key it calls with, whether it is trusted, the workloads it runs (any
+when it names none), its last call and the tasks it completed. An account
+sees the workers of its own keys; an admin every worker, the pool's
+(WORKER_AUTH_TOKEN) shown as account (pool). A revoked key's workers stay
+listed, untrusted, until they are forgotten.`,
+		Example: `  scimesh workers
+  scimesh workers --limit 200 --json`,
+		Args: cobra.NoArgs,
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+			list, err := c.ListWorkers(ctx, opts)
+			if err != nil {
+				return err
+			}
+			return printPage(cmd, asJSON, list, list.NextCursor, "ID\tACCOUNT\tKEY\tTRUSTED\tWORKLOADS\tLAST SEEN\tTASKS DONE", func(tw io.Writer) {
+				for _, w := range list.Workers {
+					account, key, workloads := w.Account, w.Key, strings.Join(w.Workloads, ",")
+					if account == "" {
+						account, key = poolLabel, "-"
+					}
+					if workloads == "" {
+						workloads = "any"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", w.ID, account, key, yesNo(w.Trusted), workloads,
+						w.LastSeen.UTC().Format(time.RFC3339), w.TasksDone)
+				}
+			})
+		}),
+	}
+	cf.register(cmd)
+	pageFlags(cmd, "workers", &opts.Limit, &opts.Cursor, &asJSON)
 	return cmd
 }

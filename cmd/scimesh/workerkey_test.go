@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -198,4 +199,87 @@ func usageByWorkerAccount(t *testing.T, url string) map[string]int {
 		got[u.WorkerAccount] = u.Tasks
 	}
 	return got
+}
+
+// TestWorkersCommand: `scimesh workers`, after a pool worker and the
+// workers of two accounts' keys have claimed, prints each with its key's
+// account and name and its trust: an admin sees all three, an account its
+// own alone; a trusted key says yes, a revoked key's worker no. --json
+// prints the page as GET /workers gives it.
+func TestWorkersCommand(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveSQLite(t, dir)
+	run := func(token string, args ...string) string {
+		t.Helper()
+		out, errOut, err := cli(t, dir, p.url, token, args...)
+		if err != nil {
+			t.Fatalf("scimesh %v: %v\n%s", args, err, errOut)
+		}
+		return out
+	}
+	tokens := map[string]string{}
+	for account, key := range map[string]string{"alice": "laptop", "bob": "desk"} {
+		tokens[account] = strings.TrimSpace(run("ctok", "account", "add", account))
+		secret := strings.TrimSpace(run(tokens[account], "worker-key", "add", key))
+		if s := call(t, "POST", p.url+"/tasks/claim", secret, map[string]any{"worker_id": account + "-box", "workloads": []string{"dock"}}, nil); s != http.StatusNoContent {
+			t.Fatalf("claim of %s's worker: %d", account, s)
+		}
+	}
+	if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "pool-1"}, nil); s != http.StatusNoContent {
+		t.Fatalf("claim of the pool's worker: %d", s)
+	}
+	// rows maps each worker's ID to its row's columns but the last call.
+	rows := func(out string) map[string]string {
+		t.Helper()
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if got := strings.Join(strings.Fields(lines[0]), " "); got != "ID ACCOUNT KEY TRUSTED WORKLOADS LAST SEEN TASKS DONE" {
+			t.Fatalf("header %q", got)
+		}
+		m := map[string]string{}
+		for _, l := range lines[1:] {
+			f := strings.Fields(l)
+			if len(f) != 7 {
+				t.Fatalf("row %q has %d columns, want 7", l, len(f))
+			}
+			if _, err := time.Parse(time.RFC3339, f[5]); err != nil {
+				t.Errorf("row %q: last seen %q is not RFC 3339", l, f[5])
+			}
+			m[f[0]] = strings.Join(append(f[1:5], f[6]), " ")
+		}
+		return m
+	}
+	check := func(who string, got map[string]string, want map[string]string) {
+		t.Helper()
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s workers:\n got %v\nwant %v", who, got, want)
+		}
+	}
+	alice, bob := "laptop no dock 0", "desk no dock 0"
+	check("the admin's", rows(run("ctok", "workers")), map[string]string{
+		"pool-1": "(pool) - yes any 0", "alice-box": "alice " + alice, "bob-box": "bob " + bob})
+	check("alice's", rows(run(tokens["alice"], "workers")), map[string]string{"alice-box": "alice " + alice})
+	check("bob's", rows(run(tokens["bob"], "workers")), map[string]string{"bob-box": "bob " + bob})
+
+	run("ctok", "worker-key", "trust", "alice/laptop")
+	check("alice's, her key trusted,", rows(run(tokens["alice"], "workers")), map[string]string{"alice-box": "alice laptop yes dock 0"})
+	run(tokens["alice"], "worker-key", "revoke", "laptop")
+	check("alice's, her key revoked,", rows(run(tokens["alice"], "workers")), map[string]string{"alice-box": "alice " + alice})
+
+	var page struct {
+		Workers []struct {
+			ID, Account, Key string
+			Trusted          bool
+		}
+		NextCursor string `json:"next_cursor"`
+	}
+	if err := json.Unmarshal([]byte(run("ctok", "workers", "--json", "--limit", "2")), &page); err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Workers) != 2 || page.NextCursor == "" {
+		t.Errorf("--json --limit 2: %+v; want two workers and a cursor", page)
+	}
+	if _, errOut, err := cli(t, dir, p.url, "ctok", "workers", "--limit", "1001"); err == nil || !strings.Contains(errOut, "between 1 and 1000") {
+		t.Errorf("workers --limit 1001: %v\n%s; want refused", err, errOut)
+	}
 }
