@@ -219,6 +219,24 @@ class Client:
         name a workload that is not listed; it waits for a worker."""
         return self._json("GET", "/workloads").get("workloads") or []
 
+    def workers(self) -> List[Dict[str, Any]]:
+        """The workers the coordinator keeps (those seen in the last seven
+        days), most recently seen first (``GET /workers``): those of your
+        account's worker keys, or every worker with an admin's token. A
+        list of dicts with the worker's own ``id``, the ``account`` and
+        ``key`` it calls with (both ``""`` for the installation's own pool),
+        whether it is ``trusted``, its ``workloads`` (empty when it takes
+        any), ``last_seen`` (an RFC 3339 string) and ``tasks_done``; pages
+        through the listing."""
+        out: List[Dict[str, Any]] = []
+        cursor: Optional[str] = None
+        while True:
+            doc = self._json("GET", "/workers", query={"limit": 1000, "cursor": cursor})
+            out.extend(doc.get("workers") or [])
+            cursor = doc.get("next_cursor")
+            if not cursor or not doc.get("workers"):
+                return out
+
     # Accounts.
 
     def account(self) -> Dict[str, Any]:
