@@ -127,6 +127,7 @@ type Engine struct {
 	// (store.TaskClaimParams.WorkEpoch).
 	workEpoch atomic.Uint64
 	keys      *keyCache // the principals of worker keys looked up lately
+	running   runningJobs
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -45,9 +46,14 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 	err := e.tx(ctx, func(q store.Querier) error {
 		leased, made = leased[:0], 0
 		now := e.now()
+		// A claim of several tasks reads more, for the replicas of one
+		// chunk that it passes over; on PostgreSQL it locks what it reads.
+		limit := 1
+		if p.Max > 1 {
+			limit = min(p.Max*domain.MaxQuorum, MaxClaimTasks)
+		}
 		cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
-			Account: pr.Account, Workloads: p.Workloads, Limit: min(p.Max*domain.MaxQuorum, MaxClaimTasks),
-			ReplicasOnly: pr.Trusted,
+			Account: pr.Account, Workloads: p.Workloads, Limit: limit, ReplicasOnly: pr.Trusted,
 		})
 		if err != nil {
 			return err
@@ -91,7 +97,7 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 		if err := q.TaskInsert(ctx, inserts); err != nil {
 			return err
 		}
-		return markRunning(ctx, q, leased, now)
+		return e.markRunning(ctx, q, leased, now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)
@@ -118,11 +124,14 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 	return views, nil
 }
 
-// markRunning marks the pending jobs of tasks running at now.
-func markRunning(ctx context.Context, q store.Querier, tasks []*domain.Task, now time.Time) error {
+// markRunning marks the pending jobs of tasks running at now. A job
+// this process saw running is not read again: a job never goes back to
+// pending but through a retry, which its next claim by a trusted worker
+// marks running (an open claim may leave it pending until then).
+func (e *Engine) markRunning(ctx context.Context, q store.Querier, tasks []*domain.Task, now time.Time) error {
 	seen := map[string]bool{}
 	for _, t := range tasks {
-		if seen[t.JobID] {
+		if seen[t.JobID] || e.running.has(t.JobID) {
 			continue
 		}
 		seen[t.JobID] = true
@@ -130,15 +139,41 @@ func markRunning(ctx context.Context, q store.Querier, tasks []*domain.Task, now
 		if err != nil {
 			return err
 		}
-		if j.Status != domain.JobPending {
-			continue
+		if j.Status == domain.JobPending {
+			j.Status, j.UpdatedAt = domain.JobRunning, now
+			if err := q.JobUpdate(ctx, j); err != nil {
+				return err
+			}
 		}
-		j.Status, j.UpdatedAt = domain.JobRunning, now
-		if err := q.JobUpdate(ctx, j); err != nil {
-			return err
+		if !j.Status.Final() {
+			e.running.add(t.JobID)
 		}
 	}
 	return nil
+}
+
+// runningJobs remembers the IDs of jobs seen running, up to
+// runningJobsMax of them (then it starts over).
+type runningJobs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+const runningJobsMax = 4096
+
+func (r *runningJobs) has(id string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ids[id]
+}
+
+func (r *runningJobs) add(id string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ids == nil || len(r.ids) >= runningJobsMax {
+		r.ids = map[string]bool{}
+	}
+	r.ids[id] = true
 }
 
 // vote is what a tally did: the chunk it completed (nil for none), the
@@ -161,22 +196,47 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 	if !ok {
 		return vote{}, fmt.Errorf("replica %s names no chunk", r.ID)
 	}
-	c, err := q.TaskGet(ctx, chunkID)
+	// The chunk and its replicas in one read, as a rule: the replicas
+	// made are numbered from 1 to the chunk's attempt, seldom more than
+	// a quorum past the replica just ended; the rest, if any, in a
+	// second read.
+	n := replicaNumber(r) + domain.MaxQuorum
+	ids := make([]string, 0, n+1)
+	ids = append(ids, chunkID)
+	for i := range n {
+		ids = append(ids, domain.ReplicaID(chunkID, i+1))
+	}
+	got, err := q.TaskGetMany(ctx, ids)
 	if err != nil {
 		return vote{}, err
+	}
+	var c *domain.Task
+	replicas := got[:0]
+	for _, t := range got {
+		if t.ID == chunkID {
+			c = t
+		} else {
+			replicas = append(replicas, t)
+		}
+	}
+	if c == nil {
+		return vote{}, fmt.Errorf("chunk %s of replica %s: %w", chunkID, r.ID, store.ErrNotFound)
 	}
 	if c.State != domain.TaskLeased || c.LeaseOwner != domain.QuorumLeaseOwner {
 		return vote{}, nil
 	}
+	if c.Attempt > n {
+		ids = ids[:0]
+		for i := n; i < c.Attempt; i++ {
+			ids = append(ids, domain.ReplicaID(chunkID, i+1))
+		}
+		more, err := q.TaskGetMany(ctx, ids)
+		if err != nil {
+			return vote{}, err
+		}
+		replicas = append(replicas, more...)
+	}
 	j, err := e.jobSettingsIn(ctx, q, c.JobID)
-	if err != nil {
-		return vote{}, err
-	}
-	ids := make([]string, c.Attempt)
-	for i := range ids {
-		ids[i] = domain.ReplicaID(c.ID, i+1)
-	}
-	replicas, err := q.TaskGetMany(ctx, ids)
 	if err != nil {
 		return vote{}, err
 	}

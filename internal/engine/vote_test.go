@@ -231,6 +231,38 @@ func TestQuorum(t *testing.T) {
 			}
 		})
 
+		t.Run("failures replaced while one runs on", func(t *testing.T) {
+			j := anyJob(t, e, 2, 10)
+			chunk := j.ID + "-0"
+			claimIDs(t, key(ctx, "ada"), e, "a1", 1)
+			for i := range 6 {
+				who := fmt.Sprintf("f%d", i)
+				ids := claimIDs(t, key(ctx, who), e, who, 1)
+				if len(ids) != 1 {
+					t.Fatalf("%s claims %v; want a replica", who, ids)
+				}
+				if _, err := e.FailTask(key(ctx, who), engine.FailTaskParams{TaskID: ids[0], WorkerID: who, Attempt: 1, Error: "crashed"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// Replica 1 runs on; 2 to 7 failed; 8 is pending.
+			if err := complete(key(ctx, "ada"), e, chunk+".r1", "a1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.GetTask(ctx, chunk+".r9"); !errors.Is(err, domain.ErrNotFound) {
+				t.Errorf("replica 9: %v; want none made, since replica 8 waits for a worker", err)
+			}
+			if got := claimIDs(t, key(ctx, "erin"), e, "e1", 1); !slices.Equal(got, []string{chunk + ".r8"}) {
+				t.Fatalf("erin claims %v; want replica 8", got)
+			}
+			if err := complete(key(ctx, "erin"), e, chunk+".r8", "e1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if v, _ := e.GetTask(ctx, chunk); v.State != domain.TaskCompleted {
+				t.Errorf("the chunk: %s; want completed by ada and erin", v.State)
+			}
+		})
+
 		t.Run("trusted settles", func(t *testing.T) {
 			j := anyJob(t, e, 2, 1)
 			chunk := j.ID + "-0"
