@@ -78,7 +78,13 @@ func TestQuorumWorkers(t *testing.T) {
 	}
 	waitStatus := func(id, status string) {
 		t.Helper()
-		workerWaitFor(t, 90*time.Second, "job "+id+" to be "+status, func() bool { return job(id).Status == status })
+		workerWaitFor(t, 90*time.Second, "job "+id+" to be "+status, func() bool {
+			j := job(id)
+			if j.Status != status && (j.Status == "completed" || j.Status == "failed" || j.Status == "cancelled") {
+				t.Fatalf("job %s is %s (%s); want %s", id, j.Status, j.Error, status)
+			}
+			return j.Status == status
+		})
 	}
 
 	// Trusted and own.
@@ -100,7 +106,10 @@ func TestQuorumWorkers(t *testing.T) {
 	// Any, with a liar among honest workers, a worker and the coordinator
 	// killed mid-job.
 	dave := worker("dave", "d1", liarWorkload("copy", "7"))
-	anyJob := submit("alice", "copy", "--workers", "any", "--lease-seconds", "5", "--max-attempts", "3")
+	// Short leases, so that the killed workers' replicas expire soon;
+	// attempts enough for them, and for leases a slow restart lets run
+	// out.
+	anyJob := submit("alice", "copy", "--workers", "any", "--lease-seconds", "5", "--max-attempts", "6")
 	workerWaitFor(t, 30*time.Second, "the any job to be under way", func() bool {
 		for _, tk := range tasks(anyJob) {
 			if tk.State == "leased" {

@@ -109,19 +109,20 @@ type Verdict struct {
 
 // Tally decides about chunk c, of a job with quorum, from all its
 // replicas; trusted tells a replica of a trusted worker. A completed
-// replica's output is accepted when a trusted worker gave it, or workers of quorum distinct accounts gave
-// the same bytes; the first such (in the order of replicas) wins. Else
-// the chunk needs more replicas, as many as would reach a quorum with
-// those still running, within its budget of quorum + c.MaxAttempts - 1
-// replicas in all (c.Attempt counts those made); with none running and
-// none to add, it fails.
+// replica's output is accepted when a trusted worker gave it, or workers
+// of quorum distinct accounts gave the same bytes; the first such (in
+// the order of replicas) wins. Else the chunk needs more replicas, as
+// many as would reach a quorum with those still running, within two
+// budgets: quorum + c.MaxAttempts - 1 results in all, and fewer than
+// c.MaxAttempts replicas failed (an error or an expiry, as a chunk's
+// attempts fail). With none running and none to add, it fails.
 func Tally(c *Task, quorum int, replicas []*Task, trusted func(*Task) bool) Verdict {
 	type group struct {
 		first    *Task
 		accounts map[string]bool
 	}
 	var groups []*group
-	best, live, done := 0, 0, 0
+	best, live, done, failed := 0, 0, 0, 0
 	lastError := ""
 	for _, r := range replicas {
 		switch r.State {
@@ -129,6 +130,7 @@ func Tally(c *Task, quorum int, replicas []*Task, trusted func(*Task) bool) Verd
 			live++
 			continue
 		case TaskFailed:
+			failed++
 			lastError = r.Error
 			continue
 		case TaskCompleted:
@@ -157,15 +159,17 @@ func Tally(c *Task, quorum int, replicas []*Task, trusted func(*Task) bool) Verd
 		}
 		best = max(best, len(g.accounts))
 	}
-	budget := quorum + c.MaxAttempts - 1
-	more := max(0, min(quorum-best-live, budget-c.Attempt))
-	if live > 0 || more > 0 {
+	more := max(0, min(quorum-best-live, quorum+c.MaxAttempts-1-done-live))
+	if failed >= c.MaxAttempts {
+		more = 0
+	}
+	switch {
+	case live > 0 || more > 0:
 		return Verdict{More: more}
+	case failed >= c.MaxAttempts:
+		return Verdict{Fail: fmt.Sprintf("no quorum: %d replicas failed, the last with %q; %d results disagree", failed, lastError, done)}
 	}
-	if done > 0 {
-		return Verdict{Fail: fmt.Sprintf("no quorum: %d results disagree", done)}
-	}
-	return Verdict{Fail: "no quorum: no replica gave a result: " + lastError}
+	return Verdict{Fail: fmt.Sprintf("no quorum: %d results disagree", done)}
 }
 
 // Accept completes chunk c, being voted on, with the output of replica r

@@ -93,9 +93,10 @@ func TestTally(t *testing.T) {
 		{"budget spent: no quorum", 2, 4, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), done("d/k@1", "z")}, -1, 0, "no quorum: 4 results disagree"},
 		{"budget spent but one running: wait", 2, 4, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), running}, -1, 0, ""},
 		{"failures are replaced", 2, 2, []*Task{done("a/k@1", "x"), failed}, -1, 1, ""},
-		{"only failures, budget spent", 2, 4, []*Task{failed, failed, failed, failed}, -1, 0, "no quorum: no replica gave a result: exit 1"},
+		{"failures spend the attempts", 2, 4, []*Task{done("a/k@1", "x"), failed, failed, failed}, -1, 0, `no quorum: 3 replicas failed, the last with "exit 1"; 1 results disagree`},
 		{"quorum 3 needs two more", 3, 3, []*Task{done("a/k@1", "x"), failed, failed}, -1, 2, ""},
-		{"more stay within the budget", 3, 4, []*Task{done("a/k@1", "x"), failed, failed, failed}, -1, 1, ""},
+		{"more stay within the results' budget", 3, 6, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), running}, -1, 0, ""},
+		{"results past the budget", 3, 6, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), done("e/k@1", "w")}, -1, 0, "no quorum: 5 results disagree"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := &Task{ID: "j-0", Attempt: tc.made, MaxAttempts: 3}
