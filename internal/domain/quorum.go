@@ -62,11 +62,12 @@ func ReplicaOf(replicaID string) (chunkID string, ok bool) {
 	return replicaID[:i], true
 }
 
-// StartVote puts chunk c of a job with quorum replicas to a vote at now:
-// c is held by QuorumLeaseOwner until the vote ends, and the returned
-// replicas (quorum of them, pending) are what workers run. c.Attempt
-// counts the replicas made.
-func StartVote(c *Task, quorum int, now time.Time) []*Task {
+// StartVote puts chunk c of a job with quorum replicas to a vote at now,
+// for a worker of account: c is held by QuorumLeaseOwner until the vote
+// ends, and the returned replicas (quorum of them, pending; the first is
+// the worker's to lease, the others name account among their Voters) are
+// what workers run. c.Attempt counts the replicas made.
+func StartVote(c *Task, quorum int, account string, now time.Time) []*Task {
 	c.State = TaskLeased
 	c.LeaseOwner = QuorumLeaseOwner
 	c.LeaseExpiresAt = voteLease
@@ -74,11 +75,21 @@ func StartVote(c *Task, quorum int, now time.Time) []*Task {
 	c.LeasedAt = now
 	c.RunAfter = time.Time{}
 	c.UpdatedAt = now
-	return AddReplicas(c, quorum, now)
+	return AddReplicas(c, quorum, Voters([]string{account}), now)
 }
 
-// AddReplicas makes n more pending replicas of chunk c at now.
-func AddReplicas(c *Task, n int, now time.Time) []*Task {
+// Voters is the Voters of a replica whose chunk workers of accounts run
+// or ran.
+func Voters(accounts []string) string {
+	if len(accounts) == 0 {
+		return ""
+	}
+	return "," + strings.Join(accounts, ",") + ","
+}
+
+// AddReplicas makes n more pending replicas of chunk c at now, with
+// voters (see Voters).
+func AddReplicas(c *Task, n int, voters string, now time.Time) []*Task {
 	out := make([]*Task, n)
 	for i := range out {
 		c.Attempt++
@@ -91,6 +102,7 @@ func AddReplicas(c *Task, n int, now time.Time) []*Task {
 		r.LeaseOwner = ""
 		r.LeaseExpiresAt, r.AttemptDeadline, r.LeasedAt, r.RunAfter = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 		r.DownstreamID = "" // its output flows to c, through the vote
+		r.Voters = voters
 		r.Result, r.Metrics, r.Error = nil, nil, ""
 		r.CreatedAt, r.UpdatedAt, r.FinishedAt = now, now, time.Time{}
 		r.Version = 0

@@ -51,7 +51,7 @@ func TestStartVote(t *testing.T) {
 	now := time.Unix(1000, 0)
 	c := &Task{ID: "j-0", JobID: "j", Kind: KindChunk, State: TaskPending, Attempt: 1, MaxAttempts: 3,
 		DownstreamID: "j-root", Result: []byte("old"), Version: 7}
-	rs := StartVote(c, 2, now)
+	rs := StartVote(c, 2, "ada", now)
 	if c.State != TaskLeased || c.LeaseOwner != QuorumLeaseOwner || c.Attempt != 3 || !c.LeaseLive(now.Add(1000*time.Hour)) {
 		t.Errorf("chunk after StartVote: %+v", c)
 	}
@@ -61,7 +61,7 @@ func TestStartVote(t *testing.T) {
 	for i, r := range rs {
 		want := ReplicaID("j-0", i+2) // attempt 1 was a trusted worker's
 		if r.ID != want || r.Kind != KindReplica || r.State != TaskPending || r.Attempt != 0 || r.MaxAttempts != 1 ||
-			r.DownstreamID != "" || r.Result != nil || r.Version != 0 || r.JobID != "j" {
+			r.DownstreamID != "" || r.Result != nil || r.Version != 0 || r.JobID != "j" || r.Voters != ",ada," {
 			t.Errorf("replica %d: %+v; want ID %s, pending, no downstream", i, r, want)
 		}
 	}

@@ -12,6 +12,7 @@ type Task struct {
 	JobID            string     // empty for tree tasks that belong to no job
 	Owner            string     // the account of its job or tree, copied for claims
 	Workers          WorkerMode // who may run it: its job's, copied for claims; trusted for other tasks
+	Voters           string     // of a replica: ",ACCOUNT,…," of the other replicas of its chunk run when it was made
 	Kind             TaskKind
 	Workload         string
 	ChunkIndex       int // position among the job's chunks; -1 for the stitch task

@@ -77,7 +77,7 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 					return err
 				}
 				if j.Quorum > 1 {
-					replicas := domain.StartVote(t, j.Quorum, now)
+					replicas := domain.StartVote(t, j.Quorum, pr.Account, now)
 					writes = append(writes, t)
 					inserts = append(inserts, replicas...)
 					made += len(replicas) - 1
@@ -272,7 +272,13 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 		out.failed = true
 		e.log.InfoContext(ctx, "chunk failed its vote", "task_id", c.ID, "job_id", c.JobID, "error", v.Fail)
 	case v.More > 0:
-		more := domain.AddReplicas(c, v.More, now)
+		var voters []string
+		for _, x := range replicas {
+			if x.State == domain.TaskLeased || x.State == domain.TaskCompleted {
+				voters = append(voters, domain.WorkerAccountOf(x.LeaseOwner))
+			}
+		}
+		more := domain.AddReplicas(c, v.More, domain.Voters(voters), now)
 		if err := q.TaskUpdate(ctx, c); err != nil {
 			return vote{}, err
 		}

@@ -60,7 +60,9 @@ func complete(ctx context.Context, e *engine.Engine, id, w, out string) error {
 
 // TestWorkerModes: an untrusted key claims the chunks of "any" jobs and of
 // its own account's "own" jobs, never of a "trusted" job or of another
-// account's "own" job; a trusted key and the pool claim all of them.
+// account's "own" job; a trusted key and the pool claim all of them. A
+// chunk an untrusted key claims has its attempt's deadline, and its
+// attempt is charged to the key's account.
 func TestWorkerModes(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, func(t *testing.T, s store.Store) {
@@ -72,7 +74,7 @@ func TestWorkerModes(t *testing.T) {
 			workers     domain.WorkerMode
 		}{{"trusted", "bob", ""}, {"own-bob", "bob", domain.WorkersOwn}, {"own-ada", "ada", domain.WorkersOwn}, {"any", "carol", domain.WorkersAny}} {
 			sp := spec(2)
-			sp.Workers = j.workers
+			sp.Workers, sp.TimeoutSeconds = j.workers, 600
 			if j.workers == domain.WorkersAny {
 				sp.Quorum = 1
 			}
@@ -90,8 +92,20 @@ func TestWorkerModes(t *testing.T) {
 			slices.Sort(names)
 			return slices.Compact(names)
 		}
-		if got := jobsOf(claimIDs(t, key(ctx, "ada"), e, "a", 100)); !slices.Equal(got, []string{"any", "own-ada"}) {
+		adas := claimIDs(t, key(ctx, "ada"), e, "a", 100)
+		if got := jobsOf(adas); !slices.Equal(got, []string{"any", "own-ada"}) {
 			t.Errorf("ada's untrusted key claimed chunks of %v; want any and own-ada", got)
+		}
+		v, err := e.GetTask(ctx, adas[0])
+		if err != nil || v.AttemptDeadline.IsZero() || v.LeasedAt.IsZero() {
+			t.Fatalf("a chunk ada's key claimed: %+v, %v; want its deadline and lease time", v.Task, err)
+		}
+		if err := complete(key(ctx, "ada"), e, adas[0], "a", "x"); err != nil {
+			t.Fatal(err)
+		}
+		usage, err := e.ListUsage(ctx, engine.ListUsageParams{By: []engine.UsageField{engine.UsageWorkerAccount}})
+		if err != nil || len(usage) != 1 || usage[0].WorkerAccount != "ada" || usage[0].Tasks != 1 {
+			t.Errorf("usage by worker account: %+v, %v; want ada's one attempt", usage, err)
 		}
 		if got := jobsOf(claimIDs(t, key(ctx, "bob"), e, "b", 100)); !slices.Equal(got, []string{"own-bob"}) {
 			t.Errorf("bob's untrusted key claimed chunks of %v; want own-bob (ada holds the rest of what is open)", got)

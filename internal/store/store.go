@@ -130,12 +130,12 @@ type Querier interface {
 	// with Result nil: a list never reads chunk outputs.
 	TaskList(ctx context.Context, p *TaskListParams) ([]*domain.Task, error)
 	// TaskUpdate writes t's mutable fields (State, Attempt, MaxAttempts,
-	// LeaseOwner, LeaseExpiresAt, RunAfter, Metrics, Error,
-	// PendingUpstreams, UpdatedAt, FinishedAt, and Result when it is not
-	// nil: a nil Result keeps the stored one) where the stored version
-	// equals t.Version;
-	// otherwise ErrStale (ErrNotFound when the task is gone). The
-	// AttemptDeadline and LeasedAt are TaskClaim's alone to set.
+	// LeaseOwner, LeaseExpiresAt, AttemptDeadline, LeasedAt, RunAfter,
+	// Metrics, Error, PendingUpstreams, UpdatedAt, FinishedAt, and Result
+	// when it is not nil: a nil Result keeps the stored one) where the
+	// stored version equals t.Version; otherwise ErrStale (ErrNotFound
+	// when the task is gone). A lease made in the engine (domain.Lease)
+	// is written so; TaskClaim sets AttemptDeadline and LeasedAt itself.
 	//
 	// TaskInsert and TaskUpdate store a RunAfter at or before the task's
 	// UpdatedAt (runnable at once) as none: it comes back zero, and the
@@ -292,7 +292,8 @@ type Querier interface {
 	// any, or own and whose Owner is p.Account; and replicas none of
 	// whose siblings (the replicas of the same job and ChunkIndex) is
 	// leased or completed with a LeaseOwner of p.Account
-	// (domain.WorkerAccountOf); only replicas with p.ReplicasOnly. Inside
+	// (domain.WorkerAccountOf), nor name p.Account among their Voters;
+	// only replicas with p.ReplicasOnly. Inside
 	// a transaction, where the database
 	// can, it locks them and skips rows another transaction has locked.
 	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)

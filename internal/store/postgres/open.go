@@ -8,11 +8,12 @@ import (
 )
 
 // sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
-// jobs that untrusted workers may run, and locks what it returns, passing
-// over rows that concurrent claims hold. $3 is the account followed by
+// jobs that untrusted workers may run and their voters (a replica whose
+// chunk the account ran already is passed over on the index entry), and
+// locks what it returns, passing over rows that concurrent claims hold. $3 is the account followed by
 // '/', which starts the lease owner of each of its keys' workers.
 const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
-WHERE state = 'pending' AND workers <> '' AND run_after IS NULL
+WHERE state = 'pending' AND workers <> '' AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
 AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $5 OR kind = 'replica')
 AND CASE kind
 	WHEN 'chunk' THEN workers = 'any' OR owner = $1

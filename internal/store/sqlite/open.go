@@ -8,10 +8,13 @@ import (
 )
 
 // sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
-// jobs that untrusted workers may run. ?3 is the account followed by
-// '/', which starts the lease owner of each of its keys' workers.
+// jobs that untrusted workers may run, and their voters: a replica whose
+// chunk the account ran already is passed over on the index entry, before
+// its row is read. The subquery then checks the replicas leased or
+// completed since. ?3 is the account followed by '/', which starts the
+// lease owner of each of its keys' workers.
 var sqlTaskListOpen = newStatement(`SELECT ` + taskColumns + ` FROM tasks AS t INDEXED BY tasks_claim_open
-	WHERE state = 'pending' AND workers <> '' AND run_after IS NULL
+	WHERE state = 'pending' AND workers <> '' AND instr(voters, ',' || ?1 || ',') = 0 AND run_after IS NULL
 	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?5 OR kind = 'replica')
 	AND CASE kind
 		WHEN 'chunk' THEN workers = 'any' OR owner = ?1

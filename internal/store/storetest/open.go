@@ -12,7 +12,7 @@ import (
 // exerciseTaskListOpen: an untrusted worker of an account finds, in claim
 // order, the chunks of "any" jobs, the chunks of its account's "own"
 // jobs, and the replicas of chunks none of whose other replicas its
-// account holds or completed; never a trusted job's chunk, another
+// account holds or completed, or ran when they were made (Voters); never a trusted job's chunk, another
 // account's "own" chunk, a task in backoff, or another workload's; and
 // the workers mode reads back as written. Asked for replicas alone, it
 // finds no chunk.
@@ -54,6 +54,14 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		replica("z", "z.r1", "carol", domain.TaskCompleted, "bob/pc@w2"),
 		replica("z", "z.r2", "carol", domain.TaskPending, "alice/laptop@w1"), // released by alice earlier
 	)
+	// Chunk w: made when alice ran another replica of it, which her
+	// account is not to see leased or completed yet.
+	w := replica("w", "w.r2", "carol", domain.TaskPending, "")
+	w.Voters = ",alice,"
+	insertTasks(t, s, w)
+	if got := getTask(t, s, "w.r2"); got.Voters != ",alice," {
+		t.Fatalf("w.r2's voters read back as %q", got.Voters)
+	}
 	if got, err := s.TaskGet(ctx, "own-alice"); err != nil || got.Workers != domain.WorkersOwn {
 		t.Fatalf("TaskGet(own-alice) = %+v, %v; want workers own", got, err)
 	}
@@ -72,8 +80,8 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		want      []string
 	}{
 		{"alice", nil, 100, []string{"other", "any", "own-alice", "y.r2", "z.r2", "any-low"}},
-		{"bob", nil, 100, []string{"other", "any", "own-bob", "x.r2", "y.r2", "any-low"}},
-		{"dave", nil, 100, []string{"other", "any", "x.r2", "y.r2", "z.r2", "any-low"}},
+		{"bob", nil, 100, []string{"other", "any", "own-bob", "w.r2", "x.r2", "y.r2", "any-low"}},
+		{"dave", nil, 100, []string{"other", "any", "w.r2", "x.r2", "y.r2", "z.r2", "any-low"}},
 		{"dave", []string{"dock"}, 100, []string{"other"}},
 		{"dave", []string{"dock", "tanimoto"}, 2, []string{"other", "any"}},
 	} {
@@ -82,7 +90,7 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		}
 	}
 	// The pool (no account) looks for replicas alone.
-	if got, want := list("", nil, 100, true), []string{"x.r2", "y.r2", "z.r2"}; !slices.Equal(got, want) {
+	if got, want := list("", nil, 100, true), []string{"w.r2", "x.r2", "y.r2", "z.r2"}; !slices.Equal(got, want) {
 		t.Errorf("TaskListOpen of replicas alone = %v; want %v", got, want)
 	}
 }

@@ -257,7 +257,8 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk.UpdatedAt = now
 			tk.FinishedAt = now.Add(time.Microsecond)
 			// Not mutable fields: must not be written. The attempt's
-			// deadline and lease time are TaskClaim's alone to set.
+			// deadline and lease time are, as a lease made in the engine
+			// sets them.
 			tk.InputURI, tk.Priority, tk.Workload, tk.DownstreamID = "blob:other", 99, "other", "elsewhere"
 			tk.TimeoutSeconds, tk.AttemptDeadline, tk.LeasedAt = 77, now.Add(time.Hour), now
 			if err := s.TaskUpdate(t.Context(), tk); err != nil {
@@ -268,7 +269,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			}
 			want := cloneTask(tk)
 			want.InputURI, want.Priority, want.Workload, want.DownstreamID = orig.InputURI, orig.Priority, orig.Workload, orig.DownstreamID
-			want.TimeoutSeconds, want.AttemptDeadline, want.LeasedAt = orig.TimeoutSeconds, orig.AttemptDeadline, orig.LeasedAt
+			want.TimeoutSeconds = orig.TimeoutSeconds
 			checkTask(t, "TaskGet after TaskUpdate", getTask(t, s, tk.ID), want)
 
 			// Clearing fields writes NULLs that read back as zero values.
