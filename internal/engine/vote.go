@@ -196,11 +196,15 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 	if !ok {
 		return vote{}, fmt.Errorf("replica %s names no chunk", r.ID)
 	}
+	j, err := e.jobSettingsIn(ctx, q, r.JobID)
+	if err != nil {
+		return vote{}, err
+	}
 	// The chunk and its replicas in one read, as a rule: the replicas
 	// made are numbered from 1 to the chunk's attempt, seldom more than
 	// a quorum past the replica just ended; the rest, if any, in a
 	// second read.
-	n := replicaNumber(r) + domain.MaxQuorum
+	n := replicaNumber(r) + j.Quorum
 	ids := make([]string, 0, n+1)
 	ids = append(ids, chunkID)
 	for i := range n {
@@ -235,10 +239,6 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 			return vote{}, err
 		}
 		replicas = append(replicas, more...)
-	}
-	j, err := e.jobSettingsIn(ctx, q, c.JobID)
-	if err != nil {
-		return vote{}, err
 	}
 	slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
 	v := domain.Tally(c, j.Quorum, replicas, func(x *domain.Task) bool {
