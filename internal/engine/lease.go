@@ -608,7 +608,15 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			workerDid(q, p.leaseOwner(), now)
 			if t.Kind == domain.KindReplica {
 				// The vote reads the replica back, and may stop others
-				// that later items of this run name.
+				// that later items of this run name. Its chunk is locked
+				// first, as settleVote does, so that a concurrent tally
+				// that stops this replica never waits for it while it
+				// waits for the chunk.
+				if chunkID, ok := domain.ReplicaOf(t.ID); ok {
+					if _, err := q.TaskLock(ctx, chunkID); err != nil {
+						return err
+					}
+				}
 				if err := q.TaskUpdate(ctx, t); err != nil {
 					return err
 				}

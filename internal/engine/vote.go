@@ -200,6 +200,13 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 	if err != nil {
 		return vote{}, err
 	}
+	// Tallies of one chunk take turns: two replicas that end at once in
+	// concurrent transactions would each read the other still running
+	// and both wait, for ever. The one that locks second reads the first
+	// one's replica as it ended.
+	if _, err := q.TaskLock(ctx, chunkID); err != nil {
+		return vote{}, err
+	}
 	// The chunk and its replicas in one read, as a rule: the replicas
 	// made are numbered from 1 to the chunk's attempt, seldom more than
 	// a quorum past the replica just ended; the rest, if any, in a

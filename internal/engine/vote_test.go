@@ -12,7 +12,9 @@ import (
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/postgres"
 )
 
 // key is the context of a worker request with an untrusted key of account.
@@ -389,4 +391,54 @@ func TestQuorumRace(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestVotesAcrossCoordinators: two coordinators share a PostgreSQL
+// database, and the two replicas of each chunk end at the same time, one
+// on each; every chunk is accepted, none waits for ever on a vote whose
+// two tallies each saw the other replica still running.
+func TestVotesAcrossCoordinators(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	open := func() store.Store {
+		s, err := postgres.Open(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	a := newEngine(open(), engine.Config{NodeID: "a"})
+	b := newEngine(open(), engine.Config{NodeID: "b"})
+	ctx := t.Context()
+	const chunks = 40
+	sp := spec(chunks)
+	sp.Workers, sp.Quorum = domain.WorkersAny, 2
+	j, _, err := a.CreateJob(as(ctx, "carol"), sp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range chunks {
+		ra := claimIDs(t, key(ctx, "ada"), a, "a1", 1)
+		rb := claimIDs(t, key(ctx, "bob"), b, "b1", 1)
+		if len(ra) != 1 || len(rb) != 1 {
+			t.Fatalf("claims: ada %v, bob %v; want a replica each", ra, rb)
+		}
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			if err := complete(key(ctx, "ada"), a, ra[0], "a1", "x"); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Go(func() {
+			if err := complete(key(ctx, "bob"), b, rb[0], "b1", "x"); err != nil {
+				t.Error(err)
+			}
+		})
+		wg.Wait()
+	}
+	jv, err := a.GetJob(ctx, j.ID)
+	if err != nil || jv.Tasks.Completed != chunks {
+		t.Fatalf("job after every vote: %+v, %v; want %d chunks completed", jv.Tasks, err, chunks)
+	}
 }

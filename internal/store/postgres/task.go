@@ -43,7 +43,8 @@ func everyState(branch string) string {
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
-	sqlTaskGet = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
+	sqlTaskGet  = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
+	sqlTaskLock = sqlTaskGet + ` FOR UPDATE`
 
 	// TaskList with and without a state; both read tasks_job in chunk
 	// order: with a state, its range; without, the ranges of every state,
@@ -289,6 +290,15 @@ func (q *querier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task
 		return nil, translate(err, "get %d tasks", len(ids))
 	}
 	return collectTasks(rows, "get %d tasks", len(ids))
+}
+
+// TaskLock returns a task and locks its row until the transaction ends.
+func (q *querier) TaskLock(ctx context.Context, id string) (*domain.Task, error) {
+	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskLock, id))
+	if err != nil {
+		return nil, translate(err, "lock task %s", id)
+	}
+	return t, nil
 }
 
 // TaskUpdate writes t's mutable fields where the stored version equals

@@ -156,6 +156,12 @@ func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) 
 	return t, nil
 }
 
+// TaskLock returns a task: a transaction on SQLite holds the one writer,
+// so no other writes the task before it ends.
+func (q *querier) TaskLock(ctx context.Context, id string) (*domain.Task, error) {
+	return q.TaskGet(ctx, id)
+}
+
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. An
 // AfterIndex below 0 lists from the start; a Limit of 0 or less means no limit.
 func (q *querier) TaskList(ctx context.Context, p *store.TaskListParams) ([]*domain.Task, error) {

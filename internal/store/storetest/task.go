@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -393,4 +394,28 @@ func exerciseTaskList(t *testing.T, newStore newFunc) {
 		checkIDs(t, "missing job", list(store.TaskListParams{JobID: "missing", Kind: domain.KindChunk, Limit: 100, AfterIndex: -1}), nil)
 		checkIDs(t, "tree kind", list(store.TaskListParams{JobID: "j1", Kind: domain.KindTree, Limit: 100, AfterIndex: -1}), nil)
 	})
+}
+
+// exerciseTaskLock: TaskLock returns the task as TaskGet does, inside a
+// transaction too, and a task that is not there is ErrNotFound. (That a
+// lock holds other transactions back is for the engine's tests on
+// PostgreSQL: TestVotesAcrossCoordinators.)
+func exerciseTaskLock(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	tk := fullTask("t1")
+	insertTasks(t, s, tk)
+	err := s.InTx(t.Context(), func(q store.Querier) error {
+		got, err := q.TaskLock(t.Context(), "t1")
+		if err != nil {
+			return err
+		}
+		checkTask(t, "TaskLock", got, getTask(t, s, "t1"))
+		if _, err := q.TaskLock(t.Context(), "missing"); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("TaskLock(missing) = %v, want ErrNotFound", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
