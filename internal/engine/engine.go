@@ -133,10 +133,13 @@ type Engine struct {
 	lastSweep time.Time
 
 	// Group commit of the single forms (see group).
-	claims    *groups[claimCall, claimAnswer]
-	renews    *group[renewCall, renewAnswer]
-	results   *group[[]CompleteTaskParams, []ItemResult]
-	treeDones *group[treeDone, error]
+	claims *groups[claimCall, claimAnswer]
+	// openClaims are the claims of untrusted workers, and trusted ones'
+	// of replicas (claimOpen), by account and workloads.
+	openClaims *groups[openClaimCall, claimAnswer]
+	renews     *group[renewCall, renewAnswer]
+	results    *group[[]CompleteTaskParams, []ItemResult]
+	treeDones  *group[treeDone, error]
 
 	jobsMu sync.Mutex
 	jobs   map[string]*domain.Job // immutable settings of recently seen jobs
@@ -222,6 +225,7 @@ func New(s store.Store, cfg Config) *Engine {
 		pageBytes:   stitchPageBytes,
 	}
 	e.claims = newGroups(claimRunMax, e.claimRun)
+	e.openClaims = newGroups(claimRunMax, e.openClaimRun)
 	e.renews = newGroup(renewRunMax, e.renewRun)
 	e.results = newGroup(resultRunMax, e.resultRun)
 	e.treeDones = newGroup(resultRunMax, e.treeDoneRun)

@@ -32,7 +32,8 @@ import (
 // claimOpen is claimOnce for an untrusted worker of pr: it leases up to
 // p.Max tasks open to it, at most one replica of each chunk. For a
 // trusted worker it leases replicas alone: trusted claims take chunks
-// the usual way.
+// the usual way. Claims of one account's workers (and workloads) that
+// arrive together share one transaction (openClaimRun).
 func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Principal) ([]*TaskView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -41,27 +42,80 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 		return nil, nil // tree tasks are for trusted workers
 	}
 	e.sweepBeforeClaim(ctx)
+	key := fmt.Sprintf("%s\x00%t\x00%s", pr.Account, pr.Trusted, strings.Join(p.Workloads, "\x00"))
+	a, err := e.openClaims.do(ctx, key, openClaimCall{worker: p.WorkerID, n: p.Max, pr: pr, workloads: p.Workloads}, p.Max)
+	if err == nil {
+		err = a.err
+	}
+	if err != nil {
+		return nil, err
+	}
+	leased := a.tasks
+	if len(leased) == 0 {
+		return nil, nil
+	}
+	views, err := e.claimViews(ctx, leased)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		e.releaseUnreceived(ctx, leased, err)
+		return nil, err
+	}
+	e.jobChanged(leased...)
+	for _, t := range leased {
+		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
+	}
+	return views, nil
+}
+
+// openClaimCall is one open claim of up to n tasks by worker (a lease
+// owner) of pr, waiting to share a transaction with the others of pr's
+// account and the same workloads.
+type openClaimCall struct {
+	worker    string
+	n         int
+	pr        domain.Principal
+	workloads []string
+}
+
+// openClaimRun serves open claims together, in one transaction: it reads
+// as many candidates as they ask for, and gives each caller its tasks in
+// claim order, in the order the callers came.
+func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []claimAnswer {
+	out := make([]claimAnswer, len(calls))
+	pr, total := calls[0].pr, 0
+	for _, c := range calls {
+		total += c.n
+	}
 	var leased []*domain.Task
 	made := 0 // pending replicas made, for other workers
 	err := e.tx(ctx, func(q store.Querier) error {
 		leased, made = leased[:0], 0
+		for i := range out {
+			out[i].tasks = nil
+		}
 		now := e.now()
 		// A claim of several tasks reads more, for the replicas of one
 		// chunk that it passes over; on PostgreSQL it locks what it reads.
 		limit := 1
-		if p.Max > 1 {
-			limit = min(p.Max*domain.MaxQuorum, MaxClaimTasks)
+		if total > 1 {
+			limit = min(total*domain.MaxQuorum, MaxClaimTasks*domain.MaxQuorum)
 		}
 		cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
-			Account: pr.Account, Workloads: p.Workloads, Limit: limit, ReplicasOnly: pr.Trusted,
+			Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, ReplicasOnly: pr.Trusted,
 		})
 		if err != nil {
 			return err
 		}
 		var writes, inserts []*domain.Task
-		taken := map[string]bool{} // chunks a replica of which this claim took
+		taken := map[string]bool{} // chunks a replica of which this run took
+		caller := 0
 		for _, t := range cands {
-			if len(leased) == p.Max {
+			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
+				caller++
+			}
+			if caller == len(calls) {
 				break
 			}
 			chunk := t.ID
@@ -87,8 +141,9 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 			if t.Version > 0 { // read, not made now
 				writes = append(writes, t)
 			}
-			domain.Lease(t, p.WorkerID, now)
+			domain.Lease(t, calls[caller].worker, now)
 			taken[chunk] = true
+			out[caller].tasks = append(out[caller].tasks, t)
 			leased = append(leased, t)
 		}
 		if err := q.TaskUpdateMany(ctx, writes); err != nil {
@@ -100,28 +155,16 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 		return e.markRunning(ctx, q, leased, now)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("claim: %w", err)
-	}
-	if len(leased) == 0 {
-		return nil, nil
+		for i := range out {
+			out[i] = claimAnswer{err: fmt.Errorf("claim: %w", err)}
+		}
+		return out
 	}
 	e.held.keep(e.now(), leased...)
 	if made > 0 {
 		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
 	}
-	views, err := e.claimViews(ctx, leased)
-	if err == nil {
-		err = ctx.Err()
-	}
-	if err != nil {
-		e.releaseUnreceived(ctx, leased, err)
-		return nil, err
-	}
-	e.jobChanged(leased...)
-	for _, t := range leased {
-		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
-	}
-	return views, nil
+	return out
 }
 
 // markRunning marks the pending jobs of tasks running at now. A job
