@@ -110,6 +110,7 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		}
 		var writes, inserts []*domain.Task
 		taken := map[string]bool{} // chunks a replica of which this run took
+		voting := map[string]int{} // by job: its chunks voted on, up to maxVoting
 		caller := 0
 		for _, t := range cands {
 			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
@@ -131,6 +132,16 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 					return err
 				}
 				if j.Quorum > 1 {
+					n, ok := voting[t.JobID]
+					if !ok {
+						if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
+							return err
+						}
+					}
+					if n >= e.maxVoting() {
+						continue // the votes under way first
+					}
+					voting[t.JobID] = n + 1
 					replicas := domain.StartVote(t, j.Quorum, pr.Account, now)
 					writes = append(writes, t)
 					inserts = append(inserts, replicas...)
@@ -165,6 +176,17 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
 	}
 	return out
+}
+
+// maxVoting bounds the chunks of a job voted on at once: twice the
+// workers this process has seen, 64 at least. An account whose workers
+// start votes faster than other accounts' settle them would otherwise
+// pile up votes that wait for them, which its every claim passes over,
+// and whose first replicas' work is lost if the others never come.
+func (e *Engine) maxVoting() int {
+	e.seenLog.mu.Lock()
+	defer e.seenLog.mu.Unlock()
+	return max(64, 2*len(e.seenLog.last))
 }
 
 // markRunning marks the pending jobs of tasks running at now. A job

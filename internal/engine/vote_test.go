@@ -442,3 +442,39 @@ func TestVotesAcrossCoordinators(t *testing.T) {
 		t.Fatalf("job after every vote: %+v, %v; want %d chunks completed", jv.Tasks, err, chunks)
 	}
 }
+
+// TestVotesBounded: an account's workers start at most 64 votes of a job
+// that no other account has caught up with; when a vote ends, they may
+// start another.
+func TestVotesBounded(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		sp := spec(100)
+		sp.Workers, sp.Quorum = domain.WorkersAny, 2
+		if _, _, err := e.CreateJob(as(ctx, "carol"), sp, ""); err != nil {
+			t.Fatal(err)
+		}
+		var started []string
+		for range 100 {
+			started = append(started, claimIDs(t, key(ctx, "ada"), e, "a", 1)...)
+		}
+		if len(started) != 64 {
+			t.Fatalf("ada started %d votes; want 64 before another account catches up", len(started))
+		}
+		if err := complete(key(ctx, "ada"), e, started[0], "a", "x"); err != nil {
+			t.Fatal(err)
+		}
+		r := claimIDs(t, key(ctx, "bob"), e, "b", 1)
+		if len(r) != 1 {
+			t.Fatalf("bob claims %v; want a replica", r)
+		}
+		if err := complete(key(ctx, "bob"), e, r[0], "b", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if got := claimIDs(t, key(ctx, "ada"), e, "a", 1); len(got) != 1 {
+			t.Errorf("ada claims %v once a vote ended; want a new one", got)
+		}
+	})
+}

@@ -302,6 +302,9 @@ type Querier interface {
 	// a transaction, where the database
 	// can, it locks them and skips rows another transaction has locked.
 	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)
+	// TaskCountVoting counts the chunk tasks of job jobID being voted on
+	// (leased to domain.QuorumLeaseOwner), up to limit.
+	TaskCountVoting(ctx context.Context, jobID string, limit int) (int, error)
 
 	// SessionInsert records a dashboard session.
 	SessionInsert(ctx context.Context, s *Session) error

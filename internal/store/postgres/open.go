@@ -38,3 +38,16 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	}
 	return collectTasks(rows, "list the tasks open to %s", p.Account)
 }
+
+// sqlTaskCountVoting reads the job's leased chunks, as many as $3 at most.
+const sqlTaskCountVoting = `SELECT count(*) FROM (SELECT 1 FROM tasks
+WHERE job_id = $1 AND kind = 'chunk' AND state = 'leased' AND lease_owner = $2 LIMIT $3) AS v`
+
+// TaskCountVoting counts the job's chunks being voted on, up to limit.
+func (q *querier) TaskCountVoting(ctx context.Context, jobID string, limit int) (int, error) {
+	var n int
+	if err := q.db.QueryRow(ctx, sqlTaskCountVoting, jobID, domain.QuorumLeaseOwner, limit).Scan(&n); err != nil {
+		return 0, translate(err, "count the chunks of job %s voted on", jobID)
+	}
+	return n, nil
+}

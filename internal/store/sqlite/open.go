@@ -38,3 +38,18 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	}
 	return out, nil
 }
+
+// sqlTaskCountVoting reads the job's leased chunks from
+// tasks_job_kind_state, as many as limit at most.
+var sqlTaskCountVoting = newStatement(`SELECT count(*) FROM (SELECT 1 FROM tasks
+	WHERE job_id = ?1 AND kind = 'chunk' AND state = 'leased' AND lease_owner = ?2 LIMIT ?3)`)
+
+// TaskCountVoting counts the job's chunks being voted on, up to limit.
+func (q *querier) TaskCountVoting(ctx context.Context, jobID string, limit int) (int, error) {
+	var n int
+	err := q.queryRow(ctx, true, func(r scanner) error { return r.Scan(&n) }, sqlTaskCountVoting, jobID, domain.QuorumLeaseOwner, limit)
+	if err != nil {
+		return 0, translate(err, "count the chunks of job %s voted on", jobID)
+	}
+	return n, nil
+}

@@ -94,3 +94,26 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		t.Errorf("TaskListOpen of replicas alone = %v; want %v", got, want)
 	}
 }
+
+// exerciseTaskCountVoting: the chunks of a job leased to the vote are
+// counted, up to the limit; chunks leased to workers, and other jobs',
+// are not.
+func exerciseTaskCountVoting(t *testing.T, newStore newFunc) {
+	s := newStore(t)
+	at := Epoch()
+	mk := func(id, job, owner string) *domain.Task {
+		c := claimable(id, job, 0, at, 0)
+		c.State, c.LeaseOwner, c.Attempt, c.LeaseExpiresAt = domain.TaskLeased, owner, 1, at.Add(time.Hour)
+		return c
+	}
+	insertTasks(t, s, mk("a0", "ja", domain.QuorumLeaseOwner), mk("a1", "ja", domain.QuorumLeaseOwner),
+		mk("a2", "ja", "w1"), mk("b0", "jb", domain.QuorumLeaseOwner))
+	for _, c := range []struct {
+		job         string
+		limit, want int
+	}{{"ja", 10, 2}, {"ja", 1, 1}, {"jb", 10, 1}, {"jc", 10, 0}} {
+		if got, err := s.TaskCountVoting(t.Context(), c.job, c.limit); err != nil || got != c.want {
+			t.Errorf("TaskCountVoting(%s, %d) = %d, %v; want %d", c.job, c.limit, got, err, c.want)
+		}
+	}
+}

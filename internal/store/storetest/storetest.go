@@ -56,6 +56,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("WorkerKey", func(t *testing.T) { t.Parallel(); exerciseWorkerKeys(t, newStore) })
 	t.Run("TaskListOpen", func(t *testing.T) { t.Parallel(); exerciseTaskListOpen(t, newStore) })
 	t.Run("TaskLock", func(t *testing.T) { t.Parallel(); exerciseTaskLock(t, newStore) })
+	t.Run("TaskCountVoting", func(t *testing.T) { t.Parallel(); exerciseTaskCountVoting(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.
