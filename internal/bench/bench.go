@@ -322,6 +322,19 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
 			return err
 		})
+		// An account's workers wait, with nothing to claim, while the
+		// votes they started wait for other accounts (engine.maxVoting).
+		for c.Quorum > 1 && err == nil && len(tasks) == 0 && ctx.Err() == nil {
+			hold(ctx, time.Millisecond)
+			var more time.Duration
+			var retried int
+			more, retried, err = try(func() (err error) {
+				tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
+				return err
+			})
+			claimed += more
+			claimRetried += retried
+		}
 		if err != nil {
 			return lifecycle{}, err
 		}
