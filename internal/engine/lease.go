@@ -608,14 +608,9 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			workerDid(q, p.leaseOwner(), now)
 			if t.Kind == domain.KindReplica {
 				// The vote reads the replica back, and may stop others
-				// that later items of this run name. Its chunk is locked
-				// first, as settleVote does, so that a concurrent tally
-				// that stops this replica never waits for it while it
-				// waits for the chunk.
-				if chunkID, ok := domain.ReplicaOf(t.ID); ok {
-					if _, err := q.TaskLock(ctx, chunkID); err != nil {
-						return err
-					}
+				// that later items of this run name.
+				if err := lockVote(ctx, q, t); err != nil {
+					return err
 				}
 				if err := q.TaskUpdate(ctx, t); err != nil {
 					return err
@@ -776,6 +771,9 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 		}
 		now := e.now()
 		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
+			return err
+		}
+		if err := lockVote(ctx, q, t); err != nil {
 			return err
 		}
 		task = t
@@ -958,6 +956,9 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		now := e.now()
 		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
 			return nil // renewed, completed or already expired by another process
+		}
+		if err := lockVote(ctx, q, t); err != nil {
+			return err
 		}
 		owner = t.LeaseOwner
 		ended = t

@@ -241,6 +241,21 @@ func (r *runningJobs) add(id string) {
 	r.ids[id] = true
 }
 
+// lockVote locks, in the transaction of q, the chunk of t when t is a
+// replica, before t is written and its vote tallied: tallies of one chunk
+// take turns. Two replicas that ended at once in concurrent transactions
+// would otherwise each read the other still running and both wait, for
+// ever; and locking before the replica is written keeps a tally that
+// stops it from waiting for it while it waits for the chunk.
+func lockVote(ctx context.Context, q store.Querier, t *domain.Task) error {
+	chunkID, ok := domain.ReplicaOf(t.ID)
+	if t.Kind != domain.KindReplica || !ok {
+		return nil
+	}
+	_, err := q.TaskLock(ctx, chunkID)
+	return err
+}
+
 // vote is what a tally did: the chunk it completed (nil for none), the
 // replicas it stopped, how many it added, and whether it failed the
 // chunk and its job.
@@ -252,8 +267,8 @@ type vote struct {
 }
 
 // settleVote tallies the vote on the chunk of replica r, which just ended
-// and is written, in the transaction of q at now, and acts on the
-// verdict; trusted says whether r's worker is trusted (the pool's workers
+// and is written (after lockVote), in the transaction of q at now, and
+// acts on the verdict; trusted says whether r's worker is trusted (the pool's workers
 // always are). A chunk whose vote is over already (its job cancelled or
 // failed) is left as it is.
 func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) (vote, error) {
@@ -263,13 +278,6 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 	}
 	j, err := e.jobSettingsIn(ctx, q, r.JobID)
 	if err != nil {
-		return vote{}, err
-	}
-	// Tallies of one chunk take turns: two replicas that end at once in
-	// concurrent transactions would each read the other still running
-	// and both wait, for ever. The one that locks second reads the first
-	// one's replica as it ended.
-	if _, err := q.TaskLock(ctx, chunkID); err != nil {
 		return vote{}, err
 	}
 	// The chunk and its replicas in one read, as a rule: the replicas
