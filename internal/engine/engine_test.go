@@ -22,7 +22,6 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store"
-	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
 
@@ -195,16 +194,8 @@ func TestFailureBackoff(t *testing.T) {
 func TestReplicasWakeEachOther(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	open := func() store.Store {
-		s, err := postgres.Open(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := newEngine(open(), engine.Config{NodeID: "a", PollInterval: time.Hour})
-	b := newEngine(open(), engine.Config{NodeID: "b", PollInterval: time.Hour})
+	a := newEngine(openPG(t, url), engine.Config{NodeID: "a", PollInterval: time.Hour})
+	b := newEngine(openPG(t, url), engine.Config{NodeID: "b", PollInterval: time.Hour})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Run(ctx) })

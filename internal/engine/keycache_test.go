@@ -10,8 +10,6 @@ import (
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/pgtest"
-	"github.com/scimesh/scimesh/internal/store"
-	"github.com/scimesh/scimesh/internal/store/postgres"
 )
 
 // TestKeyChangesReachEveryReplica: two coordinators share a PostgreSQL
@@ -22,16 +20,8 @@ import (
 func TestKeyChangesReachEveryReplica(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	open := func() store.Store {
-		s, err := postgres.Open(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := newEngine(open(), engine.Config{NodeID: "a"})
-	b := newEngine(open(), engine.Config{NodeID: "b"})
+	a := newEngine(openPG(t, url), engine.Config{NodeID: "a"})
+	b := newEngine(openPG(t, url), engine.Config{NodeID: "b"})
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Run(ctx) })

@@ -14,7 +14,6 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
-	"github.com/scimesh/scimesh/internal/store/postgres"
 )
 
 // key is the context of a worker request with an untrusted key of account.
@@ -400,16 +399,8 @@ func TestQuorumRace(t *testing.T) {
 func TestVotesAcrossCoordinators(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
-	open := func() store.Store {
-		s, err := postgres.Open(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		return s
-	}
-	a := newEngine(open(), engine.Config{NodeID: "a"})
-	b := newEngine(open(), engine.Config{NodeID: "b"})
+	a := newEngine(openPG(t, url), engine.Config{NodeID: "a"})
+	b := newEngine(openPG(t, url), engine.Config{NodeID: "b"})
 	ctx := t.Context()
 	const chunks = 40
 	sp := spec(chunks)
