@@ -30,44 +30,7 @@ go build -o bin/scimesh ./cmd/scimesh
 . bench/lib.sh
 bench_tokens
 
-work=$(mktemp -d)
-cluster=
-server=
-cleanup() {
-	[ -z "$server" ] || { kill "$server" 2>/dev/null && wait "$server" || true; }
-	[ -z "$cluster" ] || { kill "$cluster" 2>/dev/null && wait "$cluster" || true; }
-	rm -rf "$work"
-}
-trap cleanup EXIT
-
-admin=
-if [[ " $stores " == *" postgres "* ]]; then
-	bin/river-bench -serve >"$work/cluster.log" &
-	cluster=$!
-	for _ in $(seq 600); do
-		[ -s "$work/cluster.log" ] && break
-		kill -0 "$cluster" 2>/dev/null || { echo "the cluster did not start" >&2; exit 1; }
-		sleep 0.1
-	done
-	admin=$(head -1 "$work/cluster.log")
-	[ -n "$admin" ] || { echo "the cluster did not print its URL" >&2; exit 1; }
-fi
-dburl() { echo "${admin/\/postgres\?//$1?}"; }
-sql() { psql "$admin" -v ON_ERROR_STOP=1 -qAtc "$1"; }
-
-newdb() {
-	if [ "$1" = sqlite ]; then
-		mkdir -p "$work/$2"
-		echo "sqlite:$work/$2/scimesh.db"
-	else
-		sql "CREATE DATABASE $2"
-		dburl "$2"
-	fi
-}
-
-dropdb() {
-	if [ "$1" = sqlite ]; then rm -rf "${work:?}/$2"; else sql "DROP DATABASE $2 WITH (FORCE)"; fi
-}
+bench_databases "$stores"
 
 # key URL ACCOUNT prints a new worker key of a new account ACCOUNT.
 key() {

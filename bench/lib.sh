@@ -45,3 +45,52 @@ serve_stop() {
 
 # load prints the machine's load average.
 load() { uptime | sed 's/.*load average: /load average /'; }
+
+# bench_databases STORES sets up what a series of runs on fresh databases
+# needs: $work, a temporary directory; at exit the serve process $server
+# (when set) and the cluster are stopped and $work removed; with postgres
+# among STORES, a throwaway PostgreSQL cluster from bin/river-bench -serve
+# ($admin is its URL). newdb STORE NAME then prints the URL of a new
+# database, and dropdb STORE NAME drops it.
+bench_databases() {
+	work=$(mktemp -d)
+	cluster=
+	server=
+	trap bench_cleanup EXIT
+	admin=
+	if [[ " $1 " == *" postgres "* ]]; then
+		bin/river-bench -serve >"$work/cluster.log" &
+		cluster=$!
+		for _ in $(seq 600); do
+			[ -s "$work/cluster.log" ] && break
+			kill -0 "$cluster" 2>/dev/null || { echo "the cluster did not start" >&2; exit 1; }
+			sleep 0.1
+		done
+		admin=$(head -1 "$work/cluster.log")
+		[ -n "$admin" ] || { echo "the cluster did not print its URL" >&2; exit 1; }
+	fi
+}
+
+bench_cleanup() {
+	[ -z "$server" ] || { kill "$server" 2>/dev/null && wait "$server" || true; }
+	[ -z "$cluster" ] || { kill "$cluster" 2>/dev/null && wait "$cluster" || true; }
+	rm -rf "$work"
+}
+
+dburl() { echo "${admin/\/postgres\?//$1?}"; }
+sql() { psql "$admin" -v ON_ERROR_STOP=1 -qAtc "$1"; }
+
+newdb() {
+	if [ "$1" = sqlite ]; then
+		mkdir -p "$work/$2"
+		echo "sqlite:$work/$2/scimesh.db"
+	else
+		sql "CREATE DATABASE $2"
+		dburl "$2"
+	fi
+}
+
+dropdb() {
+	if [ "$1" = sqlite ]; then rm -rf "${work:?}/$2"; else sql "DROP DATABASE $2 WITH (FORCE)"; fi
+}
+
