@@ -41,7 +41,18 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 	if p.kind != "" && p.kind != domain.KindChunk {
 		return nil, nil // tree tasks are for trusted workers
 	}
-	e.sweepBeforeClaim(ctx)
+	if pr.Trusted {
+		// A trusted claim comes here whenever it found nothing else, at
+		// every poll of an idle worker: a read outside any transaction
+		// tells whether there is a replica to take before a write
+		// transaction looks for one.
+		peek, err := e.store.TaskListOpen(ctx, &store.TaskListOpenParams{Account: pr.Account, Workloads: p.Workloads, Limit: 1, ReplicasOnly: true})
+		if err != nil || len(peek) == 0 {
+			return nil, mapStoreErr(err)
+		}
+	} else {
+		e.sweepBeforeClaim(ctx) // a trusted claim swept already
+	}
 	key := fmt.Sprintf("%s\x00%t\x00%s", pr.Account, pr.Trusted, strings.Join(p.Workloads, "\x00"))
 	a, err := e.openClaims.do(ctx, key, openClaimCall{worker: p.WorkerID, n: p.Max, pr: pr, workloads: p.Workloads}, p.Max)
 	if err == nil {
