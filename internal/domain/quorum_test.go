@@ -77,29 +77,28 @@ func TestTally(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		quorum   int
-		made     int // c.Attempt
 		replicas []*Task
 		accept   int // index of the replica accepted; -1 for none
 		more     int
 		fail     string
 	}{
-		{"two accounts agree", 2, 2, []*Task{done("a/k@1", "x"), done("b/k@1", "x")}, 0, 0, ""},
-		{"one account twice is one vote", 2, 2, []*Task{done("a/k@1", "x"), done("a/k2@2", "x")}, -1, 1, ""},
-		{"a trusted worker alone", 3, 3, []*Task{done("a/k@1", "y"), done("pool-1", "x"), running}, 1, 0, ""},
-		{"disagreement asks for another", 2, 2, []*Task{done("a/k@1", "x"), done("b/k@1", "y")}, -1, 1, ""},
-		{"a third account settles it", 2, 3, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "y")}, 1, 0, ""},
-		{"one still running: wait", 2, 2, []*Task{done("a/k@1", "x"), running}, -1, 0, ""},
-		{"a pending one counts as running", 3, 3, []*Task{done("a/k@1", "x"), pending, running}, -1, 0, ""},
-		{"budget spent: no quorum", 2, 4, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), done("d/k@1", "z")}, -1, 0, "no quorum: 4 results disagree"},
-		{"budget spent but one running: wait", 2, 4, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), running}, -1, 0, ""},
-		{"failures are replaced", 2, 2, []*Task{done("a/k@1", "x"), failed}, -1, 1, ""},
-		{"failures spend the attempts", 2, 4, []*Task{done("a/k@1", "x"), failed, failed, failed}, -1, 0, `no quorum: 3 replicas failed, the last with "exit 1"; 1 results disagree`},
-		{"quorum 3 needs two more", 3, 3, []*Task{done("a/k@1", "x"), failed, failed}, -1, 2, ""},
-		{"more stay within the results' budget", 3, 6, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), running}, -1, 0, ""},
-		{"results past the budget", 3, 6, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), done("e/k@1", "w")}, -1, 0, "no quorum: 5 results disagree"},
+		{"two accounts agree", 2, []*Task{done("a/k@1", "x"), done("b/k@1", "x")}, 0, 0, ""},
+		{"one account twice is one vote", 2, []*Task{done("a/k@1", "x"), done("a/k2@2", "x")}, -1, 1, ""},
+		{"a trusted worker alone", 3, []*Task{done("a/k@1", "y"), done("pool-1", "x"), running}, 1, 0, ""},
+		{"disagreement asks for another", 2, []*Task{done("a/k@1", "x"), done("b/k@1", "y")}, -1, 1, ""},
+		{"a third account settles it", 2, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "y")}, 1, 0, ""},
+		{"one still running: wait", 2, []*Task{done("a/k@1", "x"), running}, -1, 0, ""},
+		{"a pending one counts as running", 3, []*Task{done("a/k@1", "x"), pending, running}, -1, 0, ""},
+		{"budget spent: no quorum", 2, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), done("d/k@1", "z")}, -1, 0, "no quorum: 4 results disagree"},
+		{"budget spent but one running: wait", 2, []*Task{done("a/k@1", "w"), done("b/k@1", "x"), done("c/k@1", "y"), running}, -1, 0, ""},
+		{"failures are replaced", 2, []*Task{done("a/k@1", "x"), failed}, -1, 1, ""},
+		{"failures spend the attempts", 2, []*Task{done("a/k@1", "x"), failed, failed, failed}, -1, 0, `no quorum: 3 replicas failed, the last with "exit 1"; 1 results disagree`},
+		{"quorum 3 needs two more", 3, []*Task{done("a/k@1", "x"), failed, failed}, -1, 2, ""},
+		{"more stay within the results' budget", 3, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), running}, -1, 0, ""},
+		{"results past the budget", 3, []*Task{done("a/k@1", "x"), done("b/k@1", "y"), done("c/k@1", "z"), done("d/k@1", "x"), done("e/k@1", "w")}, -1, 0, "no quorum: 5 results disagree"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := &Task{ID: "j-0", Attempt: tc.made, MaxAttempts: 3}
+			c := &Task{ID: "j-0", MaxAttempts: 3}
 			pool := func(r *Task) bool { return !strings.Contains(r.LeaseOwner, "/") }
 			v := Tally(c, tc.quorum, tc.replicas, pool)
 			accepted := -1
