@@ -23,7 +23,8 @@ func newWorkerKeyCmd() *cobra.Command {
 as workers: 'scimesh worker --token KEY' works as that account's. A key is
 printed once, on standard output, and kept only as a hash. A key is
 untrusted until an admin trusts it ('worker-key trust ACCOUNT/NAME'); an
-untrusted key's worker gets no task. A revoked key is refused at once, and
+untrusted key's worker runs only jobs submitted with --workers own (its
+account's) or --workers any. A revoked key is refused at once, and
 the tasks its workers hold go back to pending.`,
 	}
 	cmd.AddCommand(withHints(newWorkerKeyAddCmd(), newWorkerKeyListCmd(), newWorkerKeyRevokeCmd(),
@@ -100,7 +101,7 @@ func newWorkerKeyTrustCmd(use string, trusted bool) *cobra.Command {
 	var cf clientFlags
 	short := "Trust a worker key (admins): its workers run any job, as the worker token's do"
 	if !trusted {
-		short = "Take an admin's trust from a worker key: its workers get no task"
+		short = "Take an admin's trust from a worker key: its workers run only jobs open to untrusted workers"
 	}
 	cmd := &cobra.Command{
 		Use:   use + " ACCOUNT/NAME",
