@@ -301,7 +301,7 @@ func TestNewJobInBrowser(t *testing.T) {
 		t.Fatalf("after creating the job the browser is at %s, want its page", loc)
 	}
 	id, _ = url.PathUnescape(id)
-	waitAcrossReloads(t, ctx, "the job to complete and its page to show it", `document.getElementById("download") !== null && document.getElementById("status").textContent === "completed"`)
+	waitAcrossReloads(t, ctx, "the job to complete and its page to show it", `document.getElementById("download") !== null && document.getElementById("status").textContent === "completed" && document.getElementById("chart-caption") !== null`)
 	if got := textOf(t, ctx, "#chart-caption"); !strings.HasPrefix(got, "6 of 6 chunks") {
 		t.Fatalf("chart caption %q, want 6 of 6 chunks", got)
 	}
