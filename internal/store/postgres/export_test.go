@@ -1,5 +1,15 @@
 package postgres
 
+import "context"
+
+// Setting is the value of the run-time parameter name on a connection of
+// the store's pool.
+func (s *Store) Setting(ctx context.Context, name string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, "SELECT current_setting($1)", name).Scan(&v)
+	return v, err
+}
+
 // The claim statements, exposed to the tests, which EXPLAIN them: each
 // as a claim of 10 tasks writes it, and the one of claims too large for
 // a literal LIMIT.

@@ -75,3 +75,25 @@ func TestCloseStopsGoroutines(t *testing.T) {
 	}
 	s.Close()
 }
+
+// TestJITOff checks that the store's connections run without JIT
+// compilation unless the URL asks for it.
+func TestJITOff(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		params []string
+		want   string
+	}{
+		{nil, "off"},
+		{[]string{"jit=on"}, "on"},
+	} {
+		s, _ := openURL(t, c.params...)
+		got, err := s.Setting(t.Context(), "jit")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != c.want {
+			t.Errorf("jit with %q = %s, want %s", c.params, got, c.want)
+		}
+	}
+}
