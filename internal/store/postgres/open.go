@@ -10,16 +10,23 @@ import (
 // sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
 // jobs that untrusted workers may run and their voters (a replica whose
 // chunk the account ran already is passed over on the index entry), and
-// locks what it returns, passing over rows that concurrent claims hold. $3 is the account followed by
-// '/', which starts the lease owner of each of its keys' workers.
+// locks what it returns, passing over rows that concurrent claims hold.
+// $3 is the account followed by '/', which starts the lease owner of
+// each of its keys' workers. The siblings leased and completed are looked
+// for apart, each a probe of tasks_job (job_id, kind, state, chunk_index)
+// on all four: with state IN (…), plans were seen that scanned every
+// replica of the job for each candidate (1 ms each).
 const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
 WHERE state = 'pending' AND workers <> '' AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
 AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $5 OR kind = 'replica')
 AND CASE kind
 	WHEN 'chunk' THEN workers = 'any' OR owner = $1
 	WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
-		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.chunk_index = t.chunk_index
-		AND s.state IN ('leased', 'completed') AND starts_with(s.lease_owner, $3))
+		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.state = 'leased' AND s.chunk_index = t.chunk_index
+		AND starts_with(s.lease_owner, $3))
+	AND NOT EXISTS (SELECT 1 FROM tasks AS s
+		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.state = 'completed' AND s.chunk_index = t.chunk_index
+		AND starts_with(s.lease_owner, $3))
 	ELSE false END
 ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
 LIMIT $4
