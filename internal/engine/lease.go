@@ -557,20 +557,21 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	}
 	var changed, voted []*domain.Task
 	stitchReady := false
-	completed := 0 // tasks completed, replays left out
-	replicasAdded := 0
+	completed := 0           // tasks completed, replays left out
+	var added []*domain.Task // replicas made for votes
 	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
 		runs++
 		stitchReady = false
-		completed, replicasAdded = 0, 0
+		completed, added = 0, added[:0]
 		changed, voted = changed[:0], voted[:0]
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
 			return err
 		}
-		done := map[string]int{} // downstream ID → newly completed upstreams
+		done := map[string]int{}   // downstream ID → newly completed upstreams
+		ended := map[string]bool{} // replica ID → its worker is trusted
 		for _, i := range valid {
 			p := items[i]
 			written[i], out[i].Err = nil, nil
@@ -606,50 +607,37 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			}
 			charge(q, t, now)
 			workerDid(q, p.leaseOwner(), now)
+			changed = append(changed, t)
 			if t.Kind == domain.KindReplica {
-				// The vote reads the replica back, and may stop others
-				// that later items of this run name.
-				if err := lockVote(ctx, q, t); err != nil {
-					return err
-				}
-				if err := q.TaskUpdate(ctx, t); err != nil {
-					return err
-				}
-				v, err := e.settleVote(ctx, q, t, p.trusted, now)
-				if err != nil {
-					return err
-				}
-				voted = append(append(voted, t), v.stopped...)
-				for _, x := range v.stopped {
-					tasks[x.ID] = x
-				}
-				if v.failed {
-					// Its job failed, and cancelled the tasks of its
-					// own that later items name: read them again.
-					var ids []string
-					for _, l := range leases {
-						ids = append(ids, l.task)
-					}
-					if err := getTasks(ctx, q, ids, tasks); err != nil {
-						return err
-					}
-				}
-				replicasAdded += v.added
-				if c := v.accepted; c != nil {
-					voted = append(voted, c)
-					completed++
-					done[c.DownstreamID]++
-				}
+				ended[t.ID] = p.trusted // its vote is tallied below
 				continue
 			}
-			changed = append(changed, t)
 			completed++
 			if t.DownstreamID != "" {
 				done[t.DownstreamID]++
 			}
 		}
+		// The chunks of replicas are locked before the replicas are
+		// written (lockVotes), their votes tallied after.
+		chunks, err := lockVotes(ctx, q, changed...)
+		if err != nil {
+			return err
+		}
 		if err := q.TaskUpdateMany(ctx, changed); err != nil {
 			return err
+		}
+		if len(ended) > 0 {
+			v, err := e.settleVotes(ctx, q, chunks, ended, now)
+			if err != nil {
+				return err
+			}
+			voted = append(voted, v.stopped...)
+			added = append(added, v.added...)
+			for _, c := range v.accepted {
+				voted = append(voted, c)
+				completed++
+				done[c.DownstreamID]++
+			}
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
@@ -674,8 +662,8 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	if stitchReady {
 		e.stitch.Notify()
 	}
-	if replicasAdded > 0 {
-		e.notifyWork(domain.KindChunk, voted[0].Workload, replicasAdded)
+	for _, r := range added {
+		e.notifyWork(domain.KindChunk, r.Workload, 1) // replicas are claimed as chunks
 	}
 	if completed > 0 || len(voted) > 0 {
 		e.cfg.Observer.Completed(domain.KindChunk, completed)
@@ -773,7 +761,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
 			return err
 		}
-		if err := lockVote(ctx, q, t); err != nil {
+		if _, err := lockVotes(ctx, q, t); err != nil {
 			return err
 		}
 		task = t
@@ -957,7 +945,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
 			return nil // renewed, completed or already expired by another process
 		}
-		if err := lockVote(ctx, q, t); err != nil {
+		if _, err := lockVotes(ctx, q, t); err != nil {
 			return err
 		}
 		owner = t.LeaseOwner

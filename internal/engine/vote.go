@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -252,131 +253,147 @@ func (r *runningJobs) add(id string) {
 	r.ids[id] = true
 }
 
-// lockVote locks, in the transaction of q, the chunk of t when t is a
-// replica, before t is written and its vote tallied: tallies of one chunk
-// take turns. Two replicas that ended at once in concurrent transactions
-// would otherwise each read the other still running and both wait, for
-// ever; and locking before the replica is written keeps a tally that
-// stops it from waiting for it while it waits for the chunk.
-func lockVote(ctx context.Context, q store.Querier, t *domain.Task) error {
-	chunkID, ok := domain.ReplicaOf(t.ID)
-	if t.Kind != domain.KindReplica || !ok {
-		return nil
+// lockVotes locks, in the transaction of q, the chunks of the replicas
+// among ts, in one statement, before those are written and their votes
+// tallied, and returns them by ID: tallies of one chunk take turns. Two
+// replicas that ended at once in concurrent transactions would otherwise
+// each read the other still running and both wait, for ever; and
+// locking before the replicas are written keeps a tally that stops one
+// of them from waiting for it while it waits for the chunk.
+func lockVotes(ctx context.Context, q store.Querier, ts ...*domain.Task) (map[string]*domain.Task, error) {
+	var ids []string
+	for _, t := range ts {
+		if chunkID, ok := domain.ReplicaOf(t.ID); ok && t.Kind == domain.KindReplica {
+			ids = append(ids, chunkID)
+		}
 	}
-	_, err := q.TaskLock(ctx, chunkID)
-	return err
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	chunks, err := q.TaskLockMany(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*domain.Task, len(chunks))
+	for _, c := range chunks {
+		out[c.ID] = c
+	}
+	return out, nil
 }
 
-// vote is what a tally did: the chunk it completed (nil for none), the
-// replicas it stopped, how many it added, and whether it failed the
-// chunk and its job.
+// vote is what tallies did: the chunks they completed, the replicas they
+// stopped and those they added, and whether they failed a chunk and its
+// job.
 type vote struct {
-	accepted *domain.Task
+	accepted []*domain.Task
 	stopped  []*domain.Task
-	added    int
+	added    []*domain.Task
 	failed   bool
 }
 
-// settleVote tallies the vote on the chunk of replica r, which just ended
-// and is written (after lockVote), in the transaction of q at now, and
-// acts on the verdict; trusted says whether r's worker is trusted (the pool's workers
-// always are). A chunk whose vote is over already (its job cancelled or
-// failed) is left as it is.
+// settleVote is settleVotes for one replica r, whose chunk lockVotes
+// locked, in the transaction of q at now; trusted says whether r's worker
+// is trusted.
 func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) (vote, error) {
 	chunkID, ok := domain.ReplicaOf(r.ID)
 	if !ok {
 		return vote{}, fmt.Errorf("replica %s names no chunk", r.ID)
 	}
-	j, err := e.jobSettingsIn(ctx, q, r.JobID)
+	c, err := q.TaskGet(ctx, chunkID)
 	if err != nil {
 		return vote{}, err
 	}
-	// The chunk and its replicas in one read, as a rule: the replicas
-	// made are numbered from 1 to the chunk's attempt, seldom more than
-	// a quorum past the replica just ended; the rest, if any, in a
-	// second read.
-	n := replicaNumber(r) + j.Quorum
-	ids := make([]string, 0, n+1)
-	ids = append(ids, chunkID)
-	for i := range n {
-		ids = append(ids, domain.ReplicaID(chunkID, i+1))
+	return e.settleVotes(ctx, q, map[string]*domain.Task{c.ID: c}, map[string]bool{r.ID: trusted}, now)
+}
+
+// settleVotes tallies the votes on chunks (by ID, as lockVotes returned
+// them), whose replicas that just ended are written, in the transaction
+// of q at now, and acts on each verdict. ended holds the IDs of those
+// replicas, true when the replica's worker is trusted (the pool's workers
+// always are). A chunk whose vote is over already (its job cancelled or
+// failed) is left as it is.
+func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[string]*domain.Task, ended map[string]bool, now time.Time) (vote, error) {
+	// The replicas made are numbered from 1 to the chunk's attempt: all
+	// the replicas of every chunk in one read.
+	var ids []string
+	for _, c := range chunks {
+		if c.State == domain.TaskLeased && c.LeaseOwner == domain.QuorumLeaseOwner {
+			for i := range c.Attempt {
+				ids = append(ids, domain.ReplicaID(c.ID, i+1))
+			}
+		}
+	}
+	if len(ids) == 0 {
+		return vote{}, nil
 	}
 	got, err := q.TaskGetMany(ctx, ids)
 	if err != nil {
 		return vote{}, err
 	}
-	var c *domain.Task
-	replicas := got[:0]
-	for _, t := range got {
-		if t.ID == chunkID {
-			c = t
-		} else {
-			replicas = append(replicas, t)
-		}
+	byChunk := map[string][]*domain.Task{}
+	for _, r := range got {
+		chunkID, _ := domain.ReplicaOf(r.ID)
+		byChunk[chunkID] = append(byChunk[chunkID], r)
 	}
-	if c == nil {
-		return vote{}, fmt.Errorf("chunk %s of replica %s: %w", chunkID, r.ID, store.ErrNotFound)
+	trusted := func(x *domain.Task) bool {
+		return ended[x.ID] || !strings.Contains(x.LeaseOwner, "/") // the pool
 	}
-	if c.State != domain.TaskLeased || c.LeaseOwner != domain.QuorumLeaseOwner {
-		return vote{}, nil
-	}
-	if c.Attempt > n {
-		ids = ids[:0]
-		for i := n; i < c.Attempt; i++ {
-			ids = append(ids, domain.ReplicaID(chunkID, i+1))
-		}
-		more, err := q.TaskGetMany(ctx, ids)
+	var out vote
+	var writes, inserts, failed []*domain.Task
+	for _, chunkID := range slices.Sorted(maps.Keys(byChunk)) {
+		c, replicas := chunks[chunkID], byChunk[chunkID]
+		slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
+		j, err := e.jobSettingsIn(ctx, q, c.JobID)
 		if err != nil {
 			return vote{}, err
 		}
-		replicas = append(replicas, more...)
-	}
-	slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
-	v := domain.Tally(c, j.Quorum, replicas, func(x *domain.Task) bool {
-		return x.ID == r.ID && trusted || !strings.Contains(x.LeaseOwner, "/") // the pool
-	})
-	var out vote
-	switch {
-	case v.Accept != nil:
-		domain.Accept(c, v.Accept, now)
-		for _, x := range replicas {
-			if x.State == domain.TaskPending || x.State == domain.TaskLeased {
-				endLease(q, x, now)
-				domain.Outvote(x, now)
-				out.stopped = append(out.stopped, x)
+		v := domain.Tally(c, j.Quorum, replicas, trusted)
+		switch {
+		case v.Accept != nil:
+			domain.Accept(c, v.Accept, now)
+			for _, x := range replicas {
+				if x.State == domain.TaskPending || x.State == domain.TaskLeased {
+					endLease(q, x, now)
+					domain.Outvote(x, now)
+					out.stopped = append(out.stopped, x)
+					writes = append(writes, x)
+				}
 			}
+			writes = append(writes, c)
+			out.accepted = append(out.accepted, c)
+			e.log.InfoContext(ctx, "chunk accepted by vote", "task_id", c.ID, "job_id", c.JobID,
+				"replica", v.Accept.ID, "replicas", len(replicas))
+		case v.Fail != "":
+			domain.Retry(c, v.Fail, false, 0, now)
+			writes = append(writes, c)
+			failed = append(failed, c)
+			e.log.InfoContext(ctx, "chunk failed its vote", "task_id", c.ID, "job_id", c.JobID, "error", v.Fail)
+		case v.More > 0:
+			var voters []string
+			for _, x := range replicas {
+				if x.State == domain.TaskLeased || x.State == domain.TaskCompleted {
+					voters = append(voters, domain.WorkerAccountOf(x.LeaseOwner))
+				}
+			}
+			more := domain.AddReplicas(c, v.More, domain.Voters(voters), now)
+			writes = append(writes, c)
+			inserts = append(inserts, more...)
+			out.added = append(out.added, more...)
 		}
-		if err := q.TaskUpdateMany(ctx, append(out.stopped, c)); err != nil {
-			return vote{}, err
-		}
-		out.accepted = c
-		e.log.InfoContext(ctx, "chunk accepted by vote", "task_id", c.ID, "job_id", c.JobID,
-			"replica", v.Accept.ID, "replicas", len(replicas))
-	case v.Fail != "":
-		domain.Retry(c, v.Fail, false, 0, now)
-		if err := q.TaskUpdate(ctx, c); err != nil {
-			return vote{}, err
-		}
+	}
+	if err := q.TaskUpdateMany(ctx, writes); err != nil {
+		return vote{}, err
+	}
+	if err := q.TaskInsert(ctx, inserts); err != nil {
+		return vote{}, err
+	}
+	// A failed chunk fails its job, which cancels the job's other
+	// tasks: after the writes above, which it would make stale.
+	for _, c := range failed {
 		if err := e.failJob(ctx, q, c, now); err != nil {
 			return vote{}, err
 		}
 		out.failed = true
-		e.log.InfoContext(ctx, "chunk failed its vote", "task_id", c.ID, "job_id", c.JobID, "error", v.Fail)
-	case v.More > 0:
-		var voters []string
-		for _, x := range replicas {
-			if x.State == domain.TaskLeased || x.State == domain.TaskCompleted {
-				voters = append(voters, domain.WorkerAccountOf(x.LeaseOwner))
-			}
-		}
-		more := domain.AddReplicas(c, v.More, domain.Voters(voters), now)
-		if err := q.TaskUpdate(ctx, c); err != nil {
-			return vote{}, err
-		}
-		if err := q.TaskInsert(ctx, more); err != nil {
-			return vote{}, err
-		}
-		out.added = len(more)
 	}
 	return out, nil
 }

@@ -469,3 +469,54 @@ func TestVotesBounded(t *testing.T) {
 		}
 	})
 }
+
+// TestVotesOfOneBatch: the results of one batch that end votes on several
+// chunks are tallied together, each chunk on its own: one completes,
+// the other, whose results disagree, gets a replica for a third account.
+func TestVotesOfOneBatch(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		sp := spec(2)
+		sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, 2, 2
+		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c0, c1 := j.ID+"-0", j.ID+"-1"
+		batch := func(account, w string, outs map[string]string) {
+			t.Helper()
+			var items []engine.CompleteTaskParams
+			for id, out := range outs {
+				items = append(items, engine.CompleteTaskParams{TaskID: id, WorkerID: w, Attempt: 1,
+					Output: fmt.Appendf(nil, "id,score\n%s,1\n", out)})
+			}
+			for i, r := range e.CompleteTasks(key(ctx, account), items) {
+				if r.Err != nil {
+					t.Fatalf("%s's result for %s: %v", account, items[i].TaskID, r.Err)
+				}
+			}
+		}
+		if got, want := claimIDs(t, key(ctx, "ada"), e, "a", 2), []string{c0 + ".r1", c1 + ".r1"}; !slices.Equal(got, want) {
+			t.Fatalf("ada claims %v; want %v", got, want)
+		}
+		if got, want := claimIDs(t, key(ctx, "bob"), e, "b", 2), []string{c0 + ".r2", c1 + ".r2"}; !slices.Equal(got, want) {
+			t.Fatalf("bob claims %v; want %v", got, want)
+		}
+		batch("ada", "a", map[string]string{c0 + ".r1": "x", c1 + ".r1": "x"})
+		batch("bob", "b", map[string]string{c0 + ".r2": "x", c1 + ".r2": "y"})
+		if v, err := e.GetTask(ctx, c0); err != nil || v.State != domain.TaskCompleted || string(v.Result) != "id,score\nx,1\n" {
+			t.Errorf("chunk 0: %+v, %v; want completed with x", v, err)
+		}
+		if v, err := e.GetTask(ctx, c1); err != nil || v.State != domain.TaskLeased || v.LeaseOwner != domain.QuorumLeaseOwner {
+			t.Errorf("chunk 1: %+v, %v; want still voted on", v, err)
+		}
+		if got, want := claimIDs(t, key(ctx, "bob"), e, "b", 1), []string(nil); !slices.Equal(got, want) {
+			t.Errorf("bob claims %v; want nothing: his account voted on chunk 1", got)
+		}
+		if got, want := claimIDs(t, key(ctx, "dan"), e, "d", 1), []string{c1 + ".r3"}; !slices.Equal(got, want) {
+			t.Errorf("dan claims %v; want %v", got, want)
+		}
+	})
+}

@@ -142,11 +142,13 @@ type Querier interface {
 	// struct passed in is set so. Only tasks in backoff keep one, outside
 	// the claim indexes, until TaskMakeRunnable finds it passed.
 	TaskUpdate(ctx context.Context, t *domain.Task) error
-	// TaskLock returns the task with id, as TaskGet does, and inside a
-	// transaction keeps every other transaction's TaskLock and write of
-	// it waiting until this one ends, or is ErrNotFound: what is decided
-	// from the rows read after it holds until then.
-	TaskLock(ctx context.Context, id string) (*domain.Task, error)
+	// TaskLockMany returns the tasks of ids that exist, in any order, as
+	// TaskGetMany does, and inside a transaction keeps every other
+	// transaction's TaskLockMany and write of them waiting until this one
+	// ends: what is decided from the rows read after it holds until then.
+	// It takes the locks in ID order, so two transactions that lock
+	// overlapping sets never wait for each other in a circle.
+	TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error)
 	// TaskGetMany returns the tasks of ids that exist, in any order, in
 	// one statement; an ID asked for twice is returned once.
 	TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error)

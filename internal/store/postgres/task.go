@@ -43,8 +43,8 @@ func everyState(branch string) string {
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
-	sqlTaskGet  = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
-	sqlTaskLock = sqlTaskGet + ` FOR UPDATE`
+	sqlTaskGet      = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
+	sqlTaskLockMany = sqlTaskGetMany + ` ORDER BY id FOR UPDATE`
 
 	// TaskList with and without a state; both read tasks_job in chunk
 	// order: with a state, its range; without, the ranges of every state,
@@ -292,13 +292,17 @@ func (q *querier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task
 	return collectTasks(rows, "get %d tasks", len(ids))
 }
 
-// TaskLock returns a task and locks its row until the transaction ends.
-func (q *querier) TaskLock(ctx context.Context, id string) (*domain.Task, error) {
-	t, err := scanTask(q.db.QueryRow(ctx, sqlTaskLock, id))
-	if err != nil {
-		return nil, translate(err, "lock task %s", id)
+// TaskLockMany returns tasks and locks their rows, in ID order, until the
+// transaction ends.
+func (q *querier) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	if len(ids) == 0 {
+		return nil, nil
 	}
-	return t, nil
+	rows, err := q.db.Query(ctx, sqlTaskLockMany, ids)
+	if err != nil {
+		return nil, translate(err, "lock %d tasks", len(ids))
+	}
+	return collectTasks(rows, "lock %d tasks", len(ids))
 }
 
 // TaskUpdate writes t's mutable fields where the stored version equals

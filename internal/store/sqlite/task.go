@@ -156,10 +156,10 @@ func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) 
 	return t, nil
 }
 
-// TaskLock returns a task: a transaction on SQLite holds the one writer,
-// so no other writes the task before it ends.
-func (q *querier) TaskLock(ctx context.Context, id string) (*domain.Task, error) {
-	return q.TaskGet(ctx, id)
+// TaskLockMany returns tasks: a transaction on SQLite holds the one
+// writer, so no other writes them before it ends.
+func (q *querier) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	return q.TaskGetMany(ctx, ids)
 }
 
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. An

@@ -55,7 +55,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("Accounting", func(t *testing.T) { t.Parallel(); exerciseAccounting(t, newStore) })
 	t.Run("WorkerKey", func(t *testing.T) { t.Parallel(); exerciseWorkerKeys(t, newStore) })
 	t.Run("TaskListOpen", func(t *testing.T) { t.Parallel(); exerciseTaskListOpen(t, newStore) })
-	t.Run("TaskLock", func(t *testing.T) { t.Parallel(); exerciseTaskLock(t, newStore) })
+	t.Run("TaskLockMany", func(t *testing.T) { t.Parallel(); exerciseTaskLockMany(t, newStore) })
 	t.Run("TaskCountVoting", func(t *testing.T) { t.Parallel(); exerciseTaskCountVoting(t, newStore) })
 }
 

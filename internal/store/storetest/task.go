@@ -2,8 +2,8 @@ package storetest
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -396,22 +396,27 @@ func exerciseTaskList(t *testing.T, newStore newFunc) {
 	})
 }
 
-// exerciseTaskLock: TaskLock returns the task as TaskGet does, inside a
-// transaction too, and a task that is not there is ErrNotFound. (That a
-// lock holds other transactions back is for the engine's tests on
-// PostgreSQL: TestVotesAcrossCoordinators.)
-func exerciseTaskLock(t *testing.T, newStore newFunc) {
+// exerciseTaskLockMany: TaskLockMany returns the tasks that exist as
+// TaskGet does, inside a transaction too, and passes over IDs that are
+// not there. (That a lock holds other transactions back is for the
+// engine's tests on PostgreSQL: TestVotesAcrossCoordinators.)
+func exerciseTaskLockMany(t *testing.T, newStore newFunc) {
 	s := newStore(t)
-	tk := fullTask("t1")
-	insertTasks(t, s, tk)
+	insertTasks(t, s, fullTask("t1"), fullTask("t2"))
 	err := s.InTx(t.Context(), func(q store.Querier) error {
-		got, err := q.TaskLock(t.Context(), "t1")
+		got, err := q.TaskLockMany(t.Context(), []string{"t2", "missing", "t1"})
 		if err != nil {
 			return err
 		}
-		checkTask(t, "TaskLock", got, getTask(t, s, "t1"))
-		if _, err := q.TaskLock(t.Context(), "missing"); !errors.Is(err, store.ErrNotFound) {
-			t.Errorf("TaskLock(missing) = %v, want ErrNotFound", err)
+		slices.SortFunc(got, func(a, b *domain.Task) int { return strings.Compare(a.ID, b.ID) })
+		if len(got) != 2 {
+			t.Fatalf("TaskLockMany(t2, missing, t1) = %d tasks, want 2", len(got))
+		}
+		checkTask(t, "TaskLockMany t1", got[0], getTask(t, s, "t1"))
+		checkTask(t, "TaskLockMany t2", got[1], getTask(t, s, "t2"))
+		none, err := q.TaskLockMany(t.Context(), nil)
+		if err != nil || len(none) != 0 {
+			t.Errorf("TaskLockMany(nil) = %v, %v; want nothing", none, err)
 		}
 		return nil
 	})
