@@ -96,10 +96,7 @@ type openClaimCall struct {
 // claim order, in the order the callers came.
 func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []claimAnswer {
 	out := make([]claimAnswer, len(calls))
-	pr, total := calls[0].pr, 0
-	for _, c := range calls {
-		total += c.n
-	}
+	pr := calls[0].pr
 	var leased []*domain.Task
 	made := 0 // pending replicas made, for other workers
 	err := e.tx(ctx, func(q store.Querier) error {
@@ -108,66 +105,79 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 			out[i].tasks = nil
 		}
 		now := e.now()
-		// A claim of several tasks reads more, for the replicas of one
-		// chunk that it passes over; on PostgreSQL it locks what it reads.
-		limit := 1
-		if total > 1 {
-			limit = min(total*domain.MaxQuorum, MaxClaimTasks*domain.MaxQuorum)
-		}
-		cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
-			Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, ReplicasOnly: pr.Trusted,
-		})
-		if err != nil {
-			return err
-		}
 		var writes, inserts []*domain.Task
 		taken := map[string]bool{} // chunks a replica of which this run took
 		voting := map[string]int{} // by job: its chunks voted on, up to maxVoting
 		caller := 0
-		for _, t := range cands {
+		unfilled := func() bool {
 			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
 				caller++
 			}
-			if caller == len(calls) {
-				break
+			return caller < len(calls)
+		}
+		// It reads as many candidates as the callers want; when it passes
+		// over some (a replica of a chunk it took one of, a chunk of a job
+		// with as many votes as it may have), it reads on past what it
+		// read, a few times at most.
+		var skip []string // every ID read
+		for read := 0; read < 4 && unfilled(); read++ {
+			limit := 0
+			for k := caller; k < len(calls); k++ {
+				limit += calls[k].n - len(out[k].tasks)
 			}
-			chunk := t.ID
-			if t.Kind == domain.KindReplica {
-				chunk, _ = domain.ReplicaOf(t.ID)
+			cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
+				Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, ReplicasOnly: pr.Trusted, Skip: skip,
+			})
+			if err != nil {
+				return err
 			}
-			if taken[chunk] {
-				continue
-			}
-			if t.Kind == domain.KindChunk && t.Workers == domain.WorkersAny {
-				j, err := e.jobSettingsIn(ctx, q, t.JobID)
-				if err != nil {
-					return err
+			for _, t := range cands {
+				skip = append(skip, t.ID) // read: the next read is past it
+				if !unfilled() {
+					break
 				}
-				if j.Quorum > 1 {
-					n, ok := voting[t.JobID]
-					if !ok {
-						if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
-							return err
+				chunk := t.ID
+				if t.Kind == domain.KindReplica {
+					chunk, _ = domain.ReplicaOf(t.ID)
+				}
+				if taken[chunk] {
+					continue
+				}
+				if t.Kind == domain.KindChunk && t.Workers == domain.WorkersAny {
+					j, err := e.jobSettingsIn(ctx, q, t.JobID)
+					if err != nil {
+						return err
+					}
+					if j.Quorum > 1 {
+						n, ok := voting[t.JobID]
+						if !ok {
+							if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
+								return err
+							}
+							voting[t.JobID] = n // counted once a run
 						}
+						if n >= e.maxVoting() {
+							continue // the votes under way first
+						}
+						voting[t.JobID] = n + 1
+						replicas := domain.StartVote(t, j.Quorum, pr.Account, now)
+						writes = append(writes, t)
+						inserts = append(inserts, replicas...)
+						made += len(replicas) - 1
+						t = replicas[0]
 					}
-					if n >= e.maxVoting() {
-						continue // the votes under way first
-					}
-					voting[t.JobID] = n + 1
-					replicas := domain.StartVote(t, j.Quorum, pr.Account, now)
-					writes = append(writes, t)
-					inserts = append(inserts, replicas...)
-					made += len(replicas) - 1
-					t = replicas[0]
 				}
+				if t.Version > 0 { // read, not made now
+					writes = append(writes, t)
+				}
+				domain.Lease(t, calls[caller].worker, now)
+				taken[chunk] = true
+				out[caller].tasks = append(out[caller].tasks, t)
+				leased = append(leased, t)
 			}
-			if t.Version > 0 { // read, not made now
-				writes = append(writes, t)
+			if len(cands) < limit {
+				break // no more to read
 			}
-			domain.Lease(t, calls[caller].worker, now)
-			taken[chunk] = true
-			out[caller].tasks = append(out[caller].tasks, t)
-			leased = append(leased, t)
 		}
 		if err := q.TaskUpdateMany(ctx, writes); err != nil {
 			return err

@@ -520,3 +520,27 @@ func TestVotesOfOneBatch(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimReadsPastPassedOver: a claim of several tasks that passes over
+// a replica (its account took another of the same chunk in this claim)
+// reads on, and gets as many tasks as it asked for.
+func TestClaimReadsPastPassedOver(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		sp := spec(2)
+		sp.Workers, sp.Quorum = domain.WorkersAny, 3
+		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := claimIDs(t, key(ctx, "bob"), e, "b", 1), []string{j.ID + "-0.r1"}; !slices.Equal(got, want) {
+			t.Fatalf("bob claims %v; want %v", got, want)
+		}
+		// Replicas 2 and 3 of chunk 0 come first; ada may run one of them.
+		if got, want := claimIDs(t, key(ctx, "ada"), e, "a", 2), []string{j.ID + "-0.r2", j.ID + "-1.r1"}; !slices.Equal(got, want) {
+			t.Errorf("ada claims %v; want %v", got, want)
+		}
+	})
+}

@@ -300,9 +300,9 @@ type Querier interface {
 	// whose siblings (the replicas of the same job and ChunkIndex) is
 	// leased or completed with a LeaseOwner of p.Account
 	// (domain.WorkerAccountOf), nor name p.Account among their Voters;
-	// only replicas with p.ReplicasOnly. Inside
-	// a transaction, where the database
-	// can, it locks them and skips rows another transaction has locked.
+	// only replicas with p.ReplicasOnly; none of p.Skip. Inside a
+	// transaction, where the database can, it locks them and skips rows
+	// another transaction has locked.
 	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)
 	// TaskCountVoting counts the chunk tasks of job jobID being voted on
 	// (leased to domain.QuorumLeaseOwner), up to limit.
@@ -529,7 +529,8 @@ type TaskListOpenParams struct {
 	Account      string
 	Workloads    []string // empty for any
 	Limit        int
-	ReplicasOnly bool // replicas alone, no chunks
+	ReplicasOnly bool     // replicas alone, no chunks
+	Skip         []string // IDs not to return: those read before
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

@@ -19,6 +19,7 @@ import (
 const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
 WHERE state = 'pending' AND workers <> '' AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
 AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $5 OR kind = 'replica')
+AND NOT (id = ANY($6))
 AND CASE kind
 	WHEN 'chunk' THEN workers = 'any' OR owner = $1
 	WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
@@ -39,7 +40,11 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if workloads == nil {
 		workloads = []string{}
 	}
-	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Account+"/", p.Limit, p.ReplicasOnly)
+	skip := p.Skip
+	if skip == nil {
+		skip = []string{}
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Account+"/", p.Limit, p.ReplicasOnly, skip)
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

@@ -16,6 +16,7 @@ import (
 var sqlTaskListOpen = newStatement(`SELECT ` + taskColumns + ` FROM tasks AS t INDEXED BY tasks_claim_open
 	WHERE state = 'pending' AND workers <> '' AND instr(voters, ',' || ?1 || ',') = 0 AND run_after IS NULL
 	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?5 OR kind = 'replica')
+	AND (?6 = '[]' OR id NOT IN (SELECT value FROM json_each(?6)))
 	AND CASE kind
 		WHEN 'chunk' THEN workers = 'any' OR owner = ?1
 		WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
@@ -32,7 +33,11 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if workloads == nil {
 		workloads = []string{}
 	}
-	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Account+"/", p.Limit, boolArg(p.ReplicasOnly))
+	skip := p.Skip
+	if skip == nil {
+		skip = []string{}
+	}
+	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Account+"/", p.Limit, boolArg(p.ReplicasOnly), jsonArray(skip))
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

@@ -65,9 +65,9 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 	if got, err := s.TaskGet(ctx, "own-alice"); err != nil || got.Workers != domain.WorkersOwn {
 		t.Fatalf("TaskGet(own-alice) = %+v, %v; want workers own", got, err)
 	}
-	list := func(account string, workloads []string, limit int, replicasOnly bool) []string {
+	list := func(account string, workloads []string, limit int, replicasOnly bool, skip ...string) []string {
 		t.Helper()
-		got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: account, Workloads: workloads, Limit: limit, ReplicasOnly: replicasOnly})
+		got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: account, Workloads: workloads, Limit: limit, ReplicasOnly: replicasOnly, Skip: skip})
 		if err != nil {
 			t.Fatalf("TaskListOpen(%s): %v", account, err)
 		}
@@ -88,6 +88,10 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		if got := list(tc.account, tc.workloads, tc.limit, false); !slices.Equal(got, tc.want) {
 			t.Errorf("TaskListOpen(%s, %v, %d) = %v; want %v", tc.account, tc.workloads, tc.limit, got, tc.want)
 		}
+	}
+	// A second look passes over what the first read.
+	if got, want := list("dave", nil, 3, false, "other", "w.r2"), []string{"any", "x.r2", "y.r2"}; !slices.Equal(got, want) {
+		t.Errorf("TaskListOpen skipping other and w.r2 = %v; want %v", got, want)
 	}
 	// The pool (no account) looks for replicas alone.
 	if got, want := list("", nil, 100, true), []string{"w.r2", "x.r2", "y.r2", "z.r2"}; !slices.Equal(got, want) {
