@@ -154,6 +154,31 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 				checkErr(t, "TaskGet of a task from a refused batch", err, store.ErrNotFound)
 			}
 		})
+
+		// Inside a transaction too, which stays usable after a refused
+		// batch; every field of a task comes back.
+		t.Run("InTransaction", func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			ctx := t.Context()
+			insertTasks(t, s, fullTask("t1"))
+			full := fullTask("t4")
+			err := s.InTx(ctx, func(q store.Querier) error {
+				checkErr(t, "TaskInsert with a taken ID", q.TaskInsert(ctx, []*domain.Task{fullTask("t2"), fullTask("t1")}), store.ErrDuplicate)
+				checkErr(t, "TaskInsert repeating an ID", q.TaskInsert(ctx, []*domain.Task{fullTask("t3"), fullTask("t3")}), store.ErrDuplicate)
+				return q.TaskInsert(ctx, []*domain.Task{full})
+			})
+			if err != nil {
+				t.Fatalf("the transaction after refused batches: %v", err)
+			}
+			for _, id := range []string{"t2", "t3"} {
+				_, err := s.TaskGet(ctx, id)
+				checkErr(t, "TaskGet of a task from a refused batch", err, store.ErrNotFound)
+			}
+			want := fullTask("t4")
+			want.Version = 1
+			checkTask(t, "TaskGet of a task inserted in a transaction", getTask(t, s, "t4"), want)
+		})
 	})
 
 	t.Run("TaskGet", func(t *testing.T) {
