@@ -617,27 +617,34 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				done[t.DownstreamID]++
 			}
 		}
-		// The chunks of replicas are locked before the replicas are
-		// written (lockVotes), their votes tallied after.
+		// A vote's chunk is locked before its replicas are written
+		// (lockVotes); the verdicts are written with them.
 		chunks, err := lockVotes(ctx, q, changed...)
 		if err != nil {
 			return err
 		}
-		if err := q.TaskUpdateMany(ctx, changed); err != nil {
-			return err
-		}
+		var v vote
 		if len(ended) > 0 {
-			v, err := e.settleVotes(ctx, q, chunks, ended, now)
-			if err != nil {
+			fresh := make(map[string]*domain.Task, len(changed))
+			for _, t := range changed {
+				fresh[t.ID] = t
+			}
+			if v, err = e.tallyVotes(ctx, q, chunks, ended, fresh, now); err != nil {
 				return err
 			}
-			voted = append(voted, v.stopped...)
-			added = append(added, v.added...)
-			for _, c := range v.accepted {
-				voted = append(voted, c)
-				completed++
-				done[c.DownstreamID]++
-			}
+		}
+		if err := q.TaskUpdateMany(ctx, append(changed, v.writes...)); err != nil {
+			return err
+		}
+		if err := e.finishVotes(ctx, q, v, now); err != nil {
+			return err
+		}
+		voted = append(voted, v.stopped...)
+		added = append(added, v.added...)
+		for _, c := range v.accepted {
+			voted = append(voted, c)
+			completed++
+			done[c.DownstreamID]++
 		}
 		// Downstream counters last: they are the rows most contended.
 		for _, id := range sortedKeys(done) {
@@ -813,8 +820,7 @@ func (e *Engine) endAttempt(ctx context.Context, q store.Querier, t *domain.Task
 // (settleVote), any other task fails its job (failJob).
 func (e *Engine) failedForGood(ctx context.Context, q store.Querier, t *domain.Task, now time.Time) error {
 	if t.Kind == domain.KindReplica {
-		_, err := e.settleVote(ctx, q, t, false, now)
-		return err
+		return e.settleVote(ctx, q, t, false, now)
 	}
 	return e.failJob(ctx, q, t, now)
 }

@@ -291,38 +291,48 @@ func lockVotes(ctx context.Context, q store.Querier, ts ...*domain.Task) (map[st
 	return out, nil
 }
 
-// vote is what tallies did: the chunks they completed, the replicas they
-// stopped and those they added, and whether they failed a chunk and its
-// job.
+// vote is what tallies decided: the chunks they complete, the replicas
+// they stop and those they add, the chunks that fail their vote (and
+// their jobs), and every task to write for it (writes).
 type vote struct {
 	accepted []*domain.Task
 	stopped  []*domain.Task
 	added    []*domain.Task
-	failed   bool
+	failed   []*domain.Task
+	writes   []*domain.Task
 }
 
-// settleVote is settleVotes for one replica r, whose chunk lockVotes
-// locked, in the transaction of q at now; trusted says whether r's worker
-// is trusted.
-func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) (vote, error) {
+// settleVote settles the vote on the chunk of replica r, which just ended
+// and is written, and whose chunk lockVotes locked, in the transaction of
+// q at now; trusted says whether r's worker is trusted.
+func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) error {
 	chunkID, ok := domain.ReplicaOf(r.ID)
 	if !ok {
-		return vote{}, fmt.Errorf("replica %s names no chunk", r.ID)
+		return fmt.Errorf("replica %s names no chunk", r.ID)
 	}
 	c, err := q.TaskGet(ctx, chunkID)
 	if err != nil {
-		return vote{}, err
+		return err
 	}
-	return e.settleVotes(ctx, q, map[string]*domain.Task{c.ID: c}, map[string]bool{r.ID: trusted}, now)
+	v, err := e.tallyVotes(ctx, q, map[string]*domain.Task{c.ID: c}, map[string]bool{r.ID: trusted}, nil, now)
+	if err != nil {
+		return err
+	}
+	if err := q.TaskUpdateMany(ctx, v.writes); err != nil {
+		return err
+	}
+	return e.finishVotes(ctx, q, v, now)
 }
 
-// settleVotes tallies the votes on chunks (by ID, as lockVotes returned
-// them), whose replicas that just ended are written, in the transaction
-// of q at now, and acts on each verdict. ended holds the IDs of those
-// replicas, true when the replica's worker is trusted (the pool's workers
-// always are). A chunk whose vote is over already (its job cancelled or
-// failed) is left as it is.
-func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[string]*domain.Task, ended map[string]bool, now time.Time) (vote, error) {
+// tallyVotes tallies the votes on chunks (by ID, as lockVotes returned
+// them) in the transaction of q at now, and decides on each: it changes
+// the tasks it decides on, but writes none (see vote.writes and
+// finishVotes). ended holds the IDs of the replicas that just ended, true
+// when the replica's worker is trusted (the pool's workers always are);
+// fresh holds tasks changed in this transaction but not yet written,
+// which stand in for what the store has of them. A chunk whose vote is
+// over already (its job cancelled or failed) is left as it is.
+func (e *Engine) tallyVotes(ctx context.Context, q store.Querier, chunks map[string]*domain.Task, ended map[string]bool, fresh map[string]*domain.Task, now time.Time) (vote, error) {
 	// The replicas made are numbered from 1 to the chunk's attempt: all
 	// the replicas of every chunk in one read.
 	var ids []string
@@ -342,6 +352,9 @@ func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[st
 	}
 	byChunk := map[string][]*domain.Task{}
 	for _, r := range got {
+		if f := fresh[r.ID]; f != nil {
+			r = f
+		}
 		chunkID, _ := domain.ReplicaOf(r.ID)
 		byChunk[chunkID] = append(byChunk[chunkID], r)
 	}
@@ -349,7 +362,6 @@ func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[st
 		return ended[x.ID] || !strings.Contains(x.LeaseOwner, "/") // the pool
 	}
 	var out vote
-	var writes, inserts, failed []*domain.Task
 	for _, chunkID := range slices.Sorted(maps.Keys(byChunk)) {
 		c, replicas := chunks[chunkID], byChunk[chunkID]
 		slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
@@ -366,17 +378,17 @@ func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[st
 					endLease(q, x, now)
 					domain.Outvote(x, now)
 					out.stopped = append(out.stopped, x)
-					writes = append(writes, x)
+					out.writes = append(out.writes, x)
 				}
 			}
-			writes = append(writes, c)
+			out.writes = append(out.writes, c)
 			out.accepted = append(out.accepted, c)
 			e.log.InfoContext(ctx, "chunk accepted by vote", "task_id", c.ID, "job_id", c.JobID,
 				"replica", v.Accept.ID, "replicas", len(replicas))
 		case v.Fail != "":
 			domain.Retry(c, v.Fail, false, 0, now)
-			writes = append(writes, c)
-			failed = append(failed, c)
+			out.writes = append(out.writes, c)
+			out.failed = append(out.failed, c)
 			e.log.InfoContext(ctx, "chunk failed its vote", "task_id", c.ID, "job_id", c.JobID, "error", v.Fail)
 		case v.More > 0:
 			var voters []string
@@ -385,27 +397,27 @@ func (e *Engine) settleVotes(ctx context.Context, q store.Querier, chunks map[st
 					voters = append(voters, domain.WorkerAccountOf(x.LeaseOwner))
 				}
 			}
-			more := domain.AddReplicas(c, v.More, domain.Voters(voters), now)
-			writes = append(writes, c)
-			inserts = append(inserts, more...)
-			out.added = append(out.added, more...)
+			out.writes = append(out.writes, c)
+			out.added = append(out.added, domain.AddReplicas(c, v.More, domain.Voters(voters), now)...)
 		}
-	}
-	if err := q.TaskUpdateMany(ctx, writes); err != nil {
-		return vote{}, err
-	}
-	if err := q.TaskInsert(ctx, inserts); err != nil {
-		return vote{}, err
-	}
-	// A failed chunk fails its job, which cancels the job's other
-	// tasks: after the writes above, which it would make stale.
-	for _, c := range failed {
-		if err := e.failJob(ctx, q, c, now); err != nil {
-			return vote{}, err
-		}
-		out.failed = true
 	}
 	return out, nil
+}
+
+// finishVotes acts on v, whose writes are written, in the transaction of
+// q at now: it inserts the replicas added and fails the jobs of the
+// chunks that failed their vote (which cancels their other tasks, so
+// after those writes, which it would make stale).
+func (e *Engine) finishVotes(ctx context.Context, q store.Querier, v vote, now time.Time) error {
+	if err := q.TaskInsert(ctx, v.added); err != nil {
+		return err
+	}
+	for _, c := range v.failed {
+		if err := e.failJob(ctx, q, c, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replicaNumber is n of a replica's ID (domain.ReplicaID).
