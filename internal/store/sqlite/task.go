@@ -20,8 +20,9 @@ const (
 	taskNumColumns = 34
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
-	// as full batches, then batches of taskSmallBatch, then single rows, so
-	// three prepared statements serve any n.
+	// as full batches, then batches of taskSmallBatch, then the rest in one
+	// statement, so a prepared statement for each n up to taskSmallBatch,
+	// and one for taskBatch, serve any n.
 	taskBatch      = 128
 	taskSmallBatch = 16
 )
@@ -63,12 +64,15 @@ var (
 	sqlTaskCountByJob = newStatement(`SELECT state, count(*) FROM tasks WHERE job_id = ? AND kind = 'chunk' GROUP BY state`)
 )
 
-// sqlTaskInsert are the INSERTs of 1, taskSmallBatch and taskBatch rows.
-var sqlTaskInsert = map[int]*statement{
-	1:              newStatement(taskInsertSQL(1)),
-	taskSmallBatch: newStatement(taskInsertSQL(taskSmallBatch)),
-	taskBatch:      newStatement(taskInsertSQL(taskBatch)),
-}
+// sqlTaskInsert are the INSERTs of 1 to taskSmallBatch rows, and of
+// taskBatch rows.
+var sqlTaskInsert = func() map[int]*statement {
+	m := map[int]*statement{taskBatch: newStatement(taskInsertSQL(taskBatch))}
+	for n := 1; n <= taskSmallBatch; n++ {
+		m[n] = newStatement(taskInsertSQL(n))
+	}
+	return m
+}()
 
 // taskInsertSQL is the INSERT of n rows.
 func taskInsertSQL(n int) string {
@@ -117,11 +121,11 @@ func (q *querier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 func (q *querier) insertTasks(ctx context.Context, tasks []*domain.Task) error {
 	args := make([]any, 0, min(len(tasks), taskBatch)*taskNumColumns)
 	for len(tasks) > 0 {
-		n := 1
+		n := len(tasks)
 		switch {
-		case len(tasks) >= taskBatch:
+		case n >= taskBatch:
 			n = taskBatch
-		case len(tasks) >= taskSmallBatch:
+		case n >= taskSmallBatch:
 			n = taskSmallBatch
 		}
 		if err := q.insertTaskRows(ctx, tasks[:n], args[:0]); err != nil {
