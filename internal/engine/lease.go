@@ -619,7 +619,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		// A vote's chunk is locked before its replicas are written
 		// (lockVotes); the verdicts are written with them.
-		chunks, err := lockVotes(ctx, q, changed...)
+		locked, err := e.lockVotes(ctx, q, changed...)
 		if err != nil {
 			return err
 		}
@@ -629,7 +629,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			for _, t := range changed {
 				fresh[t.ID] = t
 			}
-			if v, err = e.tallyVotes(ctx, q, chunks, ended, fresh, now); err != nil {
+			if v, err = e.tallyVotes(ctx, q, locked, ended, fresh, now); err != nil {
 				return err
 			}
 		}
@@ -768,7 +768,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
 			return err
 		}
-		if _, err := lockVotes(ctx, q, t); err != nil {
+		if _, err := e.lockVotes(ctx, q, t); err != nil {
 			return err
 		}
 		task = t
@@ -951,7 +951,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
 			return nil // renewed, completed or already expired by another process
 		}
-		if _, err := lockVotes(ctx, q, t); err != nil {
+		if _, err := e.lockVotes(ctx, q, t); err != nil {
 			return err
 		}
 		owner = t.LeaseOwner

@@ -264,29 +264,41 @@ func (r *runningJobs) add(id string) {
 }
 
 // lockVotes locks, in the transaction of q, the chunks of the replicas
-// among ts, in one statement, before those are written and their votes
-// tallied, and returns them by ID: tallies of one chunk take turns. Two
-// replicas that ended at once in concurrent transactions would otherwise
-// each read the other still running and both wait, for ever; and
-// locking before the replicas are written keeps a tally that stops one
-// of them from waiting for it while it waits for the chunk.
-func lockVotes(ctx context.Context, q store.Querier, ts ...*domain.Task) (map[string]*domain.Task, error) {
+// among ts and the replicas of those chunks, in one statement, before the
+// replicas are written and their votes tallied, and returns every row it
+// locked by ID: tallies of one chunk take turns. Two replicas that ended
+// at once in concurrent transactions would otherwise each read the other
+// still running and both wait, for ever; and locking before the replicas
+// are written keeps a tally that stops one of them from waiting for it
+// while it waits for the chunk. A chunk's replicas are numbered from 1;
+// it asks for a quorum past the highest of ts, which as a rule are all
+// (tallyVotes reads any past them).
+func (e *Engine) lockVotes(ctx context.Context, q store.Querier, ts ...*domain.Task) (map[string]*domain.Task, error) {
 	var ids []string
 	for _, t := range ts {
-		if chunkID, ok := domain.ReplicaOf(t.ID); ok && t.Kind == domain.KindReplica {
-			ids = append(ids, chunkID)
+		chunkID, ok := domain.ReplicaOf(t.ID)
+		if !ok || t.Kind != domain.KindReplica {
+			continue
+		}
+		j, err := e.jobSettingsIn(ctx, q, t.JobID)
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, chunkID)
+		for n := range replicaNumber(t) + j.Quorum {
+			ids = append(ids, domain.ReplicaID(chunkID, n+1))
 		}
 	}
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	chunks, err := q.TaskLockMany(ctx, ids)
+	got, err := q.TaskLockMany(ctx, ids)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]*domain.Task, len(chunks))
-	for _, c := range chunks {
-		out[c.ID] = c
+	out := make(map[string]*domain.Task, len(got))
+	for _, t := range got {
+		out[t.ID] = t
 	}
 	return out, nil
 }
@@ -303,18 +315,14 @@ type vote struct {
 }
 
 // settleVote settles the vote on the chunk of replica r, which just ended
-// and is written, and whose chunk lockVotes locked, in the transaction of
-// q at now; trusted says whether r's worker is trusted.
+// and is written (lockVotes locked its chunk before), in the transaction
+// of q at now; trusted says whether r's worker is trusted.
 func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task, trusted bool, now time.Time) error {
-	chunkID, ok := domain.ReplicaOf(r.ID)
-	if !ok {
-		return fmt.Errorf("replica %s names no chunk", r.ID)
-	}
-	c, err := q.TaskGet(ctx, chunkID)
+	locked, err := e.lockVotes(ctx, q, r) // held already: read again, r written
 	if err != nil {
 		return err
 	}
-	v, err := e.tallyVotes(ctx, q, map[string]*domain.Task{c.ID: c}, map[string]bool{r.ID: trusted}, nil, now)
+	v, err := e.tallyVotes(ctx, q, locked, map[string]bool{r.ID: trusted}, map[string]*domain.Task{r.ID: r}, now)
 	if err != nil {
 		return err
 	}
@@ -324,46 +332,55 @@ func (e *Engine) settleVote(ctx context.Context, q store.Querier, r *domain.Task
 	return e.finishVotes(ctx, q, v, now)
 }
 
-// tallyVotes tallies the votes on chunks (by ID, as lockVotes returned
-// them) in the transaction of q at now, and decides on each: it changes
+// tallyVotes tallies the votes on the chunks of the replicas in ended,
+// as lockVotes locked them (locked holds them and their replicas, by
+// ID), in the transaction of q at now, and decides on each: it changes
 // the tasks it decides on, but writes none (see vote.writes and
 // finishVotes). ended holds the IDs of the replicas that just ended, true
 // when the replica's worker is trusted (the pool's workers always are);
 // fresh holds tasks changed in this transaction but not yet written,
-// which stand in for what the store has of them. A chunk whose vote is
-// over already (its job cancelled or failed) is left as it is.
-func (e *Engine) tallyVotes(ctx context.Context, q store.Querier, chunks map[string]*domain.Task, ended map[string]bool, fresh map[string]*domain.Task, now time.Time) (vote, error) {
-	// The replicas made are numbered from 1 to the chunk's attempt: all
-	// the replicas of every chunk in one read.
-	var ids []string
-	for _, c := range chunks {
-		if c.State == domain.TaskLeased && c.LeaseOwner == domain.QuorumLeaseOwner {
-			for i := range c.Attempt {
-				ids = append(ids, domain.ReplicaID(c.ID, i+1))
-			}
-		}
-	}
-	if len(ids) == 0 {
-		return vote{}, nil
-	}
-	got, err := q.TaskGetMany(ctx, ids)
-	if err != nil {
-		return vote{}, err
-	}
+// which stand in for what locked has of them. A chunk whose vote is over
+// already (its job cancelled or failed) is left as it is.
+func (e *Engine) tallyVotes(ctx context.Context, q store.Querier, locked map[string]*domain.Task, ended map[string]bool, fresh map[string]*domain.Task, now time.Time) (vote, error) {
 	byChunk := map[string][]*domain.Task{}
-	for _, r := range got {
-		if f := fresh[r.ID]; f != nil {
-			r = f
+	var missing []string // replicas lockVotes did not ask for
+	for id := range ended {
+		chunkID, _ := domain.ReplicaOf(id)
+		c := locked[chunkID]
+		if _, seen := byChunk[chunkID]; seen || c == nil || c.State != domain.TaskLeased || c.LeaseOwner != domain.QuorumLeaseOwner {
+			continue
 		}
-		chunkID, _ := domain.ReplicaOf(r.ID)
-		byChunk[chunkID] = append(byChunk[chunkID], r)
+		replicas := make([]*domain.Task, 0, c.Attempt)
+		for n := range c.Attempt {
+			rid := domain.ReplicaID(chunkID, n+1)
+			r := fresh[rid]
+			if r == nil {
+				r = locked[rid]
+			}
+			if r == nil {
+				missing = append(missing, rid)
+				continue
+			}
+			replicas = append(replicas, r)
+		}
+		byChunk[chunkID] = replicas
+	}
+	if len(missing) > 0 {
+		got, err := q.TaskGetMany(ctx, missing)
+		if err != nil {
+			return vote{}, err
+		}
+		for _, r := range got {
+			chunkID, _ := domain.ReplicaOf(r.ID)
+			byChunk[chunkID] = append(byChunk[chunkID], r)
+		}
 	}
 	trusted := func(x *domain.Task) bool {
 		return ended[x.ID] || !strings.Contains(x.LeaseOwner, "/") // the pool
 	}
 	var out vote
 	for _, chunkID := range slices.Sorted(maps.Keys(byChunk)) {
-		c, replicas := chunks[chunkID], byChunk[chunkID]
+		c, replicas := locked[chunkID], byChunk[chunkID]
 		slices.SortFunc(replicas, func(a, b *domain.Task) int { return replicaNumber(a) - replicaNumber(b) })
 		j, err := e.jobSettingsIn(ctx, q, c.JobID)
 		if err != nil {
