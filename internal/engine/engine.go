@@ -128,6 +128,7 @@ type Engine struct {
 	workEpoch atomic.Uint64
 	keys      *keyCache // the principals of worker keys looked up lately
 	running   runningJobs
+	voting    votingCounts
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time

@@ -559,11 +559,12 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	stitchReady := false
 	completed := 0           // tasks completed, replays left out
 	var added []*domain.Task // replicas made for votes
+	var closed []string      // the jobs of the votes that ended
 	runs := 0
 	err := e.tx(ctx, func(q store.Querier) error {
 		runs++
 		stitchReady = false
-		completed, added = 0, added[:0]
+		completed, added, closed = 0, added[:0], closed[:0]
 		changed, voted = changed[:0], voted[:0]
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
@@ -641,7 +642,11 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		voted = append(voted, v.stopped...)
 		added = append(added, v.added...)
+		for _, c := range v.failed {
+			closed = append(closed, c.JobID)
+		}
 		for _, c := range v.accepted {
+			closed = append(closed, c.JobID)
 			voted = append(voted, c)
 			completed++
 			done[c.DownstreamID]++
@@ -666,6 +671,9 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	}
 	e.held.forget(changed...)
 	e.held.forget(voted...)
+	for _, job := range closed {
+		e.voting.add(job, -1)
+	}
 	if stitchReady {
 		e.stitch.Notify()
 	}

@@ -98,16 +98,20 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 	out := make([]claimAnswer, len(calls))
 	pr := calls[0].pr
 	var leased []*domain.Task
-	made := 0 // pending replicas made, for other workers
+	made := 0                       // pending replicas made, for other workers
+	var voting, base map[string]int // by job: votes after this run, and before
+	var counted map[string]bool
 	err := e.tx(ctx, func(q store.Querier) error {
 		leased, made = leased[:0], 0
+		base = map[string]int{}
 		for i := range out {
 			out[i].tasks = nil
 		}
 		now := e.now()
 		var writes, inserts []*domain.Task
-		taken := map[string]bool{} // chunks a replica of which this run took
-		voting := map[string]int{} // by job: its chunks voted on, up to maxVoting
+		taken := map[string]bool{}  // chunks a replica of which this run took
+		voting = map[string]int{}   // by job: its chunks voted on, up to maxVoting
+		counted = map[string]bool{} // jobs whose count came from the store
 		caller := 0
 		unfilled := func() bool {
 			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
@@ -151,10 +155,13 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 					if j.Quorum > 1 {
 						n, ok := voting[t.JobID]
 						if !ok {
-							if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
-								return err
+							if n, ok = e.voting.get(t.JobID, now); !ok {
+								if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
+									return err
+								}
+								counted[t.JobID] = true
 							}
-							voting[t.JobID] = n // counted once a run
+							base[t.JobID], voting[t.JobID] = n, n
 						}
 						if n >= e.maxVoting() {
 							continue // the votes under way first
@@ -193,7 +200,15 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		}
 		return out
 	}
-	e.held.keep(e.now(), leased...)
+	now := e.now()
+	for job, n := range voting {
+		if counted[job] {
+			e.voting.set(job, n, now)
+		} else {
+			e.voting.add(job, n-base[job])
+		}
+	}
+	e.held.keep(now, leased...)
 	if made > 0 {
 		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
 	}
@@ -261,6 +276,56 @@ func (r *runningJobs) add(id string) {
 		r.ids = map[string]bool{}
 	}
 	r.ids[id] = true
+}
+
+// votingCounts remembers, by job, how many of its chunks are voted on,
+// so that a claim that would start a vote need not count them each time:
+// a count read from the store serves for votingFresh, this process's
+// votes started and ended in the meantime added to it. Other processes'
+// show at the next read, so a job may pass maxVoting by as many as they
+// start in that time.
+type votingCounts struct {
+	mu sync.Mutex
+	m  map[string]votingCount
+}
+
+type votingCount struct {
+	n    int
+	read time.Time
+}
+
+const votingFresh = time.Second
+
+// get returns the count of jobID's votes, and false when it was read
+// votingFresh or longer before now, or never.
+func (v *votingCounts) get(jobID string, now time.Time) (int, bool) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	c, ok := v.m[jobID]
+	if !ok || now.Sub(c.read) >= votingFresh {
+		return 0, false
+	}
+	return c.n, true
+}
+
+// set records n, the count of jobID's votes read at now.
+func (v *votingCounts) set(jobID string, n int, now time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.m == nil || len(v.m) >= runningJobsMax {
+		v.m = map[string]votingCount{}
+	}
+	v.m[jobID] = votingCount{n: n, read: now}
+}
+
+// add adds d to the count of jobID's votes, if it has one.
+func (v *votingCounts) add(jobID string, d int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if c, ok := v.m[jobID]; ok {
+		c.n = max(0, c.n+d)
+		v.m[jobID] = c
+	}
 }
 
 // lockVotes locks, in the transaction of q, the chunks of the replicas
