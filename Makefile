@@ -51,8 +51,8 @@ lint:
 # messages are repeated at the end, where a truncated log still shows them.
 unit:
 	cd bench/river && go test -count=1 ./...
-	@echo "go test -race -count=1 -timeout 15m ./..."
-	@log=$$(mktemp); go test -race -count=1 -timeout 15m ./... 2>&1 | tee $$log; status=$${PIPESTATUS[0]}; \
+	@echo "go test -race -count=1 -timeout 30m ./..."
+	@log=$$(mktemp); go test -race -count=1 -timeout 30m ./... 2>&1 | tee $$log; status=$${PIPESTATUS[0]}; \
 	if [ $$status -ne 0 ]; then \
 		echo; echo "== failures (go test exited $$status) =="; \
 		grep -E -- '^\s*--- FAIL|^\s+[A-Za-z0-9_]+_test\.go:[0-9]+: |^(FAIL|panic:)' $$log | grep -v ' output:$$' | tail -n 60; \
