@@ -97,12 +97,13 @@ func (f *fairSetup) counts(t *testing.T, jobs ...string) map[string]domain.TaskC
 	return c
 }
 
-// sample reads the jobs' counts every 20 ms until done says so (or 60 s
-// passed), and returns what it read.
+// sample reads the jobs' counts every 20 ms until done says so (or 3
+// minutes passed: on a loaded machine a 0.1 s task has taken 6 s), and
+// returns what it read.
 func (f *fairSetup) sample(t *testing.T, jobs []string, done func(map[string]domain.TaskCounts) bool) []map[string]domain.TaskCounts {
 	t.Helper()
 	var out []map[string]domain.TaskCounts
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		c := f.counts(t, jobs...)
 		out = append(out, c)
@@ -110,7 +111,7 @@ func (f *fairSetup) sample(t *testing.T, jobs []string, done func(map[string]dom
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not done after 60 s; last counts %+v", c)
+			t.Fatalf("not done after 3 minutes; last counts %+v", c)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -263,7 +263,7 @@ func createdTasks(ctx context.Context, db *sql.DB) (hiddenJob string, hidden, vi
 }
 
 // TestKilledMidCreation SIGKILLs a coordinator in the middle of a POST
-// /jobs of 60,000 hosted chunks (12 batches of CreateBatch), once its first
+// /jobs of 15,000 hosted chunks (3 batches of CreateBatch), once its first
 // batch is in the database, on each store. After a restart the partial job
 // is never visible to clients, the reaper deletes it and its tasks once its
 // creation is stale, and the same request with the same Idempotency-Key
@@ -274,7 +274,7 @@ func TestKilledMidCreation(t *testing.T) {
 }
 
 func killedMidCreation(t *testing.T, pg bool) {
-	const chunks = 60000
+	const chunks = 15000
 	if chunks <= 2*engine.CreateBatch {
 		t.Fatalf("%d chunks do not make several batches of %d", chunks, engine.CreateBatch)
 	}
