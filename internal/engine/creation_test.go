@@ -106,3 +106,60 @@ func TestCreateJobInBatches(t *testing.T) {
 		t.Fatalf("DeleteAbandonedJobs = %d, %v; nothing is left to delete", n, err)
 	}
 }
+
+// slowStore makes each TaskInsert of a batch of chunks (more than one
+// task) take longer than CreationStale, by its clock, and runs the
+// reaper's sweep after each transaction that inserted one, as SQLite's one
+// writer runs it once the batch commits.
+type slowStore struct {
+	store.Store
+	clock *enginetest.Clock
+	e     *engine.Engine
+}
+
+func (s *slowStore) InTx(ctx context.Context, fn func(q store.Querier) error) error {
+	inserted := false
+	err := s.Store.InTx(ctx, func(q store.Querier) error {
+		inserted = false
+		return fn(&slowQuerier{Querier: q, s: s, inserted: &inserted})
+	})
+	if err == nil && inserted && s.e != nil {
+		if _, err := s.e.DeleteAbandonedJobs(ctx); err != nil {
+			return err
+		}
+	}
+	return err
+}
+
+type slowQuerier struct {
+	store.Querier
+	s        *slowStore
+	inserted *bool
+}
+
+func (q *slowQuerier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
+	if len(tasks) > 1 {
+		*q.inserted = true
+		q.s.clock.Advance(engine.CreationStale + time.Second)
+	}
+	return q.Querier.TaskInsert(ctx, tasks)
+}
+
+// TestSlowBatchNotAbandoned: a creation whose every batch takes longer
+// than CreationStale is alive all along, and the reaper, running between
+// its batches, leaves it be.
+func TestSlowBatchNotAbandoned(t *testing.T) {
+	t.Parallel()
+	c := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	ss := &slowStore{Store: openStore(t), clock: c}
+	e := newEngine(ss, engine.Config{Now: c.Now})
+	ss.e = e
+	n := 2*engine.CreateBatch + 7
+	j, created, err := e.CreateJob(t.Context(), spec(n), "")
+	if err != nil || !created {
+		t.Fatalf("CreateJob of %d chunks in slow batches: %v, %v", n, created, err)
+	}
+	if j.ChunkCount != n {
+		t.Errorf("the job has %d chunks, want %d", j.ChunkCount, n)
+	}
+}

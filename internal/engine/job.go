@@ -177,8 +177,12 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 	for start := 0; start < len(inputs); start += CreateBatch {
 		end := min(start+CreateBatch, len(inputs))
 		err := e.tx(ctx, func(q store.Querier) error {
+			// Progress is recorded first, which on PostgreSQL locks the
+			// job against the reaper, and again once the batch is in: on
+			// SQLite the reaper runs after this transaction, and a batch
+			// that took longer than CreationStale would look abandoned.
 			now := e.now()
-			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: now, Done: end == len(inputs)}); err != nil {
+			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: now}); err != nil {
 				return fmt.Errorf("job %s was given up on while it was created (no progress for %v): %w", job.ID, CreationStale, err)
 			}
 			j, err := q.JobGet(ctx, job.ID)
@@ -190,6 +194,9 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 				batch = append(batch, chunkTask(job, i, inputs[i], j.Status.Final(), now))
 			}
 			if err := q.TaskInsert(ctx, batch); err != nil {
+				return err
+			}
+			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: e.now(), Done: end == len(inputs)}); err != nil {
 				return err
 			}
 			if end < len(inputs) {
