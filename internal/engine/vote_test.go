@@ -38,7 +38,13 @@ func claimIDs(t *testing.T, ctx context.Context, e *engine.Engine, w string, max
 // anyJob creates a one-chunk job of carol's open to any worker.
 func anyJob(t *testing.T, e *engine.Engine, quorum, maxAttempts int) *engine.JobView {
 	t.Helper()
-	sp := spec(1)
+	return anyJobOf(t, e, 1, quorum, maxAttempts)
+}
+
+// anyJobOf creates a job of carol's of n chunks open to any worker.
+func anyJobOf(t *testing.T, e *engine.Engine, n, quorum, maxAttempts int) *engine.JobView {
+	t.Helper()
+	sp := spec(n)
 	sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, quorum, maxAttempts
 	j, _, err := e.CreateJob(as(t.Context(), "carol"), sp, "")
 	if err != nil {
@@ -311,12 +317,7 @@ func TestQuorumRace(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s store.Store) {
 		ctx := t.Context()
 		e := newEngine(s, engine.Config{})
-		sp := spec(20)
-		sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, 2, 3
-		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := anyJobOf(t, e, 20, 2, 3)
 		var mu sync.Mutex
 		given := map[string]map[string]string{} // chunk → account → output accepted from it
 		var wg sync.WaitGroup
@@ -478,12 +479,7 @@ func TestVotesOfOneBatch(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s store.Store) {
 		ctx := t.Context()
 		e := newEngine(s, engine.Config{})
-		sp := spec(2)
-		sp.Workers, sp.Quorum, sp.MaxAttempts = domain.WorkersAny, 2, 2
-		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := anyJobOf(t, e, 2, 2, 2)
 		c0, c1 := j.ID+"-0", j.ID+"-1"
 		batch := func(account, w string, outs map[string]string) {
 			t.Helper()
@@ -529,12 +525,7 @@ func TestClaimReadsPastPassedOver(t *testing.T) {
 	onBothStores(t, func(t *testing.T, s store.Store) {
 		ctx := t.Context()
 		e := newEngine(s, engine.Config{})
-		sp := spec(2)
-		sp.Workers, sp.Quorum = domain.WorkersAny, 3
-		j, _, err := e.CreateJob(as(ctx, "carol"), sp, "")
-		if err != nil {
-			t.Fatal(err)
-		}
+		j := anyJobOf(t, e, 2, 3, spec(2).MaxAttempts)
 		if got, want := claimIDs(t, key(ctx, "bob"), e, "b", 1), []string{j.ID + "-0.r1"}; !slices.Equal(got, want) {
 			t.Fatalf("bob claims %v; want %v", got, want)
 		}
