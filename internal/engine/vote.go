@@ -100,7 +100,6 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 	var leased []*domain.Task
 	made := 0                       // pending replicas made, for other workers
 	var voting, base map[string]int // by job: votes after this run, and before
-	var counted map[string]bool
 	err := e.tx(ctx, func(q store.Querier) error {
 		leased, made = leased[:0], 0
 		base = map[string]int{}
@@ -109,9 +108,8 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		}
 		now := e.now()
 		var writes, inserts []*domain.Task
-		taken := map[string]bool{}  // chunks a replica of which this run took
-		voting = map[string]int{}   // by job: its chunks voted on, up to maxVoting
-		counted = map[string]bool{} // jobs whose count came from the store
+		taken := map[string]bool{} // chunks a replica of which this run took
+		voting = map[string]int{}  // by job: its chunks voted on, up to maxVoting
 		caller := 0
 		unfilled := func() bool {
 			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
@@ -159,7 +157,7 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 								if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
 									return err
 								}
-								counted[t.JobID] = true
+								e.voting.set(t.JobID, n, now)
 							}
 							base[t.JobID], voting[t.JobID] = n, n
 						}
@@ -200,15 +198,10 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		}
 		return out
 	}
-	now := e.now()
 	for job, n := range voting {
-		if counted[job] {
-			e.voting.set(job, n, now)
-		} else {
-			e.voting.add(job, n-base[job])
-		}
+		e.voting.add(job, n-base[job]) // the votes this run started
 	}
-	e.held.keep(now, leased...)
+	e.held.keep(e.now(), leased...)
 	if made > 0 {
 		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
 	}
