@@ -72,6 +72,13 @@ func (h *held) put(now time.Time, add bool, tasks []*domain.Task) {
 	}
 }
 
+// size is how many leases h remembers.
+func (h *held) size() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.m)
+}
+
 // forget lets go of tasks whose leases ended here.
 func (h *held) forget(tasks ...*domain.Task) {
 	h.mu.Lock()

@@ -209,14 +209,14 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 }
 
 // maxVoting bounds the chunks of a job voted on at once: twice the
-// workers this process has seen, 64 at least. An account whose workers
-// start votes faster than other accounts' settle them would otherwise
-// pile up votes that wait for them, which its every claim passes over,
-// and whose first replicas' work is lost if the others never come.
+// leases this process holds (the tasks its workers run at once, however
+// they claim them: many workers, slots or batches), 64 at least. An
+// account whose workers start votes faster than other accounts' settle
+// them would otherwise pile up votes that wait for them, which its every
+// claim passes over, and whose first replicas' work is lost if the
+// others never come.
 func (e *Engine) maxVoting() int {
-	e.seenLog.mu.Lock()
-	defer e.seenLog.mu.Unlock()
-	return max(64, 2*len(e.seenLog.last))
+	return max(64, 2*e.held.size())
 }
 
 // markRunning marks the pending jobs of tasks running at now. A job

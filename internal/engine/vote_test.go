@@ -435,28 +435,27 @@ func TestVotesAcrossCoordinators(t *testing.T) {
 	}
 }
 
-// TestVotesBounded: an account's workers start at most 64 votes of a job
-// that no other account has caught up with; when a vote ends, they may
-// start another.
+// TestVotesBounded: an account's workers, holding few leases, start at
+// most 64 votes of a job that no other account has caught up with; when
+// a vote ends, they may start another.
 func TestVotesBounded(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, func(t *testing.T, s store.Store) {
 		ctx := t.Context()
 		e := newEngine(s, engine.Config{})
-		sp := spec(100)
-		sp.Workers, sp.Quorum = domain.WorkersAny, 2
-		if _, _, err := e.CreateJob(as(ctx, "carol"), sp, ""); err != nil {
-			t.Fatal(err)
-		}
+		anyJobOf(t, e, 100, 2, 3)
 		var started []string
 		for range 100 {
-			started = append(started, claimIDs(t, key(ctx, "ada"), e, "a", 1)...)
+			r := claimIDs(t, key(ctx, "ada"), e, "a", 1)
+			for _, id := range r {
+				if err := complete(key(ctx, "ada"), e, id, "a", "x"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			started = append(started, r...)
 		}
 		if len(started) != 64 {
 			t.Fatalf("ada started %d votes; want 64 before another account catches up", len(started))
-		}
-		if err := complete(key(ctx, "ada"), e, started[0], "a", "x"); err != nil {
-			t.Fatal(err)
 		}
 		r := claimIDs(t, key(ctx, "bob"), e, "b", 1)
 		if len(r) != 1 {
@@ -467,6 +466,32 @@ func TestVotesBounded(t *testing.T) {
 		}
 		if got := claimIDs(t, key(ctx, "ada"), e, "a", 1); len(got) != 1 {
 			t.Errorf("ada claims %v once a vote ended; want a new one", got)
+		}
+	})
+}
+
+// TestVotesBoundedByLeases: the bound is twice the leases the coordinator
+// holds, so workers that run many tasks at once are not held back by it:
+// a worker holding 50 replicas may start 50 more votes, and once it let
+// them all go, no more than the 64 of the floor.
+func TestVotesBoundedByLeases(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		anyJobOf(t, e, 300, 2, 3)
+		first := claimIDs(t, key(ctx, "ada"), e, "a", 50)
+		second := claimIDs(t, key(ctx, "ada"), e, "a", 50)
+		if len(first) != 50 || len(second) != 50 {
+			t.Fatalf("ada's worker started %d, then %d votes; want 50 and 50 while it holds them", len(first), len(second))
+		}
+		for _, id := range append(first, second...) {
+			if err := complete(key(ctx, "ada"), e, id, "a", "x"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got := claimIDs(t, key(ctx, "ada"), e, "a", 50); len(got) != 0 {
+			t.Errorf("ada claims %d with 100 votes waiting and no lease held; want none past 64", len(got))
 		}
 	})
 }
