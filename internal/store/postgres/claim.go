@@ -25,13 +25,13 @@ var (
 	// included, and the index predicate must appear as literals.
 	sqlTaskClaim = claimStatements(`unnest($3::text[]) AS k(kind) CROSS JOIN LATERAL (
 		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
-		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> '' AND t.kind = k.kind AND cardinality($4::text[]) = 0
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind <> '' AND t.kind = k.kind AND cardinality($4::text[]) = 0
 		ORDER BY t.kind, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
 		LIMIT {limit}
 		FOR UPDATE SKIP LOCKED) AS c`)
 	sqlTaskClaimWorkloads = claimStatements(`unnest($3::text[]) AS k(kind) CROSS JOIN unnest($4::text[]) AS w(workload) CROSS JOIN LATERAL (
 		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
-		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind = k.kind AND t.workload = w.workload
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind = k.kind AND t.workload = w.workload
 		ORDER BY t.kind, t.workload, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
 		LIMIT {limit}
 		FOR UPDATE SKIP LOCKED) AS c`)
@@ -44,13 +44,13 @@ var (
 	// tasks_claim's kind <> '' from it: that index must not serve it.
 	sqlTaskClaimKind = claimStatements(`(
 		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
-		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> '' AND t.kind = ($3::text[])[1] AND cardinality($4::text[]) = 0
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind <> '' AND t.kind = ($3::text[])[1] AND cardinality($4::text[]) = 0
 		ORDER BY t.kind, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
 		LIMIT {limit}
 		FOR UPDATE SKIP LOCKED) AS c`)
 	sqlTaskClaimKindWorkload = claimStatements(`(
 		SELECT t.id, t.priority, t.job_created_at, t.job_id, t.chunk_index FROM tasks t
-		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind = (SELECT ($3::text[])[1]) AND t.workload = ($4::text[])[1]
+		WHERE t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind = (SELECT ($3::text[])[1]) AND t.workload = ($4::text[])[1]
 		ORDER BY t.kind, t.workload, t.priority DESC, t.job_created_at NULLS FIRST, t.job_id, t.chunk_index
 		LIMIT {limit}
 		FOR UPDATE SKIP LOCKED) AS c`)

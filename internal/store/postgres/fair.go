@@ -45,13 +45,13 @@ const fairOrder = `t.owner, -t.priority, COALESCE(t.job_created_at, '-infinity')
 
 // fairRunnable is the condition of tasks_fair over any workload, kind $k.
 func fairRunnable(k string) string {
-	return `t.state = 'pending' AND t.run_after IS NULL AND t.kind <> '' AND t.kind = ` + k
+	return `t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind <> '' AND t.kind = ` + k
 }
 
 // fairRunnableWorkload is the condition of tasks_fair_workload, kind $k
 // and workload w.
 func fairRunnableWorkload(k, w string) string {
-	return `t.state = 'pending' AND t.run_after IS NULL AND t.kind = (SELECT ` + k + `) AND t.workload = ` + w
+	return `t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind = (SELECT ` + k + `) AND t.workload = ` + w
 }
 
 var (
@@ -113,7 +113,7 @@ var (
 			AND (-t.priority, COALESCE(t.job_created_at, '-infinity'), t.job_id) > (g.np, g.c, g.job_id)
 		ORDER BY t.kind, t.workload, ` + fairOrder + ` LIMIT 1) f
 	WHERE g.n < g.lim
-)` + fairGroupsSelect(`t.state = 'pending' AND t.run_after IS NULL AND t.kind = (SELECT $1::text) AND t.workload = ANY($4::text[])`),
+)` + fairGroupsSelect(`t.state = 'pending' AND t.run_after IS NULL AND t.kind <> 'replica' AND t.kind = (SELECT $1::text) AND t.workload = ANY($4::text[])`),
 		// $3 kind, $4 workloads; see fairClaimSQL.
 		claim: fairClaimSQL(`CROSS JOIN unnest($4::text[]) AS w(workload) CROSS JOIN LATERAL (
 		SELECT t.id, t.chunk_index FROM tasks t

@@ -23,10 +23,10 @@ import (
 // their own.
 var (
 	sqlTaskClaimCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim
-	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1
+	WHERE state = 'pending' AND run_after IS NULL AND kind <> 'replica' AND kind = ?1
 	ORDER BY kind, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
 	sqlTaskClaimWorkloadCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim_workload
-	WHERE state = 'pending' AND run_after IS NULL AND kind = ?1 AND workload = ?3
+	WHERE state = 'pending' AND run_after IS NULL AND kind <> 'replica' AND kind = ?1 AND workload = ?3
 	ORDER BY kind, workload, priority DESC, job_created_at, job_id, chunk_index LIMIT ?2`)
 	// ?1 is a JSON array of [rowid, owner] pairs.
 	sqlTaskClaimRows = newStatement(`UPDATE tasks SET state = 'leased', lease_owner = c.owner, attempt = attempt + 1,

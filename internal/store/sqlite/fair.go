@@ -38,7 +38,7 @@ type fairIndex struct {
 // leading columns are lead (kind, or kind and workload), where what
 // narrows the claim to them.
 func newFairIndex(index, lead, where string) *fairIndex {
-	from := `FROM tasks INDEXED BY ` + index + ` WHERE state = 'pending' AND run_after IS NULL AND ` + where
+	from := `FROM tasks INDEXED BY ` + index + ` WHERE state = 'pending' AND run_after IS NULL AND kind <> 'replica' AND ` + where
 	group := `SELECT priority, job_created_at, job_id ` + from + ` AND owner = ?2`
 	return &fairIndex{
 		owners: newStatement(`WITH RECURSIVE o(owner) AS (
