@@ -14,6 +14,7 @@ package bench
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -292,6 +293,9 @@ type lifecycle struct {
 	jobs          []string // the job of each task, when the run counts shares
 }
 
+// errNothing is a claim of a quorum run that found nothing for now.
+var errNothing = errors.New("nothing to claim for now")
+
 // noopOutput is every no-op worker's result: a header and one row.
 const noopOutput = "id,score\nx,1\n"
 
@@ -322,18 +326,11 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
 			return err
 		})
-		// An account's workers wait, with nothing to claim, while the
-		// votes they started wait for other accounts (engine.maxVoting).
-		for c.Quorum > 1 && err == nil && len(tasks) == 0 && ctx.Err() == nil {
-			hold(ctx, time.Millisecond)
-			var more time.Duration
-			var retried int
-			more, retried, err = try(func() (err error) {
-				tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
-				return err
-			})
-			claimed += more
-			claimRetried += retried
+		// An account's workers find nothing to claim while the votes
+		// they started wait for other accounts (engine.maxVoting): work
+		// lets the others have the reservation.
+		if c.Quorum > 1 && err == nil && len(tasks) == 0 {
+			return lifecycle{}, errNothing
 		}
 		if err != nil {
 			return lifecycle{}, err
@@ -394,18 +391,24 @@ func hold(ctx context.Context, d time.Duration) {
 	}
 }
 
-// work runs c.Workers workers, named bench-N, each taking turns (cycle)
-// of up to c.Batch tasks, until c.Tasks lifecycles completed, a turn
-// failed, or ctx is done; a turn under way then finishes first.
 // workerNumber is w of the worker ID work gives worker w.
 func workerNumber(id string) int {
 	n, _ := strconv.Atoi(strings.TrimPrefix(id, "bench-"))
 	return n
 }
 
+// work runs c.Workers workers, named bench-N, each taking turns (cycle)
+// of up to c.Batch tasks, until c.Tasks lifecycles completed, a turn
+// failed, or ctx is done; a turn under way then finishes first. A turn
+// that found nothing for now (errNothing) gives its reservation back,
+// and so does one that claimed fewer than it reserved; a worker with
+// nothing left to reserve waits while other turns are under way, which
+// may give some back.
 func work(ctx context.Context, c Config, cycle func(id string, n int) (lifecycle, error)) result {
 	var (
 		remaining, done, retried atomic.Int64
+		open                     atomic.Int64 // reserved by a cycle under way
+		failed                   atomic.Bool
 		mu                       sync.Mutex
 		samples                  []lifecycle
 		firstErr                 error
@@ -418,17 +421,37 @@ func work(ctx context.Context, c Config, cycle func(id string, n int) (lifecycle
 			id := fmt.Sprintf("bench-%d", w)
 			var mine []lifecycle
 			var err error
-			for ctx.Err() == nil && err == nil {
+			for ctx.Err() == nil && err == nil && !failed.Load() {
 				n := reserve(&remaining, int64(c.Batch))
 				if n == 0 {
-					break
+					if open.Load() == 0 {
+						break
+					}
+					hold(ctx, time.Millisecond) // what a cycle under way may give back
+					continue
 				}
+				open.Add(n)
 				var l lifecycle
-				if l, err = cycle(id, int(n)); err == nil {
+				l, err = cycle(id, int(n))
+				switch {
+				case errors.Is(err, errNothing):
+					// Another account's workers may take what this
+					// one may not: the reservation goes back.
+					remaining.Add(n)
+					open.Add(-n)
+					hold(ctx, time.Millisecond)
+					err = nil
+					continue
+				case err == nil:
+					remaining.Add(n - int64(l.tasks)) // what the claim did not fill
 					mine = append(mine, l)
 					done.Add(int64(l.tasks))
 					retried.Add(int64(l.retried))
 				}
+				open.Add(-n)
+			}
+			if err != nil {
+				failed.Store(true)
 			}
 			mu.Lock()
 			defer mu.Unlock()

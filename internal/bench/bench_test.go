@@ -141,6 +141,30 @@ func TestReserve(t *testing.T) {
 	}
 }
 
+// TestWorkGivesBack: a worker whose turns find nothing (its account's
+// votes wait for another account) gives its reservations back, and the
+// other worker, though nothing was left when it looked, waits and takes
+// them: every lifecycle is measured, by the worker that can.
+func TestWorkGivesBack(t *testing.T) {
+	t.Parallel()
+	var nothing atomic.Int64
+	res := work(t.Context(), Config{Workers: 2, Tasks: 40, Batch: 20}, func(id string, n int) (lifecycle, error) {
+		if id == "bench-0" {
+			nothing.Add(1)
+			time.Sleep(time.Millisecond)
+			return lifecycle{}, errNothing
+		}
+		time.Sleep(5 * time.Millisecond)
+		return lifecycle{tasks: (n + 1) / 2}, nil // a claim filled by half
+	})
+	if res.err != nil || res.done != 40 {
+		t.Errorf("work measured %d lifecycles (%v); want 40", res.done, res.err)
+	}
+	if nothing.Load() == 0 {
+		t.Errorf("bench-0 never took a turn")
+	}
+}
+
 func TestPercentiles(t *testing.T) {
 	t.Parallel()
 	ms := func(ns ...int) []time.Duration {

@@ -13,8 +13,31 @@ import (
 	"github.com/scimesh/scimesh/internal/server"
 )
 
+// remoteTokens are the tokens of the coordinators startCoordinator starts.
+var remoteTokens = auth.Tokens{Worker: "worker-token-0123456789", Client: "client-token-0123456789"}
+
+// startCoordinator starts a coordinator on a SQLite file, with remoteTokens,
+// until t ends.
+func startCoordinator(t *testing.T) *server.Server {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", Migrate: true, Tokens: remoteTokens,
+		DB: "sqlite:" + filepath.Join(t.TempDir(), "bench.db")})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	wait := srv.Start(ctx)
+	t.Cleanup(func() {
+		cancel()
+		_ = wait()
+		srv.Close()
+	})
+	return srv
+}
+
 // TestRunRemote drives a coordinator that bench did not start, with
-// tokens, over REST single and batch forms (with either load generator)
+// remoteTokens, over REST single and batch forms (with either load generator)
 // and over gRPC, one run after
 // another on the same coordinator; after each, the coordinator itself
 // (GET /jobs/{id}, Queue.Query of every tree) must count every measured
@@ -22,18 +45,9 @@ import (
 // generator counted but did not complete, or did twice, fails it.
 func TestRunRemote(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	tokens := auth.Tokens{Worker: "worker-token-0123456789", Client: "client-token-0123456789"}
-	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", Migrate: true, Tokens: tokens,
-		DB: "sqlite:" + filepath.Join(t.TempDir(), "bench.db")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Close()
-	wait := srv.Start(ctx)
-	defer func() { cancel(); _ = wait() }()
-	cl := client.New(srv.URL(), tokens.Client)
+	ctx := t.Context()
+	srv := startCoordinator(t)
+	cl := client.New(srv.URL(), remoteTokens.Client)
 	defer cl.CloseIdleConnections()
 
 	const tasks, backlog = 200, 13
@@ -43,7 +57,7 @@ func TestRunRemote(t *testing.T) {
 	}{{ProtocolREST, LoadClient, 1}, {ProtocolREST, LoadClient, 50}, {ProtocolREST, LoadLean, 1}, {ProtocolREST, LoadLean, 50}, {ProtocolGRPC, "", 1}} {
 		name := fmt.Sprintf("%s %s batch %d", run.protocol, run.load, run.batch)
 		var out strings.Builder
-		c := Config{Coordinator: srv.URL(), WorkerToken: tokens.Worker, ClientToken: tokens.Client, Protocol: run.protocol,
+		c := Config{Coordinator: srv.URL(), WorkerToken: remoteTokens.Worker, ClientToken: remoteTokens.Client, Protocol: run.protocol,
 			Workers: 4, Tasks: tasks, Backlog: backlog, Batch: run.batch, Load: run.load}
 		s, err := runRemote(ctx, &out, c)
 		if err != nil {
@@ -57,7 +71,7 @@ func TestRunRemote(t *testing.T) {
 		}
 		var completed, pending, other int
 		if run.protocol == ProtocolGRPC {
-			counts, err := countTrees(ctx, srv.URL(), tokens.Client, s.trees, 1)
+			counts, err := countTrees(ctx, srv.URL(), remoteTokens.Client, s.trees, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -96,5 +110,50 @@ func TestRunRemoteRefuses(t *testing.T) {
 		if err := Run(context.Background(), &strings.Builder{}, c.c); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("Run(%+v): %v, want an error with %q", c.c, err, c.want)
 		}
+	}
+}
+
+// TestRunRemoteQuorum: a quorum-2 run by the untrusted keys of two
+// accounts, claiming in batches, measures every lifecycle it reserved and
+// ends: a worker that finds nothing while its account's votes wait gives
+// its reservation back to the other account's workers, which may take
+// the replicas it may not. Every chunk it counts is one the coordinator
+// accepted from both accounts.
+func TestRunRemoteQuorum(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	srv := startCoordinator(t)
+	admin := client.New(srv.URL(), remoteTokens.Client)
+	defer admin.CloseIdleConnections()
+	var keys []string
+	for _, name := range []string{"a1", "a2"} {
+		a, err := admin.CreateAccount(ctx, name, client.AccountSettings{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := client.New(srv.URL(), a.Token).CreateWorkerKey(ctx, "bench")
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k.Key)
+	}
+	const tasks, backlog = 400, 40
+	var out strings.Builder
+	c := Config{Coordinator: srv.URL(), WorkerTokens: keys, ClientToken: remoteTokens.Client, Protocol: ProtocolREST,
+		Load: LoadClient, Workers: 6, Tasks: tasks, Backlog: backlog, Batch: 20, JobWorkers: "any", Quorum: 2}
+	s, err := runRemote(ctx, &out, c)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if want := regexp.MustCompile(`workers 6, batch 20, backlog 40: 400 lifecycles in `); !want.MatchString(out.String()) {
+		t.Errorf("printed\n%s\nwant a line matching %s", out.String(), want)
+	}
+	job, err := admin.GetJob(ctx, s.jobID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`quorum 2: ([0-9]+) chunks completed`).FindStringSubmatch(out.String())
+	if m == nil || m[1] != fmt.Sprint(job.Tasks.Completed) || job.Tasks.Completed == 0 || job.Tasks.Completed > tasks/2 {
+		t.Errorf("printed\n%s\nthe coordinator counts %d chunks completed; want the same, 1 to %d", out.String(), job.Tasks.Completed, tasks/2)
 	}
 }
