@@ -11,6 +11,7 @@
 #   quorum_single            a job open to any worker, run by untrusted
 #                            keys of two accounts (half the workers each),
 #                            with quorum 1 against quorum 2: chunks/s
+#   quorum_batch20           the same, each worker claiming 20 at a time
 # Usage: bench/keys.sh [ROUNDS]   (default 3; prints every run, then medians)
 # TASKS (50000), BACKLOG (10000), WORKERS (64) and STORES ("sqlite
 # postgres") change what is run. After each run it prints serve's peak
@@ -22,7 +23,7 @@ tasks=${TASKS:-50000}
 backlog=${BACKLOG:-10000}
 workers=${WORKERS:-64}
 stores=${STORES:-sqlite postgres}
-cases=${CASES:-key_single key_batch50 quorum_single}
+cases=${CASES:-key_single key_batch50 quorum_single quorum_batch20}
 
 go build -o bin/scimesh ./cmd/scimesh
 (cd bench/river && go build -o ../../bin/river-bench .)
@@ -59,10 +60,11 @@ run() {
 			b+=(--worker-token "$k1")
 		fi
 		;;
-	quorum_single)
+	quorum_single | quorum_batch20)
 		k1=$(key "$url" a1)
 		k2=$(key "$url" a2)
-		b+=(--batch 1 --worker-tokens "$k1,$k2" --job-workers any --quorum "${variant#q}")
+		[ "$case" = quorum_single ] && b+=(--batch 1) || b+=(--batch 20)
+		b+=(--worker-tokens "$k1,$k2" --job-workers any --quorum "${variant#q}")
 		;;
 	*) echo "unknown case $case" >&2; exit 1 ;;
 	esac
