@@ -14,12 +14,12 @@ import (
 
 // Claims. For each kind (and each workload named) the claim reads the
 // first entries of its range of tasks_claim (tasks_claim_workload), which
-// hold runnable tasks only (pending, no run_after) in claim order behind
-// kind (and workload), so a claim of a rare workload never walks the
-// backlog of others; it keeps the first of those candidates in claim order
-// and leases them in one UPDATE that checks them again. state = 'pending'
-// and run_after IS NULL must stay literals for SQLite to use a partial
-// index. Stitch tasks, claimed by coordinators alone, have an index of
+// hold runnable tasks only (pending, no run_after), replicas left out, in
+// claim order behind kind (and workload), so a claim of a rare workload
+// never walks the backlog of others; it keeps the first of those
+// candidates in claim order and leases them in one UPDATE that checks them
+// again. state = 'pending', run_after IS NULL and kind <> 'replica' must
+// stay literals for SQLite to use a partial index. Stitch tasks, claimed by coordinators alone, have an index of
 // their own.
 var (
 	sqlTaskClaimCandidates = newStatement(`SELECT rowid, priority, job_created_at, job_id, chunk_index FROM tasks INDEXED BY tasks_claim

@@ -16,8 +16,9 @@ import (
 // through tasks_fair (tasks_fair_workload for claims of named workloads)
 // a key at a time, each skip one search of the index, in one recursive
 // statement; leased tasks are counted from tasks_leased. state =
-// 'pending' and run_after IS NULL (and state = 'leased', kind <> 'stitch')
-// must stay literals for SQLite to use the partial indexes.
+// 'pending', run_after IS NULL and kind <> 'replica' (and state =
+// 'leased', kind <> 'stitch') must stay literals for SQLite to use the
+// partial indexes.
 
 // fairIndex is a claim's statements over tasks_fair (any workload, ?3
 // unused) or tasks_fair_workload (?3 the workload).
