@@ -36,8 +36,8 @@ func startCoordinator(t *testing.T) *server.Server {
 	return srv
 }
 
-// TestRunRemote drives a coordinator that bench did not start, with
-// remoteTokens, over REST single and batch forms (with either load generator)
+// TestRunRemote drives a coordinator that bench did not start, with its
+// tokens, over REST single and batch forms (with either load generator)
 // and over gRPC, one run after
 // another on the same coordinator; after each, the coordinator itself
 // (GET /jobs/{id}, Queue.Query of every tree) must count every measured
