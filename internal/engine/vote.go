@@ -109,7 +109,8 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		now := e.now()
 		var writes, inserts []*domain.Task
 		taken := map[string]bool{} // chunks a replica of which this run took
-		voting = map[string]int{}  // by job: its chunks voted on, up to maxVoting
+		voting = map[string]int{}  // by job: its chunks voted on, up to bound
+		bound := e.maxVoting()
 		caller := 0
 		unfilled := func() bool {
 			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
@@ -154,14 +155,14 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 						n, ok := voting[t.JobID]
 						if !ok {
 							if n, ok = e.voting.get(t.JobID, now); !ok {
-								if n, err = q.TaskCountVoting(ctx, t.JobID, e.maxVoting()); err != nil {
+								if n, err = q.TaskCountVoting(ctx, t.JobID, bound); err != nil {
 									return err
 								}
 								e.voting.set(t.JobID, n, now)
 							}
 							base[t.JobID], voting[t.JobID] = n, n
 						}
-						if n >= e.maxVoting() {
+						if n >= bound {
 							continue // the votes under way first
 						}
 						voting[t.JobID] = n + 1
@@ -209,8 +210,9 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 }
 
 // maxVoting bounds the chunks of a job voted on at once: twice the
-// leases this process holds (the tasks its workers run at once, however
-// they claim them: many workers, slots or batches), 64 at least. An
+// leases this process remembers handing out (held: the tasks its workers
+// run at once, however they claim them, whether many workers, slots or
+// batches), 64 at least. An
 // account whose workers start votes faster than other accounts' settle
 // them would otherwise pile up votes that wait for them, which its every
 // claim passes over, and whose first replicas' work is lost if the
