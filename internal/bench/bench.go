@@ -433,25 +433,24 @@ func work(ctx context.Context, c Config, cycle func(id string, n int) (lifecycle
 				open.Add(n)
 				var l lifecycle
 				l, err = cycle(id, int(n))
-				switch {
-				case errors.Is(err, errNothing):
-					// Another account's workers may take what this
-					// one may not: the reservation goes back.
-					remaining.Add(n)
-					open.Add(-n)
-					hold(ctx, time.Millisecond)
+				nothing := errors.Is(err, errNothing) // others may take what this worker may not
+				if nothing {
 					err = nil
-					continue
-				case err == nil:
-					remaining.Add(n - int64(l.tasks)) // what the claim did not fill
+				}
+				if err == nil {
+					remaining.Add(n - int64(l.tasks)) // what the claim did not fill goes back
+				}
+				open.Add(-n)
+				if nothing {
+					hold(ctx, time.Millisecond)
+				} else if err == nil {
 					mine = append(mine, l)
 					done.Add(int64(l.tasks))
 					retried.Add(int64(l.retried))
 				}
-				open.Add(-n)
 			}
 			if err != nil {
-				failed.Store(true)
+				failed.Store(true) // the others stop too, rather than wait for what it held
 			}
 			mu.Lock()
 			defer mu.Unlock()
