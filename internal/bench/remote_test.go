@@ -114,11 +114,10 @@ func TestRunRemoteRefuses(t *testing.T) {
 }
 
 // TestRunRemoteQuorum: a quorum-2 run by the untrusted keys of two
-// accounts, claiming in batches, measures every lifecycle it reserved and
-// ends: a worker that finds nothing while its account's votes wait gives
-// its reservation back to the other account's workers, which may take
-// the replicas it may not. Every chunk it counts is one the coordinator
-// accepted from both accounts.
+// accounts, claiming in batches, ends having measured exactly the
+// lifecycles asked for, and the coordinator accepted at most one chunk
+// for every two of them. (That a worker which finds nothing gives its
+// reservation back is TestWorkGivesBack's: this run need not come to it.)
 func TestRunRemoteQuorum(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -152,8 +151,7 @@ func TestRunRemoteQuorum(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`quorum 2: ([0-9]+) chunks completed`).FindStringSubmatch(out.String())
-	if m == nil || m[1] != fmt.Sprint(job.Tasks.Completed) || job.Tasks.Completed == 0 || job.Tasks.Completed > tasks/2 {
-		t.Errorf("printed\n%s\nthe coordinator counts %d chunks completed; want the same, 1 to %d", out.String(), job.Tasks.Completed, tasks/2)
+	if job.Tasks.Completed == 0 || job.Tasks.Completed > tasks/2 {
+		t.Errorf("the coordinator counts %d chunks completed after %d lifecycles of quorum 2; want 1 to %d", job.Tasks.Completed, tasks, tasks/2)
 	}
 }
