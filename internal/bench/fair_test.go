@@ -13,9 +13,9 @@ import (
 	"github.com/scimesh/scimesh/internal/server"
 )
 
-// startFairServer starts a coordinator with tokens on a SQLite file and
-// returns it with its database's URL.
-func startFairServer(t *testing.T) (*server.Server, string, auth.Tokens) {
+// startCoordinator starts a coordinator with tokens on a SQLite file,
+// until t ends, and returns it with its database's URL and the tokens.
+func startCoordinator(t *testing.T) (*server.Server, string, auth.Tokens) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	tokens := auth.Tokens{Worker: "worker-token-0123456789", Client: "client-token-0123456789"}
@@ -36,7 +36,7 @@ func startFairServer(t *testing.T) (*server.Server, string, auth.Tokens) {
 // done, the backlog left, and the report adds each account's share.
 func TestRunAccounts(t *testing.T) {
 	t.Parallel()
-	srv, db, tokens := startFairServer(t)
+	srv, db, tokens := startCoordinator(t)
 	var out strings.Builder
 	c := Config{Coordinator: srv.URL(), SeedDB: db, WorkerToken: tokens.Worker, ClientToken: tokens.Client,
 		Accounts: 3, JobsPerAccount: 2, Weights: []int{1, 2}, Workers: 4, Tasks: 200, Backlog: 20, Batch: 1}
@@ -60,7 +60,7 @@ func TestRunAccounts(t *testing.T) {
 // reported done, with how long it took against its own work.
 func TestRunSmall(t *testing.T) {
 	t.Parallel()
-	srv, db, tokens := startFairServer(t)
+	srv, db, tokens := startCoordinator(t)
 	var out strings.Builder
 	c := SmallConfig{Coordinator: srv.URL(), SeedDB: db, WorkerToken: tokens.Worker, ClientToken: tokens.Client,
 		Workers: 2, TaskTime: 10 * time.Millisecond, Big: 40, Small: 2, Delay: 50 * time.Millisecond}

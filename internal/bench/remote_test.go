@@ -3,38 +3,12 @@ package bench
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
-	"github.com/scimesh/scimesh/internal/auth"
 	"github.com/scimesh/scimesh/internal/client"
-	"github.com/scimesh/scimesh/internal/server"
 )
-
-// remoteTokens are the tokens of the coordinators startCoordinator starts.
-var remoteTokens = auth.Tokens{Worker: "worker-token-0123456789", Client: "client-token-0123456789"}
-
-// startCoordinator starts a coordinator on a SQLite file, with remoteTokens,
-// until t ends.
-func startCoordinator(t *testing.T) *server.Server {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, server.Config{Addr: "127.0.0.1:0", Shard: "s0", Migrate: true, Tokens: remoteTokens,
-		DB: "sqlite:" + filepath.Join(t.TempDir(), "bench.db")})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	wait := srv.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		_ = wait()
-		srv.Close()
-	})
-	return srv
-}
 
 // TestRunRemote drives a coordinator that bench did not start, with its
 // tokens, over REST single and batch forms (with either load generator)
@@ -46,8 +20,8 @@ func startCoordinator(t *testing.T) *server.Server {
 func TestRunRemote(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	srv := startCoordinator(t)
-	cl := client.New(srv.URL(), remoteTokens.Client)
+	srv, _, tokens := startCoordinator(t)
+	cl := client.New(srv.URL(), tokens.Client)
 	defer cl.CloseIdleConnections()
 
 	const tasks, backlog = 200, 13
@@ -57,7 +31,7 @@ func TestRunRemote(t *testing.T) {
 	}{{ProtocolREST, LoadClient, 1}, {ProtocolREST, LoadClient, 50}, {ProtocolREST, LoadLean, 1}, {ProtocolREST, LoadLean, 50}, {ProtocolGRPC, "", 1}} {
 		name := fmt.Sprintf("%s %s batch %d", run.protocol, run.load, run.batch)
 		var out strings.Builder
-		c := Config{Coordinator: srv.URL(), WorkerToken: remoteTokens.Worker, ClientToken: remoteTokens.Client, Protocol: run.protocol,
+		c := Config{Coordinator: srv.URL(), WorkerToken: tokens.Worker, ClientToken: tokens.Client, Protocol: run.protocol,
 			Workers: 4, Tasks: tasks, Backlog: backlog, Batch: run.batch, Load: run.load}
 		s, err := runRemote(ctx, &out, c)
 		if err != nil {
@@ -71,7 +45,7 @@ func TestRunRemote(t *testing.T) {
 		}
 		var completed, pending, other int
 		if run.protocol == ProtocolGRPC {
-			counts, err := countTrees(ctx, srv.URL(), remoteTokens.Client, s.trees, 1)
+			counts, err := countTrees(ctx, srv.URL(), tokens.Client, s.trees, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,8 +95,8 @@ func TestRunRemoteRefuses(t *testing.T) {
 func TestRunRemoteQuorum(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	srv := startCoordinator(t)
-	admin := client.New(srv.URL(), remoteTokens.Client)
+	srv, _, tokens := startCoordinator(t)
+	admin := client.New(srv.URL(), tokens.Client)
 	defer admin.CloseIdleConnections()
 	var keys []string
 	for _, name := range []string{"a1", "a2"} {
@@ -138,7 +112,7 @@ func TestRunRemoteQuorum(t *testing.T) {
 	}
 	const tasks, backlog = 400, 40
 	var out strings.Builder
-	c := Config{Coordinator: srv.URL(), WorkerTokens: keys, ClientToken: remoteTokens.Client, Protocol: ProtocolREST,
+	c := Config{Coordinator: srv.URL(), WorkerTokens: keys, ClientToken: tokens.Client, Protocol: ProtocolREST,
 		Load: LoadClient, Workers: 6, Tasks: tasks, Backlog: backlog, Batch: 20, JobWorkers: "any", Quorum: 2}
 	s, err := runRemote(ctx, &out, c)
 	if err != nil {
