@@ -26,23 +26,26 @@ type outputError struct{ err error }
 func (e *outputError) Error() string { return e.err.Error() }
 func (e *outputError) Unwrap() error { return e.err }
 
-// leaseClock is the local deadline of an attempt's lease, moved on by
-// heartbeats.
+// leaseClock is an attempt's lease, moved on by heartbeats.
 type leaseClock struct {
-	mu       sync.Mutex
-	deadline time.Time
+	mu sync.Mutex
+	client.Lease
 }
 
+// get returns the lease's end on the local clock.
 func (l *leaseClock) get() time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.deadline
+	return l.Deadline
 }
 
-func (l *leaseClock) set(t time.Time) {
+// set records a renewal and reports whether it moved the lease's end on.
+func (l *leaseClock) set(next client.Lease) (moved bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.deadline = t
+	moved = next.ExpiresAt.After(l.ExpiresAt)
+	l.Lease = next
+	return moved
 }
 
 // outcome is what a successful attempt sends.
@@ -65,17 +68,32 @@ func (w *Worker) handle(runCtx context.Context, t *client.Task, procs *slotProcs
 	log.Info("task claimed", "workload", t.Workload, "chunk_index", t.ChunkIndex,
 		"lease_left", time.Until(t.LeaseDeadline).Round(time.Millisecond))
 
-	lease := &leaseClock{deadline: t.LeaseDeadline}
+	lease := &leaseClock{Lease: t.Lease()}
 	ctx, abandon := context.WithCancelCause(runCtx)
 	defer abandon(nil)
+	var atEnd func(time.Time)
 	if t.TimeoutSeconds > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadlineCause(ctx, began.Add(time.Duration(t.TimeoutSeconds)*time.Second), &timeoutError{t.TimeoutSeconds})
-		defer cancel()
+		// The attempt times out after TimeoutSeconds of its own, or at
+		// the end of a lease the coordinator will not move on, whichever
+		// comes first. The coordinator counts from the claim, which was
+		// before the answer got here, and never renews a lease past the
+		// attempt's deadline: once a renewal leaves the end where it was,
+		// that end is the deadline, and the worker stops the attempt
+		// itself rather than find its lease gone.
+		var timeOut context.CancelCauseFunc
+		ctx, timeOut = context.WithCancelCause(ctx)
+		limit := time.Duration(t.TimeoutSeconds) * time.Second
+		timer := time.AfterFunc(limit, func() { timeOut(&timeoutError{t.TimeoutSeconds}) })
+		defer timer.Stop()
+		atEnd = func(deadline time.Time) {
+			if deadline.Before(began.Add(limit)) {
+				timer.Reset(max(time.Until(deadline), 0))
+			}
+		}
 	}
 	stopBeats := make(chan struct{})
 	var beats sync.WaitGroup
-	beats.Go(func() { heartbeat(ctx, abandon, w.restRenew(t), lease, stopBeats, log) })
+	beats.Go(func() { heartbeat(ctx, abandon, w.restRenew(t), lease, atEnd, stopBeats, log) })
 	out, err := w.execute(ctx, t, procs, log)
 	close(stopBeats)
 	beats.Wait()
@@ -110,25 +128,27 @@ func (e *timeoutError) Error() string { return fmt.Sprintf("timed out after %d s
 // says attributes a failure's message to this worker.
 func (w *Worker) says(msg string) string { return "worker " + w.cfg.ID + ": " + msg }
 
-// renewFunc renews an attempt's lease and returns when it now ends. An
-// error wrapping errAbandoned means the lease is over for good.
-type renewFunc func(ctx context.Context) (time.Time, error)
+// renewFunc renews an attempt's lease and returns it. An error wrapping
+// errAbandoned means the lease is over for good.
+type renewFunc func(ctx context.Context) (client.Lease, error)
 
 // restRenew renews a chunk task's lease through the REST API.
 func (w *Worker) restRenew(t *client.Task) renewFunc {
-	return func(ctx context.Context) (time.Time, error) {
+	return func(ctx context.Context) (client.Lease, error) {
 		l, err := w.client.Heartbeat(ctx, t.TaskID, w.cfg.ID, t.Attempt)
 		if client.IsLeaseLost(err) || client.IsCancelled(err) || client.IsNotFound(err) {
-			return time.Time{}, fmt.Errorf("%w: %w", errAbandoned, err)
+			return client.Lease{}, fmt.Errorf("%w: %w", errAbandoned, err)
 		}
-		return l.Deadline, err
+		return l, err
 	}
 }
 
 // heartbeat renews the lease every third of what is left of it until stop
 // is closed or ctx is done. When the lease is gone it abandons the attempt,
-// which kills the workload.
-func heartbeat(ctx context.Context, abandon context.CancelCauseFunc, renew renewFunc, lease *leaseClock, stop <-chan struct{}, log *slog.Logger) {
+// which kills the workload. When a renewal does not move the lease's end
+// on, the lease ends at the attempt's deadline: heartbeat then stops and,
+// if atEnd is set, tells it that end on the local clock.
+func heartbeat(ctx context.Context, abandon context.CancelCauseFunc, renew renewFunc, lease *leaseClock, atEnd func(time.Time), stop <-chan struct{}, log *slog.Logger) {
 	timer := time.NewTimer(beatWait(lease.get()))
 	defer timer.Stop()
 	for {
@@ -145,8 +165,11 @@ func heartbeat(ctx context.Context, abandon context.CancelCauseFunc, renew renew
 		cancel()
 		switch {
 		case err == nil:
-			lease.set(next)
-			timer.Reset(beatWait(next))
+			if !lease.set(next) && atEnd != nil {
+				atEnd(next.Deadline)
+				return
+			}
+			timer.Reset(beatWait(next.Deadline))
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, errAbandoned):

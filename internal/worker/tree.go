@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/scimesh/scimesh/internal/client"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 )
 
@@ -80,10 +81,11 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 	log := w.log.With("task_id", t.TaskId, "attempt", t.Attempt, "workload", t.Workload)
 	ctx, abandon := context.WithCancelCause(runCtx)
 	defer abandon(nil)
-	lease := &leaseClock{deadline: t.LeaseExpiresAt.AsTime()}
+	end := t.LeaseExpiresAt.AsTime()
+	lease := &leaseClock{Lease: client.Lease{ExpiresAt: end, Deadline: end}}
 	stop := make(chan struct{})
 	var beats sync.WaitGroup
-	beats.Go(func() { heartbeat(ctx, abandon, w.treeRenew(t), lease, stop, log) })
+	beats.Go(func() { heartbeat(ctx, abandon, w.treeRenew(t), lease, nil, stop, log) })
 	result, err := w.execTree(ctx, t, log)
 	close(stop)
 	beats.Wait()
@@ -112,16 +114,17 @@ func (w *Worker) runTree(runCtx context.Context, t *v1.Task) {
 // lease's length, as first granted.
 func (w *Worker) treeRenew(t *v1.Task) renewFunc {
 	length := time.Until(t.LeaseExpiresAt.AsTime())
-	return func(ctx context.Context) (time.Time, error) {
+	return func(ctx context.Context) (client.Lease, error) {
 		asked := time.Now() // the lease's new end is no earlier than this plus length
 		_, err := w.cfg.Trees.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: t.TaskId, WorkerId: w.cfg.ID, Attempt: t.Attempt}))
 		switch connect.CodeOf(err) {
 		case connect.CodeFailedPrecondition, connect.CodeNotFound:
 			if err != nil {
-				return time.Time{}, fmt.Errorf("%w: %w", errAbandoned, err)
+				return client.Lease{}, fmt.Errorf("%w: %w", errAbandoned, err)
 			}
 		}
-		return asked.Add(length), err
+		end := asked.Add(length)
+		return client.Lease{ExpiresAt: end, Deadline: end}, err
 	}
 }
 
