@@ -42,6 +42,7 @@ type Task struct {
 	UpdatedAt        time.Time
 	FinishedAt       time.Time // zero until the task reaches a final state
 	Version          int64     // optimistic-concurrency counter, bumped by every write
+	Ballots          []Ballot  // of a chunk being voted on: its replicas (see Ballot)
 }
 
 // LeaseLive reports whether the task is leased, its lease has not expired
