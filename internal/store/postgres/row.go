@@ -43,6 +43,15 @@ func bytesArg(b []byte) any {
 	return b
 }
 
+// jsonbArg is the column value of a nullable jsonb: NULL for nil, else
+// the JSON as it is.
+func jsonbArg(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return b
+}
+
 // textArg is the column value of a nullable text: NULL when empty.
 func textArg(s string) any {
 	if s == "" {

@@ -16,8 +16,8 @@ const (
 	taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
 	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters`
-	taskNumColumns = 34
+	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters, ballots`
+	taskNumColumns = 35
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then the rest in one
@@ -40,7 +40,7 @@ var (
 
 	sqlTaskUpdate = newStatement(`UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
 	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
-	attempt_deadline = ?, leased_at = ?, version = version + 1
+	attempt_deadline = ?, leased_at = ?, ballots = ?, version = version + 1
 	WHERE id = ? AND version = ?`)
 
 	sqlTaskGetMany = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
@@ -144,7 +144,7 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), jsonArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
 			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline), t.Owner,
-			timeArg(t.LeasedAt), string(t.Workers), t.Voters)
+			timeArg(t.LeasedAt), string(t.Workers), t.Voters, jsonArg(store.EncodeBallots(t.Ballots)))
 	}
 	_, err := q.exec(ctx, sqlTaskInsert[len(tasks)], args...)
 	return err
@@ -196,7 +196,8 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	domain.NormRunAfter(t)
 	res, err := q.exec(ctx, sqlTaskUpdate, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), bytesArg(t.Result), jsonArg(t.Metrics), t.Error, t.PendingUpstreams,
-		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, timeArg(t.AttemptDeadline), timeArg(t.LeasedAt), t.ID, t.Version)
+		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, timeArg(t.AttemptDeadline), timeArg(t.LeasedAt),
+		jsonArg(store.EncodeBallots(t.Ballots)), t.ID, t.Version)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}
@@ -344,7 +345,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	var (
 		t                             domain.Task
 		kind, state                   string
-		metrics                       []byte
+		metrics, ballots              []byte
 		expires, runAfter, jobCreated sql.NullInt64
 		created, updated, finished    sql.NullInt64
 		deadline, leased              sql.NullInt64
@@ -353,7 +354,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
 		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
-		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters)
+		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters, &ballots)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
@@ -364,5 +365,8 @@ func scanTask(r scanner) (*domain.Task, error) {
 	t.LeaseExpiresAt, t.RunAfter, t.JobCreatedAt = timeOf(expires), timeOf(runAfter), timeOf(jobCreated)
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
 	t.AttemptDeadline, t.LeasedAt = timeOf(deadline), timeOf(leased)
+	if t.Ballots, err = store.DecodeBallots(ballots); err != nil {
+		return nil, fmt.Errorf("read task %s: %w", t.ID, err)
+	}
 	return &t, nil
 }

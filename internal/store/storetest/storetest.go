@@ -191,6 +191,12 @@ func valueDiff(got, want any) string {
 			return fmt.Sprintf("got %q, want %q", g, w)
 		}
 		return ""
+	case []domain.Ballot:
+		// Ballots compare as stored: their times as instants, in UTC.
+		if g, w := store.EncodeBallots(got.([]domain.Ballot)), store.EncodeBallots(w); !bytes.Equal(g, w) {
+			return fmt.Sprintf("got %s, want %s", g, w)
+		}
+		return ""
 	case []string:
 		if g := got.([]string); !slices.Equal(g, w) || (g == nil) != (w == nil) {
 			return fmt.Sprintf("got %q (nil %t), want %q (nil %t)", g, g == nil, w, w == nil)
@@ -278,6 +284,7 @@ func cloneTask(tk *domain.Task) *domain.Task {
 	c := *tk
 	c.Result = bytes.Clone(tk.Result)
 	c.Metrics = bytes.Clone(tk.Metrics)
+	c.Ballots = slices.Clone(tk.Ballots)
 	return &c
 }
 

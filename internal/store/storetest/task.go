@@ -47,6 +47,14 @@ func fullTask(id string) *domain.Task {
 		CreatedAt:        at.Add(-time.Hour),
 		UpdatedAt:        at,
 		FinishedAt:       at.Add(time.Microsecond),
+		Ballots: []domain.Ballot{
+			{N: 3, State: domain.TaskCompleted, Attempt: 1, LeaseOwner: "ada/k@w-1", LeasedAt: at.Add(-2 * time.Minute),
+				Voters: ",bob,", Result: []byte("id,score\n3,1e-3\n\x00\xfe"), Metrics: json.RawMessage(`{"rows":10}`),
+				CreatedAt: at.Add(-3 * time.Minute), UpdatedAt: at.Add(-time.Minute), FinishedAt: at.Add(-time.Minute)},
+			{N: 4, State: domain.TaskLeased, Attempt: 1, LeaseOwner: "bob/k@w-2", LeasedAt: at.Add(-time.Minute + time.Microsecond),
+				LeaseExpiresAt: at.Add(45 * time.Second), AttemptDeadline: at.Add(4 * time.Minute), Voters: ",ada,",
+				Error: "an earlier \"error\"", CreatedAt: at.Add(-3 * time.Minute), UpdatedAt: at},
+		},
 	}
 }
 
@@ -224,6 +232,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 		for i, tk := range tasks {
 			tk.State, tk.Error, tk.UpdatedAt = domain.TaskFailed, fmt.Sprintf("error %d", i), now
 		}
+		tasks[1].Ballots = fullTask("x").Ballots // a chunk being voted on
 		want := make([]*domain.Task, len(tasks))
 		if err := s.TaskUpdateMany(ctx, tasks); err != nil {
 			t.Fatalf("TaskUpdateMany: %v", err)
@@ -282,6 +291,8 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk.PendingUpstreams = 9
 			tk.UpdatedAt = now
 			tk.FinishedAt = now.Add(time.Microsecond)
+			tk.Ballots = fullTask("x").Ballots[1:]
+			tk.Ballots[0].State, tk.Ballots[0].LeaseExpiresAt = domain.TaskFailed, time.Time{}
 			// Not mutable fields: must not be written. The attempt's
 			// deadline and lease time are, as a lease made in the engine
 			// sets them.
@@ -302,6 +313,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk = getTask(t, s, tk.ID)
 			tk.State = domain.TaskPending
 			tk.LeaseOwner, tk.LeaseExpiresAt, tk.Result, tk.Metrics, tk.Error, tk.FinishedAt = "", time.Time{}, nil, nil, "", time.Time{}
+			tk.Ballots = nil
 			if err := s.TaskUpdate(t.Context(), tk); err != nil {
 				t.Fatalf("TaskUpdate clearing fields: %v", err)
 			}
