@@ -1,7 +1,9 @@
 package domain
 
 import (
+	"cmp"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -78,6 +80,44 @@ func FoldBallot(c, r *Task) {
 			}
 		}
 	}
+	openBallots(c)
+}
+
+// openBallots sets c.Voters for the claims of untrusted workers: while c
+// is being voted on and has a pending ballot, the accounts whose workers
+// hold or completed one of its ballots (Voters), whom that ballot is not
+// for; else "", and c is not open to them.
+func openBallots(c *Task) {
+	c.Voters = ""
+	if c.State != TaskLeased || c.LeaseOwner != QuorumLeaseOwner {
+		return
+	}
+	pending := false
+	var accounts []string
+	for _, b := range c.Ballots {
+		switch b.State {
+		case TaskPending:
+			pending = true
+		case TaskLeased, TaskCompleted:
+			if a := WorkerAccountOf(b.LeaseOwner); !slices.Contains(accounts, a) {
+				accounts = append(accounts, a)
+			}
+		}
+	}
+	if pending {
+		c.Voters = cmp.Or(Voters(accounts), ",")
+	}
+}
+
+// PendingBallot returns the replica task of c's first pending ballot;
+// false when it has none.
+func PendingBallot(c *Task) (*Task, bool) {
+	for _, b := range c.Ballots {
+		if b.State == TaskPending {
+			return BallotTask(c, b.N)
+		}
+	}
+	return nil, false
 }
 
 // AddBallots adds n pending ballots to chunk c at now, with voters (see
@@ -90,6 +130,7 @@ func AddBallots(c *Task, n int, voters string, now time.Time) []*Task {
 		out[i], _ = BallotTask(c, c.Attempt)
 	}
 	c.UpdatedAt = now
+	openBallots(c)
 	return out
 }
 

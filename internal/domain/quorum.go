@@ -64,9 +64,9 @@ func ReplicaOf(replicaID string) (chunkID string, ok bool) {
 
 // StartVote puts chunk c of a job with quorum replicas to a vote at now,
 // for a worker of account: c is held by QuorumLeaseOwner until the vote
-// ends, and the returned replicas (quorum of them, pending; the first is
-// the worker's to lease, the others name account among their Voters) are
-// what workers run. c.Attempt counts the replicas made.
+// ends, and gets quorum pending ballots (AddBallots); the replica tasks
+// they stand for are returned, the first for the worker to lease.
+// c.Attempt counts the ballots made.
 func StartVote(c *Task, quorum int, account string, now time.Time) []*Task {
 	c.State = TaskLeased
 	c.LeaseOwner = QuorumLeaseOwner
@@ -75,7 +75,7 @@ func StartVote(c *Task, quorum int, account string, now time.Time) []*Task {
 	c.LeasedAt = now
 	c.RunAfter = time.Time{}
 	c.UpdatedAt = now
-	return AddReplicas(c, quorum, Voters([]string{account}), now)
+	return AddBallots(c, quorum, Voters([]string{account}), now)
 }
 
 // Voters is the Voters of a replica whose chunk workers of accounts run
@@ -85,31 +85,6 @@ func Voters(accounts []string) string {
 		return ""
 	}
 	return "," + strings.Join(accounts, ",") + ","
-}
-
-// AddReplicas makes n more pending replicas of chunk c at now, with
-// voters (see Voters).
-func AddReplicas(c *Task, n int, voters string, now time.Time) []*Task {
-	out := make([]*Task, n)
-	for i := range out {
-		c.Attempt++
-		r := *c
-		r.ID = ReplicaID(c.ID, c.Attempt)
-		r.Kind = KindReplica
-		r.State = TaskPending
-		r.Attempt = 0
-		r.MaxAttempts = 1 // a replica that fails is replaced, not retried
-		r.LeaseOwner = ""
-		r.LeaseExpiresAt, r.AttemptDeadline, r.LeasedAt, r.RunAfter = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-		r.DownstreamID = "" // its output flows to c, through the vote
-		r.Voters = voters
-		r.Result, r.Metrics, r.Error = nil, nil, ""
-		r.CreatedAt, r.UpdatedAt, r.FinishedAt = now, now, time.Time{}
-		r.Version = 0
-		out[i] = &r
-	}
-	c.UpdatedAt = now
-	return out
 }
 
 // Verdict is what Tally decides about a chunk being voted on.
@@ -193,6 +168,7 @@ func Accept(c, r *Task, now time.Time) {
 	c.Error = ""
 	c.LeaseOwner = r.LeaseOwner
 	c.LeaseExpiresAt = time.Time{}
+	c.Voters = ""
 	c.UpdatedAt = now
 	c.FinishedAt = now
 }

@@ -61,9 +61,24 @@ func TestStartVote(t *testing.T) {
 	for i, r := range rs {
 		want := ReplicaID("j-0", i+2) // attempt 1 was a trusted worker's
 		if r.ID != want || r.Kind != KindReplica || r.State != TaskPending || r.Attempt != 0 || r.MaxAttempts != 1 ||
-			r.DownstreamID != "" || r.Result != nil || r.Version != 0 || r.JobID != "j" || r.Voters != ",ada," {
-			t.Errorf("replica %d: %+v; want ID %s, pending, no downstream", i, r, want)
+			r.DownstreamID != "" || r.Result != nil || r.Version != 7 || r.JobID != "j" || r.Voters != ",ada," {
+			t.Errorf("replica %d: %+v; want ID %s, pending, no downstream, at the chunk's version", i, r, want)
 		}
+	}
+	if len(c.Ballots) != 2 || c.Voters != "," {
+		t.Errorf("chunk after StartVote has ballots %+v and voters %q; want 2 pending ballots, open to any account (\",\")", c.Ballots, c.Voters)
+	}
+	r, _ := BallotTask(c, 2)
+	Lease(r, "ada/k@w", now)
+	FoldBallot(c, r)
+	if c.Voters != ",ada," {
+		t.Errorf("chunk with a ballot leased by ada and one pending has voters %q; want \",ada,\"", c.Voters)
+	}
+	r, _ = BallotTask(c, 3)
+	Lease(r, "bob/k@w", now)
+	FoldBallot(c, r)
+	if c.Voters != "" {
+		t.Errorf("chunk with no pending ballot has voters %q; want none, closed to claims", c.Voters)
 	}
 }
 
