@@ -290,19 +290,19 @@ type Querier interface {
 	// trusted, or is ErrNotFound.
 	WorkerKeyTrust(ctx context.Context, account, name string, trusted bool) error
 	// TaskListLeasedBy returns the IDs of the leased tasks whose
-	// LeaseOwner starts with prefix.
+	// LeaseOwner starts with prefix, and of the leased ballots of chunks
+	// being voted on whose LeaseOwner does (as replica IDs,
+	// domain.ReplicaID).
 	TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error)
 	// TaskListOpen returns, in claim order (priority descending, then
-	// JobCreatedAt, JobID, ChunkIndex), up to p.Limit runnable tasks
-	// (pending, no RunAfter) of p.Workloads (any when empty) that an
-	// untrusted worker of p.Account may take: chunks whose Workers is
-	// any, or own and whose Owner is p.Account; and replicas none of
-	// whose siblings (the replicas of the same job and ChunkIndex) is
-	// leased or completed with a LeaseOwner of p.Account
-	// (domain.WorkerAccountOf), nor name p.Account among their Voters;
-	// only replicas with p.ReplicasOnly; none of p.Skip. Inside a
-	// transaction, where the database can, it locks them and skips rows
-	// another transaction has locked.
+	// JobCreatedAt, JobID, ChunkIndex), up to p.Limit chunks of
+	// p.Workloads (any when empty) that an untrusted worker of p.Account
+	// may take: pending with no RunAfter, of jobs whose Workers is any, or
+	// own and whose Owner is p.Account; and chunks being voted on with a
+	// pending ballot whose Voters do not name p.Account; only the latter
+	// with p.BallotsOnly; none of p.Skip. Inside a transaction, where the
+	// database can, it locks them and skips rows another transaction has
+	// locked.
 	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)
 	// TaskCountVoting counts the chunk tasks of job jobID being voted on
 	// (leased to domain.QuorumLeaseOwner), up to limit.
@@ -526,11 +526,11 @@ type TaskClaimParams struct {
 
 // TaskListOpenParams says whose untrusted worker looks for what.
 type TaskListOpenParams struct {
-	Account      string
-	Workloads    []string // empty for any
-	Limit        int
-	ReplicasOnly bool     // replicas alone, no chunks
-	Skip         []string // IDs not to return: those read before
+	Account     string
+	Workloads   []string // empty for any
+	Limit       int
+	BallotsOnly bool     // chunks with a pending ballot alone
+	Skip        []string // IDs not to return: those read before
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

@@ -7,30 +7,20 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
-// jobs that untrusted workers may run and their voters (a replica whose
-// chunk the account ran already is passed over on the index entry), and
-// locks what it returns, passing over rows that concurrent claims hold.
-// $3 is the account followed by '/', which starts the lease owner of
-// each of its keys' workers. The siblings leased and completed are looked
-// for apart, each a probe of tasks_job (job_id, kind, state, chunk_index)
-// on all four: with state IN (…), plans were seen that scanned every
-// replica of the job for each candidate (1 ms each).
+// sqlTaskListOpen reads tasks_claim_open, which holds the pending chunks
+// of jobs that untrusted workers may run, and the chunks being voted on
+// that have a pending ballot, with their voters: the accounts whose
+// workers hold or completed one of its ballots, passed over on the index
+// entry. It locks what it returns, passing over rows that concurrent
+// claims or results hold.
 const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
-WHERE state = 'pending' AND workers <> '' AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
-AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $5 OR kind = 'replica')
-AND NOT (id = ANY($6))
-AND CASE kind
-	WHEN 'chunk' THEN workers = 'any' OR owner = $1
-	WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
-		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.state = 'leased' AND s.chunk_index = t.chunk_index
-		AND starts_with(s.lease_owner, $3))
-	AND NOT EXISTS (SELECT 1 FROM tasks AS s
-		WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.state = 'completed' AND s.chunk_index = t.chunk_index
-		AND starts_with(s.lease_owner, $3))
-	ELSE false END
+WHERE (state = 'pending' OR (state = 'leased' AND voters <> '')) AND workers <> ''
+AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
+AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $4 OR state = 'leased')
+AND NOT (id = ANY($5))
+AND kind = 'chunk' AND (state = 'leased' OR workers = 'any' OR owner = $1)
 ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
-LIMIT $4
+LIMIT $3
 FOR UPDATE OF t SKIP LOCKED`
 
 // TaskListOpen returns the runnable tasks an untrusted worker of
@@ -44,7 +34,7 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if skip == nil {
 		skip = []string{}
 	}
-	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Account+"/", p.Limit, p.ReplicasOnly, skip)
+	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Limit, p.BallotsOnly, skip)
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

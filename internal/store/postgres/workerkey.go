@@ -18,7 +18,10 @@ const (
 	WHERE $1 = '' OR account = $1 ORDER BY account, name`
 	sqlWorkerKeyDelete = `DELETE FROM worker_keys WHERE account = $1 AND name = $2`
 	sqlWorkerKeyTrust  = `UPDATE worker_keys SET trusted = $3 WHERE account = $1 AND name = $2`
-	sqlTaskLeasedBy    = `SELECT id FROM tasks WHERE state = 'leased' AND starts_with(lease_owner, $1) ORDER BY id`
+	sqlTaskLeasedBy    = `SELECT id FROM tasks WHERE state = 'leased' AND starts_with(lease_owner, $1)
+UNION ALL SELECT t.id || '.r' || (b ->> 'n') FROM tasks AS t, jsonb_array_elements(t.ballots) AS b
+WHERE t.state = 'leased' AND t.lease_owner = $2 AND b ->> 'state' = 'leased' AND starts_with(b ->> 'lease_owner', $1)
+ORDER BY 1`
 )
 
 // WorkerKeyInsert records a new worker key.
@@ -87,7 +90,7 @@ func (q *querier) changeOne(ctx context.Context, st, what, account, name string,
 // TaskListLeasedBy returns the leased tasks whose lease owner starts with
 // prefix.
 func (q *querier) TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error) {
-	rows, err := q.db.Query(ctx, sqlTaskLeasedBy, prefix)
+	rows, err := q.db.Query(ctx, sqlTaskLeasedBy, prefix, domain.QuorumLeaseOwner)
 	if err != nil {
 		return nil, translate(err, "list the leases of %s", prefix)
 	}

@@ -7,23 +7,18 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// sqlTaskListOpen reads tasks_claim_open, which holds the pending tasks of
-// jobs that untrusted workers may run, and their voters: a replica whose
-// chunk the account ran already is passed over on the index entry, before
-// its row is read. The subquery then checks the replicas leased or
-// completed since. ?3 is the account followed by '/', which starts the
-// lease owner of each of its keys' workers.
+// sqlTaskListOpen reads tasks_claim_open, which holds the pending chunks
+// of jobs that untrusted workers may run, and the chunks being voted on
+// that have a pending ballot, with their voters: the accounts whose
+// workers hold or completed one of its ballots, passed over on the index
+// entry, before the row is read.
 var sqlTaskListOpen = newStatement(`SELECT ` + taskColumns + ` FROM tasks AS t INDEXED BY tasks_claim_open
-	WHERE state = 'pending' AND workers <> '' AND instr(voters, ',' || ?1 || ',') = 0 AND run_after IS NULL
-	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?5 OR kind = 'replica')
-	AND (?6 = '[]' OR id NOT IN (SELECT value FROM json_each(?6)))
-	AND CASE kind
-		WHEN 'chunk' THEN workers = 'any' OR owner = ?1
-		WHEN 'replica' THEN NOT EXISTS (SELECT 1 FROM tasks AS s
-			WHERE s.job_id = t.job_id AND s.kind = 'replica' AND s.chunk_index = t.chunk_index
-			AND s.state IN ('leased', 'completed') AND substr(s.lease_owner, 1, length(?3)) = ?3)
-		ELSE 0 END
-	ORDER BY priority DESC, job_created_at, job_id, chunk_index LIMIT ?4`)
+	WHERE (state = 'pending' OR (state = 'leased' AND voters <> '')) AND workers <> ''
+	AND instr(voters, ',' || ?1 || ',') = 0 AND run_after IS NULL
+	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?4 OR state = 'leased')
+	AND (?5 = '[]' OR id NOT IN (SELECT value FROM json_each(?5)))
+	AND kind = 'chunk' AND (state = 'leased' OR workers = 'any' OR owner = ?1)
+	ORDER BY priority DESC, job_created_at, job_id, chunk_index LIMIT ?3`)
 
 // TaskListOpen returns the runnable tasks an untrusted worker of
 // p.Account may take (see store.Querier). SQLite has one writer, so no
@@ -37,7 +32,7 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if skip == nil {
 		skip = []string{}
 	}
-	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Account+"/", p.Limit, boolArg(p.ReplicasOnly), jsonArray(skip))
+	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Limit, boolArg(p.BallotsOnly), jsonArray(skip))
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

@@ -17,7 +17,11 @@ var (
 	sqlWorkerKeyDelete = newStatement(`DELETE FROM worker_keys WHERE account = ? AND name = ?`)
 	sqlWorkerKeyTrust  = newStatement(`UPDATE worker_keys SET trusted = ?3 WHERE account = ?1 AND name = ?2`)
 	sqlTaskLeasedBy    = newStatement(`SELECT id FROM tasks
-	WHERE state = 'leased' AND substr(lease_owner, 1, length(?1)) = ?1 ORDER BY id`)
+	WHERE state = 'leased' AND substr(lease_owner, 1, length(?1)) = ?1
+	UNION ALL SELECT t.id || '.r' || (b.value ->> '$.n') FROM tasks AS t, json_each(t.ballots) AS b
+	WHERE t.state = 'leased' AND t.lease_owner = ?2 AND b.value ->> '$.state' = 'leased'
+	AND substr(b.value ->> '$.lease_owner', 1, length(?1)) = ?1
+	ORDER BY 1`)
 )
 
 // WorkerKeyInsert records a new worker key.
@@ -87,7 +91,7 @@ func (q *querier) changeOne(ctx context.Context, st *statement, what, account, n
 // TaskListLeasedBy returns the leased tasks whose lease owner starts with
 // prefix.
 func (q *querier) TaskListLeasedBy(ctx context.Context, prefix string) ([]string, error) {
-	out, err := q.strings(ctx, sqlTaskLeasedBy, prefix)
+	out, err := q.strings(ctx, sqlTaskLeasedBy, prefix, domain.QuorumLeaseOwner)
 	if err != nil {
 		return nil, translate(err, "list the leases of %s", prefix)
 	}

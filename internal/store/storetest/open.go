@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,11 +12,12 @@ import (
 
 // exerciseTaskListOpen: an untrusted worker of an account finds, in claim
 // order, the chunks of "any" jobs, the chunks of its account's "own"
-// jobs, and the replicas of chunks none of whose other replicas its
-// account holds or completed, or ran when they were made (Voters); never a trusted job's chunk, another
-// account's "own" chunk, a task in backoff, or another workload's; and
-// the workers mode reads back as written. Asked for replicas alone, it
-// finds no chunk.
+// jobs, and the chunks being voted on that have a pending ballot and no
+// ballot its account holds or completed; never a trusted job's chunk,
+// another account's "own" chunk, a task in backoff, a vote with no
+// ballot pending, or another workload's; and the workers mode and voters
+// read back as written. Asked for ballots alone, it finds no pending
+// chunk.
 func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 	s := newStore(t)
 	ctx := t.Context()
@@ -24,14 +26,6 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		c := claimable(id, "j-"+id, priority, at, index)
 		c.Owner, c.Workers = owner, workers
 		return c
-	}
-	replica := func(chunk, id, owner string, state domain.TaskState, leaseOwner string) *domain.Task {
-		r := claimable(id, "j-"+chunk, 0, at, 0)
-		r.Kind, r.Owner, r.Workers, r.State, r.LeaseOwner = domain.KindReplica, owner, domain.WorkersAny, state, leaseOwner
-		if state == domain.TaskLeased {
-			r.Attempt, r.LeaseExpiresAt = 1, at.Add(time.Minute)
-		}
-		return r
 	}
 	backoff := mk("backoff", "carol", domain.WorkersAny, 9, 0)
 	backoff.RunAfter = at.Add(time.Hour)
@@ -44,30 +38,24 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		mk("own-alice", "alice", domain.WorkersOwn, 1, 1),
 		mk("own-bob", "bob", domain.WorkersOwn, 1, 2),
 		backoff, other,
-		// Chunk x: alice runs one replica, so the other is bob's to take.
-		replica("x", "x.r1", "carol", domain.TaskLeased, "alice/laptop@w1"),
-		replica("x", "x.r2", "carol", domain.TaskPending, ""),
-		// Chunk y: alice's replica failed; she may try again.
-		replica("y", "y.r1", "carol", domain.TaskFailed, "alice/laptop@w1"),
-		replica("y", "y.r2", "carol", domain.TaskPending, ""),
+		// Chunk x: alice runs one ballot, so the other is bob's to take.
+		voted(mk("x", "carol", domain.WorkersAny, 0, 0), at, "leased alice/laptop@w1", "pending"),
+		// Chunk y: alice's ballot failed; she may try again.
+		voted(mk("y", "carol", domain.WorkersAny, 0, 0), at, "failed alice/laptop@w1", "pending"),
 		// Chunk z: bob completed one; alice may take the other.
-		replica("z", "z.r1", "carol", domain.TaskCompleted, "bob/pc@w2"),
-		replica("z", "z.r2", "carol", domain.TaskPending, "alice/laptop@w1"), // released by alice earlier
+		voted(mk("z", "carol", domain.WorkersAny, 0, 0), at, "completed bob/pc@w2", "pending"),
+		// Chunk w: both ballots leased, none for anyone else.
+		voted(mk("w", "carol", domain.WorkersAny, 0, 0), at, "leased alice/laptop@w1", "leased bob/pc@w2"),
 	)
-	// Chunk w: made when alice ran another replica of it, which her
-	// account is not to see leased or completed yet.
-	w := replica("w", "w.r2", "carol", domain.TaskPending, "")
-	w.Voters = ",alice,"
-	insertTasks(t, s, w)
-	if got := getTask(t, s, "w.r2"); got.Voters != ",alice," {
-		t.Fatalf("w.r2's voters read back as %q", got.Voters)
+	if got := getTask(t, s, "z"); got.Voters != ",bob," || len(got.Ballots) != 2 {
+		t.Fatalf("z read back with voters %q and ballots %+v", got.Voters, got.Ballots)
 	}
 	if got, err := s.TaskGet(ctx, "own-alice"); err != nil || got.Workers != domain.WorkersOwn {
 		t.Fatalf("TaskGet(own-alice) = %+v, %v; want workers own", got, err)
 	}
-	list := func(account string, workloads []string, limit int, replicasOnly bool, skip ...string) []string {
+	list := func(account string, workloads []string, limit int, ballotsOnly bool, skip ...string) []string {
 		t.Helper()
-		got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: account, Workloads: workloads, Limit: limit, ReplicasOnly: replicasOnly, Skip: skip})
+		got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: account, Workloads: workloads, Limit: limit, BallotsOnly: ballotsOnly, Skip: skip})
 		if err != nil {
 			t.Fatalf("TaskListOpen(%s): %v", account, err)
 		}
@@ -79,9 +67,9 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		limit     int
 		want      []string
 	}{
-		{"alice", nil, 100, []string{"other", "any", "own-alice", "y.r2", "z.r2", "any-low"}},
-		{"bob", nil, 100, []string{"other", "any", "own-bob", "w.r2", "x.r2", "y.r2", "any-low"}},
-		{"dave", nil, 100, []string{"other", "any", "w.r2", "x.r2", "y.r2", "z.r2", "any-low"}},
+		{"alice", nil, 100, []string{"other", "any", "own-alice", "y", "z", "any-low"}},
+		{"bob", nil, 100, []string{"other", "any", "own-bob", "x", "y", "any-low"}},
+		{"dave", nil, 100, []string{"other", "any", "x", "y", "z", "any-low"}},
 		{"dave", []string{"dock"}, 100, []string{"other"}},
 		{"dave", []string{"dock", "tanimoto"}, 2, []string{"other", "any"}},
 	} {
@@ -90,13 +78,37 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 		}
 	}
 	// A second look passes over what the first read.
-	if got, want := list("dave", nil, 3, false, "other", "w.r2"), []string{"any", "x.r2", "y.r2"}; !slices.Equal(got, want) {
-		t.Errorf("TaskListOpen skipping other and w.r2 = %v; want %v", got, want)
+	if got, want := list("dave", nil, 3, false, "other", "x"), []string{"any", "y", "z"}; !slices.Equal(got, want) {
+		t.Errorf("TaskListOpen skipping other and x = %v; want %v", got, want)
 	}
-	// The pool (no account) looks for replicas alone.
-	if got, want := list("", nil, 100, true), []string{"w.r2", "x.r2", "y.r2", "z.r2"}; !slices.Equal(got, want) {
-		t.Errorf("TaskListOpen of replicas alone = %v; want %v", got, want)
+	// The pool (no account) looks for ballots alone.
+	if got, want := list("", nil, 100, true), []string{"x", "y", "z"}; !slices.Equal(got, want) {
+		t.Errorf("TaskListOpen of ballots alone = %v; want %v", got, want)
 	}
+}
+
+// voted puts chunk c to a vote at at with a ballot for each of ballots,
+// "STATE [LEASE_OWNER]": pending, or leased, completed or failed by the
+// lease owner.
+func voted(c *domain.Task, at time.Time, ballots ...string) *domain.Task {
+	rs := domain.StartVote(c, len(ballots), "nobody", at)
+	for i, b := range ballots {
+		state, owner, _ := strings.Cut(b, " ")
+		r := rs[i]
+		if state != "pending" {
+			domain.Lease(r, owner, at)
+		}
+		switch state {
+		case "completed":
+			if _, err := domain.Complete(r, owner, 1, []byte("x\n"), nil, at); err != nil {
+				panic(err)
+			}
+		case "failed":
+			domain.Retry(r, "exit 1", false, 0, at)
+		}
+		domain.FoldBallot(c, r)
+	}
+	return c
 }
 
 // exerciseTaskCountVoting: the chunks of a job leased to the vote are

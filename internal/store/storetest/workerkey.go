@@ -74,16 +74,19 @@ func exerciseWorkerKeys(t *testing.T, newStore newFunc) {
 	}
 
 	j := NewJob("j", Epoch())
-	tasks := NewTasks(j, 4)
+	tasks := NewTasks(j, 5)
 	for i, owner := range []string{"alice/a.b_c-d@w1", "alice/a.b_c-d@w2", "alice/a.b_c-dx@w1", "w1"} {
 		tk := tasks[i+1]
 		tk.State, tk.LeaseOwner, tk.Attempt, tk.LeaseExpiresAt = domain.TaskLeased, owner, 1, Epoch().Add(time.Hour)
 	}
 	tasks[2].State = domain.TaskFailed // held by the key once, no more
+	// Ballots of a vote: the key holds the second, and once held the first.
+	tasks[5].Workers = domain.WorkersAny
+	voted(tasks[5], Epoch(), "failed alice/a.b_c-d@w1", "leased alice/a.b_c-d@w3", "leased bob/x@w1")
 	insertJobs(t, s, j)
 	insertTasks(t, s, tasks...)
 	got, err := s.TaskListLeasedBy(ctx, "alice/a.b_c-d@")
-	if want := []string{tasks[1].ID}; err != nil || !slices.Equal(got, want) {
+	if want := []string{tasks[1].ID, tasks[5].ID + ".r2"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("TaskListLeasedBy(alice/a.b_c-d@) = %v, %v; want %v", got, err, want)
 	}
 }
