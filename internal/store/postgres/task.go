@@ -60,7 +60,7 @@ ORDER BY chunk_index LIMIT $4`
 	sqlTaskUpdate = `UPDATE tasks
 SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
 	result = COALESCE($7, result), metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
-	finished_at = $12, max_attempts = $14, attempt_deadline = $15, leased_at = $16, ballots = $17, version = version + 1
+	finished_at = $12, max_attempts = $14, attempt_deadline = $15, leased_at = $16, ballots = $17, voters = $18, version = version + 1
 WHERE id = $1 AND version = $13`
 
 	sqlTaskUpdateMany = `UPDATE tasks AS t
@@ -68,12 +68,12 @@ SET state = u.state, attempt = u.attempt, lease_owner = u.lease_owner, lease_exp
 	run_after = u.run_after, result = COALESCE(u.result, t.result), metrics = u.metrics, error = u.error,
 	pending_upstreams = u.pending_upstreams, updated_at = u.updated_at, finished_at = u.finished_at,
 	max_attempts = u.max_attempts, attempt_deadline = u.attempt_deadline, leased_at = u.leased_at,
-	ballots = u.ballots, version = t.version + 1
+	ballots = u.ballots, voters = u.voters, version = t.version + 1
 FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::timestamptz[], $6::timestamptz[],
 	$7::bytea[], $8::bytea[], $9::text[], $10::integer[], $11::timestamptz[], $12::timestamptz[], $13::bigint[], $14::integer[],
-	$15::timestamptz[], $16::timestamptz[], $17::jsonb[])
+	$15::timestamptz[], $16::timestamptz[], $17::jsonb[], $18::text[])
 	AS u(id, state, attempt, lease_owner, lease_expires_at, run_after, result, metrics, error, pending_upstreams,
-		updated_at, finished_at, version, max_attempts, attempt_deadline, leased_at, ballots)
+		updated_at, finished_at, version, max_attempts, attempt_deadline, leased_at, ballots, voters)
 WHERE t.id = u.id AND t.version = u.version
 RETURNING t.id`
 
@@ -408,6 +408,7 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 		expires, runAfter, updated, fin = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		deadlines, leased               = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		results, metrics, ballots       = make([][]byte, n), make([][]byte, n), make([]any, n)
+		voters                          = make([]string, n)
 	)
 	ts := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
 	for i, t := range tasks {
@@ -418,10 +419,10 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 		expires[i], runAfter[i], updated[i], fin[i] = ts(t.LeaseExpiresAt), ts(t.RunAfter), ts(t.UpdatedAt), ts(t.FinishedAt)
 		deadlines[i], leased[i] = ts(t.AttemptDeadline), ts(t.LeasedAt)
 		results[i], metrics[i] = t.Result, t.Metrics
-		ballots[i] = jsonbArg(store.EncodeBallots(t.Ballots))
+		ballots[i], voters[i] = jsonbArg(store.EncodeBallots(t.Ballots)), t.Voters
 	}
 	rows, err := q.db.Query(ctx, sqlTaskUpdateMany, ids, states, attempts, owners, expires, runAfter,
-		results, metrics, errs, pending, updated, fin, versions, maxAttempts, deadlines, leased, ballots)
+		results, metrics, errs, pending, updated, fin, versions, maxAttempts, deadlines, leased, ballots, voters)
 	if err != nil {
 		return translate(err, "update %d tasks", n)
 	}
@@ -460,7 +461,7 @@ func taskUpdateArgs(t *domain.Task) []any {
 	return []any{t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
 		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts,
-		timeArg(t.AttemptDeadline), timeArg(t.LeasedAt), jsonbArg(store.EncodeBallots(t.Ballots))}
+		timeArg(t.AttemptDeadline), timeArg(t.LeasedAt), jsonbArg(store.EncodeBallots(t.Ballots)), t.Voters}
 }
 
 // TaskRetryJob puts the job's failed and cancelled chunk tasks back to

@@ -40,7 +40,7 @@ var (
 
 	sqlTaskUpdate = newStatement(`UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
 	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
-	attempt_deadline = ?, leased_at = ?, ballots = ?, version = version + 1
+	attempt_deadline = ?, leased_at = ?, ballots = ?, voters = ?, version = version + 1
 	WHERE id = ? AND version = ?`)
 
 	sqlTaskGetMany = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
@@ -197,7 +197,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	res, err := q.exec(ctx, sqlTaskUpdate, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), bytesArg(t.Result), jsonArg(t.Metrics), t.Error, t.PendingUpstreams,
 		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, timeArg(t.AttemptDeadline), timeArg(t.LeasedAt),
-		jsonArg(store.EncodeBallots(t.Ballots)), t.ID, t.Version)
+		jsonArg(store.EncodeBallots(t.Ballots)), t.Voters, t.ID, t.Version)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}

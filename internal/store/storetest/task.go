@@ -232,7 +232,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 		for i, tk := range tasks {
 			tk.State, tk.Error, tk.UpdatedAt = domain.TaskFailed, fmt.Sprintf("error %d", i), now
 		}
-		tasks[1].Ballots = fullTask("x").Ballots // a chunk being voted on
+		tasks[1].Ballots, tasks[1].Voters = fullTask("x").Ballots, ",ada," // a chunk being voted on
 		want := make([]*domain.Task, len(tasks))
 		if err := s.TaskUpdateMany(ctx, tasks); err != nil {
 			t.Fatalf("TaskUpdateMany: %v", err)
@@ -291,7 +291,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk.PendingUpstreams = 9
 			tk.UpdatedAt = now
 			tk.FinishedAt = now.Add(time.Microsecond)
-			tk.Ballots = fullTask("x").Ballots[1:]
+			tk.Ballots, tk.Voters = fullTask("x").Ballots[1:], ",bob,"
 			tk.Ballots[0].State, tk.Ballots[0].LeaseExpiresAt = domain.TaskFailed, time.Time{}
 			// Not mutable fields: must not be written. The attempt's
 			// deadline and lease time are, as a lease made in the engine
@@ -313,7 +313,7 @@ func exerciseTasks(t *testing.T, newStore newFunc) {
 			tk = getTask(t, s, tk.ID)
 			tk.State = domain.TaskPending
 			tk.LeaseOwner, tk.LeaseExpiresAt, tk.Result, tk.Metrics, tk.Error, tk.FinishedAt = "", time.Time{}, nil, nil, "", time.Time{}
-			tk.Ballots = nil
+			tk.Ballots, tk.Voters = nil, ""
 			if err := s.TaskUpdate(t.Context(), tk); err != nil {
 				t.Fatalf("TaskUpdate clearing fields: %v", err)
 			}
