@@ -51,6 +51,9 @@ func BallotTask(c *Task, n int) (*Task, bool) {
 	r.LeasedAt, r.LeaseExpiresAt, r.AttemptDeadline = b.LeasedAt, b.LeaseExpiresAt, b.AttemptDeadline
 	r.Voters, r.Result, r.Metrics, r.Error = b.Voters, b.Result, b.Metrics, b.Error
 	r.CreatedAt, r.UpdatedAt, r.FinishedAt = b.CreatedAt, b.UpdatedAt, b.FinishedAt
+	if c.State.Final() && (r.State == TaskPending || r.State == TaskLeased) {
+		Outvote(&r, c.UpdatedAt) // the vote is over: accepted, failed or cancelled
+	}
 	return &r, true
 }
 
@@ -162,4 +165,15 @@ func replicaN(id, chunkID string) int {
 		n = n*10 + int(d-'0')
 	}
 	return n
+}
+
+// BallotOf returns the chunk and number of replica ID id (ReplicaID);
+// false when id is no replica's.
+func BallotOf(id string) (chunkID string, n int, ok bool) {
+	chunkID, ok = ReplicaOf(id)
+	if !ok {
+		return "", 0, false
+	}
+	n = replicaN(id, chunkID)
+	return chunkID, n, n > 0
 }

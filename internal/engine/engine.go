@@ -262,7 +262,7 @@ func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 		var w *outboxWatch
 		err := e.store.InTx(ctx, func(q store.Querier) error {
 			w = &outboxWatch{Querier: q}
-			m := &metered{Querier: w}
+			m := &metered{Querier: newBallotTx(w)}
 			if err := fn(m); err != nil {
 				return err
 			}

@@ -110,7 +110,9 @@ func (h *held) lease(id, worker string, attempt int, now time.Time) *domain.Task
 	h.mu.Lock()
 	t, ok := h.m[id]
 	h.mu.Unlock()
-	if !ok || !t.HoldsLease(worker, attempt, now) {
+	// A replica's snapshot, kept to count the leases held, is stale once
+	// its chunk is written again (its other ballots): it is read.
+	if !ok || t.Kind == domain.KindReplica || !t.HoldsLease(worker, attempt, now) {
 		return nil
 	}
 	return &t

@@ -53,7 +53,7 @@ const MaxTreeShown = 2000
 // (a job's, or a general one), by position in the tree, at most
 // MaxTreeShown of them.
 func (e *Engine) GetTree(ctx context.Context, id string) ([]*TreeNode, error) {
-	t, err := clientTask(ctx, e.store, id)
+	t, err := clientTask(ctx, ballotReader(e.store), id)
 	if err != nil {
 		return nil, err
 	}

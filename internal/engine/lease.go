@@ -945,6 +945,22 @@ func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
 	}
 }
 
+// expiredBallot returns the replica task of the earliest ballot of c,
+// being voted on, whose lease expired by now; nil when none did.
+func expiredBallot(ctx context.Context, q store.Querier, c *domain.Task, now time.Time) (*domain.Task, error) {
+	first := 0
+	for _, b := range c.Ballots {
+		if b.State == domain.TaskLeased && !now.Before(b.LeaseExpiresAt) &&
+			(first == 0 || b.LeaseExpiresAt.Before(c.Ballots[first-c.Ballots[0].N].LeaseExpiresAt)) {
+			first = b.N
+		}
+	}
+	if first == 0 {
+		return nil, nil
+	}
+	return q.TaskGet(ctx, domain.ReplicaID(c.ID, first))
+}
+
 func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	var ended *domain.Task
 	var owner string
@@ -958,6 +974,12 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 		now := e.now()
 		if t.State != domain.TaskLeased || now.Before(t.LeaseExpiresAt) {
 			return nil // renewed, completed or already expired by another process
+		}
+		if t.LeaseOwner == domain.QuorumLeaseOwner {
+			// Being voted on: its lease ends with its earliest ballot's.
+			if t, err = expiredBallot(ctx, q, t, now); t == nil || err != nil {
+				return err
+			}
 		}
 		if _, err := e.lockVotes(ctx, q, t); err != nil {
 			return err
@@ -987,6 +1009,9 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	}
 	if ended == nil {
 		return false, nil
+	}
+	if chunkID, _, ok := domain.BallotOf(ended.ID); ok && ended.Kind == domain.KindReplica {
+		defer e.expire(ctx, chunkID) // the ballots that expired with it
 	}
 	e.held.forget(ended)
 	e.jobChanged(ended)

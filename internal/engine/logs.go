@@ -87,7 +87,7 @@ type LogPage struct {
 // ListLogs returns up to limit lines of a task's log after the line with ID
 // after (0 from the start).
 func (e *Engine) ListLogs(ctx context.Context, taskID string, after int64, limit int) (*LogPage, error) {
-	t, err := clientTask(ctx, e.store, taskID)
+	t, err := clientTask(ctx, ballotReader(e.store), taskID)
 	if err != nil {
 		return nil, err
 	}

@@ -226,15 +226,15 @@ func cancelJobTasks(ctx context.Context, q store.Querier, kind domain.TaskKind, 
 	if err != nil {
 		return err
 	}
-	if kind == domain.KindChunk { // and the replicas of its chunks being voted on
-		replicas, err := q.TaskList(ctx, &store.TaskListParams{JobID: p.JobID, Kind: domain.KindReplica, State: domain.TaskLeased, AfterIndex: -1})
-		if err != nil {
-			return err
-		}
-		leased = append(leased, replicas...)
-	}
 	leased = slices.DeleteFunc(leased, func(t *domain.Task) bool { return t.ID == p.Except })
 	for _, t := range leased {
+		for _, b := range t.Ballots { // of a chunk being voted on
+			if b.State == domain.TaskLeased || b.State == domain.TaskPending {
+				r, _ := domain.BallotTask(t, b.N)
+				cancelTask(q, r, p.Now)
+				domain.FoldBallot(t, r)
+			}
+		}
 		cancelTask(q, t, p.Now)
 	}
 	if err := q.TaskUpdateMany(ctx, leased); err != nil {

@@ -82,7 +82,7 @@ type TaskView struct {
 
 // GetTask returns a task with its job's settings.
 func (e *Engine) GetTask(ctx context.Context, id string) (*TaskView, error) {
-	t, err := clientTask(ctx, e.store, id)
+	t, err := clientTask(ctx, ballotReader(e.store), id)
 	if err != nil {
 		return nil, err
 	}

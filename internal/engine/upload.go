@@ -266,7 +266,7 @@ func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (TaskInputInf
 // taskInput returns the chunk task taskID, its job's settings and the blob
 // name of its upload.
 func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *domain.Job, string, error) {
-	t, err := e.store.TaskGet(ctx, taskID)
+	t, err := ballotReader(e.store).TaskGet(ctx, taskID)
 	if err == nil && !domain.PrincipalOf(ctx).Holds(t) {
 		err = store.ErrNotFound // a worker key's workers read what they hold alone
 	}

@@ -47,7 +47,7 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 		// every poll of an idle worker: a read outside any transaction
 		// tells whether there is a replica to take before a write
 		// transaction looks for one.
-		peek, err := e.store.TaskListOpen(ctx, &store.TaskListOpenParams{Account: pr.Account, Workloads: p.Workloads, Limit: 1, ReplicasOnly: true})
+		peek, err := e.store.TaskListOpen(ctx, &store.TaskListOpenParams{Account: pr.Account, Workloads: p.Workloads, Limit: 1, BallotsOnly: true})
 		if err != nil || len(peek) == 0 {
 			return nil, mapStoreErr(err)
 		}
@@ -107,8 +107,8 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 			out[i].tasks = nil
 		}
 		now := e.now()
-		var writes, inserts []*domain.Task
-		taken := map[string]bool{} // chunks a replica of which this run took
+		var writes []*domain.Task
+		taken := map[string]bool{} // chunks this run took, or a ballot of
 		voting = map[string]int{}  // by job: its chunks voted on, up to bound
 		bound := e.maxVoting()
 		caller := 0
@@ -129,7 +129,7 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 				limit += calls[k].n - len(out[k].tasks)
 			}
 			cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
-				Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, ReplicasOnly: pr.Trusted, Skip: skip,
+				Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, BallotsOnly: pr.Trusted, Skip: skip,
 			})
 			if err != nil {
 				return err
@@ -139,45 +139,50 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 				if !unfilled() {
 					break
 				}
-				chunk := t.ID
-				if t.Kind == domain.KindReplica {
-					chunk, _ = domain.ReplicaOf(t.ID)
-				}
-				if taken[chunk] {
+				if taken[t.ID] {
 					continue
 				}
-				if t.Kind == domain.KindChunk && t.Workers == domain.WorkersAny {
+				var ballot *domain.Task // what the worker runs, when t is voted on
+				switch {
+				case t.State == domain.TaskLeased: // voted on, with a ballot pending
+					var ok bool
+					if ballot, ok = domain.PendingBallot(t); !ok {
+						continue
+					}
+				case t.Workers == domain.WorkersAny:
 					j, err := e.jobSettingsIn(ctx, q, t.JobID)
 					if err != nil {
 						return err
 					}
-					if j.Quorum > 1 {
-						n, ok := voting[t.JobID]
-						if !ok {
-							if n, ok = e.voting.get(t.JobID, now); !ok {
-								if n, err = q.TaskCountVoting(ctx, t.JobID, bound); err != nil {
-									return err
-								}
-								e.voting.set(t.JobID, n, now)
-							}
-							base[t.JobID], voting[t.JobID] = n, n
-						}
-						if n >= bound {
-							continue // the votes under way first
-						}
-						voting[t.JobID] = n + 1
-						replicas := domain.StartVote(t, j.Quorum, pr.Account, now)
-						writes = append(writes, t)
-						inserts = append(inserts, replicas...)
-						made += len(replicas) - 1
-						t = replicas[0]
+					if j.Quorum <= 1 {
+						break
 					}
+					n, ok := voting[t.JobID]
+					if !ok {
+						if n, ok = e.voting.get(t.JobID, now); !ok {
+							if n, err = q.TaskCountVoting(ctx, t.JobID, bound); err != nil {
+								return err
+							}
+							e.voting.set(t.JobID, n, now)
+						}
+						base[t.JobID], voting[t.JobID] = n, n
+					}
+					if n >= bound {
+						continue // the votes under way first
+					}
+					voting[t.JobID] = n + 1
+					ballot = domain.StartVote(t, j.Quorum, pr.Account, now)[0]
+					made += j.Quorum - 1
 				}
-				if t.Version > 0 { // read, not made now
-					writes = append(writes, t)
+				writes = append(writes, t)
+				taken[t.ID] = true
+				if ballot != nil {
+					domain.Lease(ballot, calls[caller].worker, now)
+					domain.FoldBallot(t, ballot)
+					t = ballot
+				} else {
+					domain.Lease(t, calls[caller].worker, now)
 				}
-				domain.Lease(t, calls[caller].worker, now)
-				taken[chunk] = true
 				out[caller].tasks = append(out[caller].tasks, t)
 				leased = append(leased, t)
 			}
@@ -186,9 +191,6 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 			}
 		}
 		if err := q.TaskUpdateMany(ctx, writes); err != nil {
-			return err
-		}
-		if err := q.TaskInsert(ctx, inserts); err != nil {
 			return err
 		}
 		return e.markRunning(ctx, q, leased, now)
@@ -475,7 +477,7 @@ func (e *Engine) tallyVotes(ctx context.Context, q store.Querier, locked map[str
 				}
 			}
 			out.writes = append(out.writes, c)
-			out.added = append(out.added, domain.AddReplicas(c, v.More, domain.Voters(voters), now)...)
+			out.added = append(out.added, domain.AddBallots(c, v.More, domain.Voters(voters), now)...)
 		}
 	}
 	return out, nil

@@ -1,0 +1,183 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+)
+
+// ballotTx is the Querier of a transaction, in which the replicas of a
+// chunk being voted on read and write as tasks of their own although
+// they are ballots in their chunk's row (domain.Ballot): a replica's ID
+// reads its chunk, locked where the database can, and shows the ballot
+// (domain.BallotTask); a replica written is folded back into its chunk
+// (domain.FoldBallot), which is written once per statement however many
+// of its ballots changed. Every chunk with ballots read in the
+// transaction is kept, and later reads of it or of its ballots are
+// answered from there, so that its readers share one row and write it
+// at its latest version. A replica is never inserted: its ballot is made
+// in its chunk (domain.AddBallots), which its caller writes, and
+// TaskInsert leaves it out.
+type ballotTx struct {
+	store.Querier
+	chunks   map[string]*domain.Task // by ID
+	readOnly bool                    // outside a transaction: reads lock nothing
+}
+
+func newBallotTx(q store.Querier) *ballotTx {
+	return &ballotTx{Querier: q, chunks: map[string]*domain.Task{}}
+}
+
+// ballotReader is a ballotTx for reads outside a transaction.
+func ballotReader(q store.Querier) *ballotTx {
+	return &ballotTx{Querier: q, chunks: map[string]*domain.Task{}, readOnly: true}
+}
+
+// TaskGet reads the task id, or the ballot a replica's ID names.
+func (b *ballotTx) TaskGet(ctx context.Context, id string) (*domain.Task, error) {
+	got, err := b.read(ctx, []string{id}, false)
+	if err != nil {
+		return nil, err
+	}
+	if len(got) == 0 {
+		return nil, fmt.Errorf("task %s: %w", id, store.ErrNotFound)
+	}
+	return got[0], nil
+}
+
+func (b *ballotTx) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	return b.read(ctx, ids, false)
+}
+
+func (b *ballotTx) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	return b.read(ctx, ids, true)
+}
+
+// read returns the tasks of ids that exist, each once: the chunks of
+// replicas' IDs are locked, with the others when lock is set, in one
+// statement.
+func (b *ballotTx) read(ctx context.Context, ids []string, lock bool) ([]*domain.Task, error) {
+	var locks, gets []string
+	asked := map[string]bool{}
+	for _, id := range ids {
+		chunkID, _, isBallot := domain.BallotOf(id)
+		if !isBallot {
+			chunkID = id
+		}
+		if b.chunks[chunkID] != nil || asked[chunkID] {
+			continue
+		}
+		asked[chunkID] = true
+		if (isBallot || lock) && !b.readOnly {
+			locks = append(locks, chunkID)
+		} else {
+			gets = append(gets, chunkID)
+		}
+	}
+	plain := map[string]*domain.Task{}
+	for _, r := range []struct {
+		ids  []string
+		read func(context.Context, []string) ([]*domain.Task, error)
+	}{{locks, b.Querier.TaskLockMany}, {gets, b.Querier.TaskGetMany}} {
+		if len(r.ids) == 0 {
+			continue
+		}
+		got, err := r.read(ctx, r.ids)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range got {
+			if len(t.Ballots) > 0 {
+				b.chunks[t.ID] = t
+			} else {
+				plain[t.ID] = t
+			}
+		}
+	}
+	out := make([]*domain.Task, 0, len(ids))
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if chunkID, n, ok := domain.BallotOf(id); ok {
+			if c := b.chunks[chunkID]; c != nil {
+				if r, ok := domain.BallotTask(c, n); ok {
+					out = append(out, r)
+				}
+			}
+			continue
+		}
+		if c := b.chunks[id]; c != nil {
+			out = append(out, c)
+		} else if t := plain[id]; t != nil {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+// TaskUpdate writes t, or folds the ballot it stands for into its chunk
+// and writes that.
+func (b *ballotTx) TaskUpdate(ctx context.Context, t *domain.Task) error {
+	if _, _, ok := domain.BallotOf(t.ID); !ok && b.chunks[t.ID] == nil {
+		return b.Querier.TaskUpdate(ctx, t)
+	}
+	return b.TaskUpdateMany(ctx, []*domain.Task{t})
+}
+
+// TaskUpdateMany writes tasks, the ballots among them folded into their
+// chunks, each chunk once.
+func (b *ballotTx) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
+	out := make([]*domain.Task, 0, len(tasks))
+	written := map[string]bool{}
+	add := func(c *domain.Task) {
+		if !written[c.ID] {
+			written[c.ID] = true
+			out = append(out, c)
+		}
+	}
+	for _, t := range tasks {
+		chunkID, _, isBallot := domain.BallotOf(t.ID)
+		if !isBallot || t.Kind != domain.KindReplica {
+			if c := b.chunks[t.ID]; c != nil {
+				if c != t {
+					*c = *t // a copy of its own: the latest
+				}
+				add(c)
+			} else {
+				out = append(out, t)
+			}
+			continue
+		}
+		c := b.chunks[chunkID]
+		if c == nil {
+			return fmt.Errorf("replica %s written before its chunk was read", t.ID)
+		}
+		domain.FoldBallot(c, t)
+		add(c)
+	}
+	return b.Querier.TaskUpdateMany(ctx, out)
+}
+
+// TaskInsert inserts tasks but the replicas among them, whose ballots
+// are in their chunks (domain.AddBallots), written by their callers.
+func (b *ballotTx) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
+	out := tasks[:0:0]
+	for _, t := range tasks {
+		if t.Kind == domain.KindReplica {
+			chunkID, n, _ := domain.BallotOf(t.ID)
+			if c := b.chunks[chunkID]; c == nil {
+				return fmt.Errorf("replica %s made in a chunk not read in this transaction", t.ID)
+			} else if _, ok := domain.BallotTask(c, n); !ok {
+				return fmt.Errorf("replica %s is no ballot of its chunk", t.ID)
+			}
+			continue
+		}
+		out = append(out, t)
+	}
+	return b.Querier.TaskInsert(ctx, out)
+}
