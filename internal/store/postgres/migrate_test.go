@@ -176,3 +176,31 @@ func TestConcurrentMigrators(t *testing.T) {
 		t.Errorf("CheckMigrated after concurrent migrators: %v", err)
 	}
 }
+
+// TestMigrateVotes: see storetest.MigrateVotes.
+func TestMigrateVotes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	ms := migrations(t)
+	s, url := openURL(t)
+	conn := connect(t, url)
+	storetest.MigrateVotes(t, s, func() {
+		for {
+			v, err := migrate.Down(ctx, s.MigrateDB(), ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == 28 {
+				return
+			}
+		}
+	}, func() {
+		if _, err := migrate.Up(ctx, s.MigrateDB(), ms); err != nil {
+			t.Fatal(err)
+		}
+	}, func(query string) {
+		if _, err := conn.Exec(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

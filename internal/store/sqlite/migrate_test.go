@@ -124,3 +124,34 @@ func TestMigrateOwnership(t *testing.T) {
 		t.Errorf("upload from before accounts: %+v, %v; want admin's", up, err)
 	}
 }
+
+// TestMigrateVotes: see storetest.MigrateVotes.
+func TestMigrateVotes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := openStore(t, filepath.Join(t.TempDir(), "scimesh.db"))
+	ms, err := Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := s.MigrateDB()
+	storetest.MigrateVotes(t, s, func() {
+		for {
+			v, err := migrate.Down(ctx, db, ms)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v == 28 {
+				return
+			}
+		}
+	}, func() {
+		if _, err := migrate.Up(ctx, db, ms); err != nil {
+			t.Fatal(err)
+		}
+	}, func(query string) {
+		if _, err := s.writer.ExecContext(ctx, query); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
