@@ -173,13 +173,13 @@ func TestMetricsFigures(t *testing.T) {
 		{"chunk", "completed"}: 1, {"chunk", "pending"}: 3, {"chunk", "failed"}: 1, {"chunk", "cancelled"}: 1,
 		{"stitch", "waiting"}: 1, {"stitch", "failed"}: 1,
 	}
-	for _, kind := range []string{"chunk", "replica", "stitch", "tree"} {
+	for _, kind := range []string{"chunk", "stitch", "tree"} {
 		for _, state := range []string{"waiting", "pending", "leased", "completed", "failed", "cancelled"} {
 			check("scimesh_tasks", map[string]string{"kind": kind, "state": state}, tasks[[2]string{kind, state}])
 		}
 	}
-	if n := len(mfs["scimesh_tasks"].GetMetric()); n != 24 {
-		t.Errorf("%d series of scimesh_tasks, want 24", n)
+	if n := len(mfs["scimesh_tasks"].GetMetric()); n != 18 {
+		t.Errorf("%d series of scimesh_tasks, want 18", n)
 	}
 	check("scimesh_task_claims_total", map[string]string{"kind": "chunk"}, 4)
 	check("scimesh_task_claims_total", map[string]string{"kind": "tree"}, 0)

@@ -247,10 +247,12 @@ var (
 		"Time callers spent waiting for a connection.", []string{"pool"}, nil)
 )
 
-// taskKinds and taskStates are every kind and state, so that a state
-// without tasks reads 0 rather than vanishing.
+// taskKinds and taskStates are every kind and state of a row, so that a
+// state without tasks reads 0 rather than vanishing. A replica is a
+// ballot in its chunk's row, not a row: a chunk being voted on counts as
+// one leased chunk.
 var (
-	taskKinds  = []domain.TaskKind{domain.KindChunk, domain.KindReplica, domain.KindStitch, domain.KindTree}
+	taskKinds  = []domain.TaskKind{domain.KindChunk, domain.KindStitch, domain.KindTree}
 	taskStates = []domain.TaskState{domain.TaskWaiting, domain.TaskPending, domain.TaskLeased,
 		domain.TaskCompleted, domain.TaskFailed, domain.TaskCancelled}
 )

@@ -268,8 +268,8 @@ func TestStateMetrics(t *testing.T) {
 	if got := gauge("scimesh_tasks", map[string]string{"kind": "tree", "state": "leased"}); got != 0 {
 		t.Errorf("tree tasks leased %v, want 0", got)
 	}
-	if n := len(mfs["scimesh_tasks"].GetMetric()); n != 24 {
-		t.Errorf("%d series of scimesh_tasks, want 24 (4 kinds × 6 states)", n)
+	if n := len(mfs["scimesh_tasks"].GetMetric()); n != 18 {
+		t.Errorf("%d series of scimesh_tasks, want 18 (3 kinds × 6 states)", n)
 	}
 	if c, s := gauge("scimesh_waiting_claims", nil), gauge("scimesh_open_streams", nil); c != 4 || s != 2 {
 		t.Errorf("waiting claims %v and open streams %v, want 4 and 2", c, s)
