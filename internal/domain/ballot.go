@@ -16,20 +16,20 @@ import (
 // times (each ballot leased, each result) where replicas of their own
 // wrote seven rows.
 type Ballot struct {
-	N               int             `json:"n"`
-	State           TaskState       `json:"state"`
-	Attempt         int             `json:"attempt,omitempty"`
-	LeaseOwner      string          `json:"lease_owner,omitempty"`
-	LeasedAt        time.Time       `json:"leased_at,omitzero"`
-	LeaseExpiresAt  time.Time       `json:"lease_expires_at,omitzero"`
-	AttemptDeadline time.Time       `json:"attempt_deadline,omitzero"`
-	Voters          string          `json:"voters,omitempty"`
-	Result          []byte          `json:"result,omitempty"`
-	Metrics         json.RawMessage `json:"metrics,omitempty"`
-	Error           string          `json:"error,omitempty"`
-	CreatedAt       time.Time       `json:"created_at"`
-	UpdatedAt       time.Time       `json:"updated_at"`
-	FinishedAt      time.Time       `json:"finished_at,omitzero"`
+	N               int // the replica's number: its ID is ReplicaID(chunk, N)
+	State           TaskState
+	Attempt         int
+	LeaseOwner      string
+	LeasedAt        time.Time
+	LeaseExpiresAt  time.Time
+	AttemptDeadline time.Time
+	Voters          string
+	Result          []byte
+	Metrics         json.RawMessage
+	Error           string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	FinishedAt      time.Time
 }
 
 // BallotTask returns ballot n of chunk c as the replica task it stands

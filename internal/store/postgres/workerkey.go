@@ -20,7 +20,7 @@ const (
 	sqlWorkerKeyTrust  = `UPDATE worker_keys SET trusted = $3 WHERE account = $1 AND name = $2`
 	sqlTaskLeasedBy    = `SELECT id FROM tasks WHERE state = 'leased' AND starts_with(lease_owner, $1)
 UNION ALL SELECT t.id || '.r' || (b ->> 'n') FROM tasks AS t, jsonb_array_elements(t.ballots) AS b
-WHERE t.state = 'leased' AND t.lease_owner = $2 AND b ->> 'state' = 'leased' AND starts_with(b ->> 'lease_owner', $1)
+WHERE t.state = 'leased' AND t.lease_owner = $2 AND b ->> 's' = 'leased' AND starts_with(b ->> 'o', $1)
 ORDER BY 1`
 )
 

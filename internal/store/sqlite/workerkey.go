@@ -19,8 +19,8 @@ var (
 	sqlTaskLeasedBy    = newStatement(`SELECT id FROM tasks
 	WHERE state = 'leased' AND substr(lease_owner, 1, length(?1)) = ?1
 	UNION ALL SELECT t.id || '.r' || (b.value ->> '$.n') FROM tasks AS t, json_each(t.ballots) AS b
-	WHERE t.state = 'leased' AND t.lease_owner = ?2 AND b.value ->> '$.state' = 'leased'
-	AND substr(b.value ->> '$.lease_owner', 1, length(?1)) = ?1
+	WHERE t.state = 'leased' AND t.lease_owner = ?2 AND b.value ->> '$.s' = 'leased'
+	AND substr(b.value ->> '$.o', 1, length(?1)) = ?1
 	ORDER BY 1`)
 )
 
