@@ -35,12 +35,14 @@ const (
 
 // KindReplica is one run of an "any" job's chunk by an untrusted worker:
 // a chunk that such a worker takes is put to a vote (StartVote), and its
-// replicas' outputs decide its result (Tally).
+// replicas' outputs decide its result (Tally). A replica is kept as a
+// ballot in its chunk's row (Ballot) and shown as a task of this kind
+// (BallotTask).
 const KindReplica TaskKind = "replica"
 
 // QuorumLeaseOwner holds the lease of a chunk being voted on. It is no
 // worker's ID (those have no parentheses), so no worker writes to the
-// chunk itself: its workers write to its replicas.
+// chunk itself: its workers write to its replicas, its ballots.
 const QuorumLeaseOwner = "(quorum)"
 
 // voteLease is how long a chunk being voted on stays leased: until its

@@ -20,9 +20,9 @@ import (
 //
 // A chunk of an "any" job with a quorum above 1 that an untrusted worker
 // takes is put to a vote (domain.StartVote): the chunk stays leased to
-// no worker until its vote ends, and replicas of it (tasks of kind
-// replica) are what workers run, each fenced by its own lease as any
-// task is. A replica's worker is never of an account that already runs
+// no worker until its vote ends, and replicas of it (ballots in its
+// row, shown as tasks of kind replica: ballotTx) are what workers run,
+// each fenced by its own lease as any task is. A replica's worker is never of an account that already runs
 // or ran another replica of the same chunk. Each replica that ends
 // (a result, a failure, an expiry) tallies the vote in the same
 // transaction (settleVote): the chunk takes the first output a quorum
@@ -326,9 +326,10 @@ func (v *votingCounts) add(jobID string, d int) {
 }
 
 // lockVotes locks, in the transaction of q, the chunks of the replicas
-// among ts and the replicas of those chunks, in one statement, before the
-// replicas are written and their votes tallied, and returns every row it
-// locked by ID: tallies of one chunk take turns. Two replicas that ended
+// among ts, in one statement, before the replicas are written and their
+// votes tallied, and returns the chunks and their replicas (their
+// ballots, which the chunks' rows hold: ballotTx) by ID: tallies of one
+// chunk take turns. Two replicas that ended
 // at once in concurrent transactions would otherwise each read the other
 // still running and both wait, for ever; and locking before the replicas
 // are written keeps a tally that stops one of them from waiting for it
