@@ -71,3 +71,24 @@ func (e *Engine) CompleteTreesTogether(ctx context.Context, ids, workers []strin
 	}
 	return e.completeTrees(ctx, items)
 }
+
+// ClaimOpenTogether serves an open claim of one task by each worker of
+// principals in the one transaction of a run of the open claims' group
+// commit, as claims that arrive together are, and returns the IDs each
+// got.
+func (e *Engine) ClaimOpenTogether(principals []domain.Principal, workers []string) ([][]string, error) {
+	calls := make([]openClaimCall, len(workers))
+	for i, w := range workers {
+		calls[i] = openClaimCall{worker: principals[i].LeaseOwner(w), n: 1, pr: principals[i]}
+	}
+	out := make([][]string, len(calls))
+	for i, a := range e.openClaimRun(context.Background(), calls) {
+		if a.err != nil {
+			return nil, a.err
+		}
+		for _, t := range a.tasks {
+			out[i] = append(out[i], t.ID)
+		}
+	}
+	return out, nil
+}

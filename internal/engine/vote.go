@@ -54,7 +54,13 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 	} else {
 		e.sweepBeforeClaim(ctx) // a trusted claim swept already
 	}
-	key := fmt.Sprintf("%s\x00%t\x00%s", pr.Account, pr.Trusted, strings.Join(p.Workloads, "\x00"))
+	// Untrusted claims of the same workloads share a run whatever their
+	// accounts, so that two accounts' claims of one vote share a write;
+	// a trusted worker's, which take ballots alone, run by account.
+	key := "\x00" + strings.Join(p.Workloads, "\x00")
+	if pr.Trusted {
+		key = pr.Account + "\x00trusted" + key
+	}
 	a, err := e.openClaims.do(ctx, key, openClaimCall{worker: p.WorkerID, n: p.Max, pr: pr, workloads: p.Workloads}, p.Max)
 	if err == nil {
 		err = a.err
@@ -82,8 +88,8 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 }
 
 // openClaimCall is one open claim of up to n tasks by worker (a lease
-// owner) of pr, waiting to share a transaction with the others of pr's
-// account and the same workloads.
+// owner) of pr, waiting to share a transaction with the others of the
+// same workloads (and, for a trusted worker, of pr's account).
 type openClaimCall struct {
 	worker    string
 	n         int
@@ -91,12 +97,23 @@ type openClaimCall struct {
 	workloads []string
 }
 
-// openClaimRun serves open claims together, in one transaction: it reads
-// as many candidates as they ask for, and gives each caller its tasks in
-// claim order, in the order the callers came.
+// openClaimRun serves open claims together, in one transaction, account
+// by account in the order they came: for each it reads as many
+// candidates as its callers ask for, and gives each caller its tasks in
+// claim order, in the order the callers came. An account also finds the
+// votes that accounts before it in the run started or joined, with a
+// ballot still pending for it: two accounts' claims that arrive together
+// lease both ballots of a quorum-2 chunk in one write of its row.
 func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []claimAnswer {
 	out := make([]claimAnswer, len(calls))
-	pr := calls[0].pr
+	var accounts []string
+	mine := map[string][]int{} // by account: its calls
+	for i, c := range calls {
+		if _, ok := mine[c.pr.Account]; !ok {
+			accounts = append(accounts, c.pr.Account)
+		}
+		mine[c.pr.Account] = append(mine[c.pr.Account], i)
+	}
 	var leased []*domain.Task
 	made := 0                       // pending replicas made, for other workers
 	var voting, base map[string]int // by job: votes after this run, and before
@@ -107,87 +124,108 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 			out[i].tasks = nil
 		}
 		now := e.now()
-		var writes []*domain.Task
-		taken := map[string]bool{} // chunks this run took, or a ballot of
-		voting = map[string]int{}  // by job: its chunks voted on, up to bound
+		var writes []*domain.Task // each chunk once
+		written := map[string]bool{}
+		voting = map[string]int{} // by job: its chunks voted on, up to bound
 		bound := e.maxVoting()
-		caller := 0
-		unfilled := func() bool {
-			for caller < len(calls) && len(out[caller].tasks) == calls[caller].n {
-				caller++
-			}
-			return caller < len(calls)
-		}
-		// It reads as many candidates as the callers want; when it passes
-		// over some (a replica of a chunk it took one of, a chunk of a job
-		// with as many votes as it may have), it reads on past what it
-		// read, a few times at most.
-		var skip []string // every ID read
-		for read := 0; read < 4 && unfilled(); read++ {
-			limit := 0
-			for k := caller; k < len(calls); k++ {
-				limit += calls[k].n - len(out[k].tasks)
-			}
-			cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
-				Account: pr.Account, Workloads: calls[0].workloads, Limit: limit, BallotsOnly: pr.Trusted, Skip: skip,
-			})
-			if err != nil {
-				return err
-			}
-			for _, t := range cands {
-				skip = append(skip, t.ID) // read: the next read is past it
-				if !unfilled() {
-					break
+		for _, account := range accounts {
+			idx := mine[account]
+			pr := calls[idx[0]].pr
+			caller := 0
+			unfilled := func() bool {
+				for caller < len(idx) && len(out[idx[caller]].tasks) == calls[idx[caller]].n {
+					caller++
 				}
-				if taken[t.ID] {
-					continue
+				return caller < len(idx)
+			}
+			// The votes of this run with a ballot pending that this
+			// account may take: their rows are not written yet.
+			var open []*domain.Task
+			for _, t := range writes {
+				if t.Voters != "" && !strings.Contains(t.Voters, ","+account+",") {
+					open = append(open, t)
 				}
-				var ballot *domain.Task // what the worker runs, when t is voted on
-				switch {
-				case t.State == domain.TaskLeased: // voted on, with a ballot pending
-					var ok bool
-					if ballot, ok = domain.PendingBallot(t); !ok {
-						continue
+			}
+			// It reads as many candidates as the callers want; when it
+			// passes over some (a chunk of a job with as many votes as it
+			// may have), it reads on past what it read, a few times at
+			// most. What this run wrote is not read again.
+			skip := slices.Collect(maps.Keys(written)) // every ID read
+			for read := 0; read < 4 && unfilled(); read++ {
+				limit := 0
+				for k := caller; k < len(idx); k++ {
+					limit += calls[idx[k]].n - len(out[idx[k]].tasks)
+				}
+				cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
+					Account: account, Workloads: calls[0].workloads, Limit: limit, BallotsOnly: pr.Trusted, Skip: skip,
+				})
+				if err != nil {
+					return err
+				}
+				full := len(cands) == limit
+				if read == 0 && len(open) > 0 {
+					cands = append(cands, open...)
+					slices.SortStableFunc(cands, claimOrder)
+				}
+				for _, t := range cands {
+					if !written[t.ID] {
+						skip = append(skip, t.ID) // read: the next read is past it
 					}
-				case t.Workers == domain.WorkersAny:
-					j, err := e.jobSettingsIn(ctx, q, t.JobID)
-					if err != nil {
-						return err
-					}
-					if j.Quorum <= 1 {
+					if !unfilled() {
 						break
 					}
-					n, ok := voting[t.JobID]
-					if !ok {
-						if n, ok = e.voting.get(t.JobID, now); !ok {
-							if n, err = q.TaskCountVoting(ctx, t.JobID, bound); err != nil {
-								return err
-							}
-							e.voting.set(t.JobID, n, now)
+					var ballot *domain.Task // what the worker runs, when t is voted on
+					switch {
+					case t.State == domain.TaskLeased: // voted on, with a ballot pending
+						var ok bool
+						if ballot, ok = domain.PendingBallot(t); !ok {
+							continue
 						}
-						base[t.JobID], voting[t.JobID] = n, n
+						if written[t.ID] {
+							made-- // made in this run, and taken in it
+						}
+					case t.Workers == domain.WorkersAny:
+						j, err := e.jobSettingsIn(ctx, q, t.JobID)
+						if err != nil {
+							return err
+						}
+						if j.Quorum <= 1 {
+							break
+						}
+						n, ok := voting[t.JobID]
+						if !ok {
+							if n, ok = e.voting.get(t.JobID, now); !ok {
+								if n, err = q.TaskCountVoting(ctx, t.JobID, bound); err != nil {
+									return err
+								}
+								e.voting.set(t.JobID, n, now)
+							}
+							base[t.JobID], voting[t.JobID] = n, n
+						}
+						if n >= bound {
+							continue // the votes under way first
+						}
+						voting[t.JobID] = n + 1
+						ballot = domain.StartVote(t, j.Quorum, account, now)[0]
+						made += j.Quorum - 1
 					}
-					if n >= bound {
-						continue // the votes under way first
+					if !written[t.ID] {
+						written[t.ID] = true
+						writes = append(writes, t)
 					}
-					voting[t.JobID] = n + 1
-					ballot = domain.StartVote(t, j.Quorum, pr.Account, now)[0]
-					made += j.Quorum - 1
+					if ballot != nil {
+						domain.Lease(ballot, calls[idx[caller]].worker, now)
+						domain.FoldBallot(t, ballot)
+						t = ballot
+					} else {
+						domain.Lease(t, calls[idx[caller]].worker, now)
+					}
+					out[idx[caller]].tasks = append(out[idx[caller]].tasks, t)
+					leased = append(leased, t)
 				}
-				writes = append(writes, t)
-				taken[t.ID] = true
-				if ballot != nil {
-					domain.Lease(ballot, calls[caller].worker, now)
-					domain.FoldBallot(t, ballot)
-					t = ballot
-				} else {
-					domain.Lease(t, calls[caller].worker, now)
+				if !full {
+					break // no more to read
 				}
-				out[caller].tasks = append(out[caller].tasks, t)
-				leased = append(leased, t)
-			}
-			if len(cands) < limit {
-				break // no more to read
 			}
 		}
 		if err := q.TaskUpdateMany(ctx, writes); err != nil {

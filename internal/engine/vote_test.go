@@ -560,3 +560,37 @@ func TestClaimReadsPastPassedOver(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimsAcrossAccounts: the claims of three accounts that arrive
+// together share a transaction: the first starts a vote, the second
+// takes that vote's other ballot, in the same write of the chunk's row
+// (its version moves on by one), and the third, with no ballot left for
+// it there, starts the next vote.
+func TestClaimsAcrossAccounts(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		e := newEngine(s, engine.Config{})
+		j := anyJobOf(t, e, 3, 2, 3)
+		before, err := s.TaskGet(t.Context(), j.ID+"-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		prs := []domain.Principal{{Account: "ada", Key: "k"}, {Account: "bob", Key: "k"}, {Account: "cy", Key: "k"}}
+		got, err := e.ClaimOpenTogether(prs, []string{"a1", "b1", "c1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{j.ID + "-0.r1"}, {j.ID + "-0.r2"}, {j.ID + "-1.r1"}}
+		if !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("ada, bob and cy claim together %v; want %v", got, want)
+		}
+		after, err := s.TaskGet(t.Context(), j.ID+"-0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != before.Version+1 || after.Voters != "" || after.Ballots[1].LeaseOwner != "bob/k@b1" {
+			t.Errorf("chunk 0 after the claims: version %d (was %d), voters %q, ballots %+v; want one write, both ballots leased",
+				after.Version, before.Version, after.Voters, after.Ballots)
+		}
+	})
+}
