@@ -135,8 +135,8 @@ type Engine struct {
 
 	// Group commit of the single forms (see group).
 	claims *groups[claimCall, claimAnswer]
-	// openClaims are the claims of untrusted workers, and trusted ones'
-	// of replicas (claimOpen), by account and workloads.
+	// openClaims are the claims of untrusted workers, by workloads, and
+	// trusted ones' of replicas, by account and workloads (claimOpen).
 	openClaims *groups[openClaimCall, claimAnswer]
 	renews     *group[renewCall, renewAnswer]
 	results    *group[[]CompleteTaskParams, []ItemResult]

@@ -33,8 +33,9 @@ import (
 // claimOpen is claimOnce for an untrusted worker of pr: it leases up to
 // p.Max tasks open to it, at most one replica of each chunk. For a
 // trusted worker it leases replicas alone: trusted claims take chunks
-// the usual way. Claims of one account's workers (and workloads) that
-// arrive together share one transaction (openClaimRun).
+// the usual way. Untrusted claims of the same workloads that arrive
+// together share one transaction whatever their accounts, a trusted
+// account's its own (openClaimRun).
 func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Principal) ([]*TaskView, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
