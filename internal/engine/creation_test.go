@@ -110,11 +110,14 @@ func TestCreateJobInBatches(t *testing.T) {
 // slowStore makes each TaskInsert of a batch of chunks (more than one
 // task) take longer than CreationStale, by its clock, and runs the
 // reaper's sweep after each transaction that inserted one, as SQLite's one
-// writer runs it once the batch commits.
+// writer runs it once the batch commits. With between, the batch takes no
+// time, and the wait comes after its commit instead: the next batch waits
+// that long for the writer.
 type slowStore struct {
 	store.Store
-	clock *enginetest.Clock
-	e     *engine.Engine
+	clock   *enginetest.Clock
+	e       *engine.Engine
+	between bool
 }
 
 func (s *slowStore) InTx(ctx context.Context, fn func(q store.Querier) error) error {
@@ -124,6 +127,9 @@ func (s *slowStore) InTx(ctx context.Context, fn func(q store.Querier) error) er
 		return fn(&slowQuerier{Querier: q, s: s, inserted: &inserted})
 	})
 	if err == nil && inserted && s.e != nil {
+		if s.between {
+			s.clock.Advance(engine.CreationStale + time.Second)
+		}
 		if _, err := s.e.DeleteAbandonedJobs(ctx); err != nil {
 			return err
 		}
@@ -140,26 +146,31 @@ type slowQuerier struct {
 func (q *slowQuerier) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
 	if len(tasks) > 1 {
 		*q.inserted = true
-		q.s.clock.Advance(engine.CreationStale + time.Second)
+		if !q.s.between {
+			q.s.clock.Advance(engine.CreationStale + time.Second)
+		}
 	}
 	return q.Querier.TaskInsert(ctx, tasks)
 }
 
 // TestSlowBatchNotAbandoned: a creation whose every batch takes longer
-// than CreationStale is alive all along, and the reaper, running between
-// its batches, leaves it be.
+// than CreationStale, or waits that long for the database before it
+// starts, is alive all along, and the reaper, running between its
+// batches, leaves it be.
 func TestSlowBatchNotAbandoned(t *testing.T) {
 	t.Parallel()
-	c := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	ss := &slowStore{Store: openStore(t), clock: c}
-	e := newEngine(ss, engine.Config{Now: c.Now})
-	ss.e = e
-	n := 2*engine.CreateBatch + 7
-	j, created, err := e.CreateJob(t.Context(), spec(n), "")
-	if err != nil || !created {
-		t.Fatalf("CreateJob of %d chunks in slow batches: %v, %v", n, created, err)
-	}
-	if j.ChunkCount != n {
-		t.Errorf("the job has %d chunks, want %d", j.ChunkCount, n)
+	for _, between := range []bool{false, true} {
+		c := enginetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		ss := &slowStore{Store: openStore(t), clock: c, between: between}
+		e := newEngine(ss, engine.Config{Now: c.Now})
+		ss.e = e
+		n := 2*engine.CreateBatch + 7
+		j, created, err := e.CreateJob(t.Context(), spec(n), "")
+		if err != nil || !created {
+			t.Fatalf("CreateJob of %d chunks, slow between batches %t: %v, %v", n, between, created, err)
+		}
+		if j.ChunkCount != n {
+			t.Errorf("the job has %d chunks, want %d", j.ChunkCount, n)
+		}
 	}
 }

@@ -129,6 +129,7 @@ type Engine struct {
 	keys      *keyCache // the principals of worker keys looked up lately
 	running   runningJobs
 	voting    votingCounts
+	creating  creatingJobs
 
 	sweepMu   sync.Mutex
 	lastSweep time.Time

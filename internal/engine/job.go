@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/scimesh/scimesh/internal/domain"
@@ -152,7 +153,10 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	if err != nil {
 		return nil, false, fmt.Errorf("create job: %w", err)
 	}
-	if err := e.createTasks(ctx, job, inputs); err != nil {
+	e.creating.add(job.ID)
+	err = e.createTasks(ctx, job, inputs)
+	e.creating.remove(job.ID)
+	if err != nil {
 		// Best effort: the reaper deletes it anyway once it is stale.
 		if derr := e.deleteAbandoned(context.WithoutCancel(ctx), job.ID, time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)); derr != nil {
 			e.log.WarnContext(ctx, "partial job not deleted; the reaper deletes it", "job_id", job.ID, "error", derr)
@@ -258,6 +262,9 @@ func (e *Engine) DeleteAbandonedJobs(ctx context.Context) (int, error) {
 	}
 	n := 0
 	for _, j := range jobs {
+		if e.creating.has(j.ID) {
+			continue // alive here, its next batch waiting for the database
+		}
 		if err := e.deleteAbandoned(ctx, j.ID, before); err != nil {
 			if errors.Is(err, domain.ErrNotFound) {
 				continue // its creation went on, or another process deleted it
@@ -268,6 +275,37 @@ func (e *Engine) DeleteAbandonedJobs(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, nil
+}
+
+// creatingJobs holds the IDs of the jobs this process is creating. Their
+// creations are alive however long a batch waits for the database, which
+// on SQLite's one writer may be longer than CreationStale while other
+// transactions go first: the reaper here leaves them. Another process's
+// reaper still judges them by their progress.
+type creatingJobs struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (c *creatingJobs) add(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ids == nil {
+		c.ids = map[string]bool{}
+	}
+	c.ids[id] = true
+}
+
+func (c *creatingJobs) remove(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.ids, id)
+}
+
+func (c *creatingJobs) has(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id]
 }
 
 // deleteAbandoned deletes job id, abandoned if it made no progress since
