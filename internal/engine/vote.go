@@ -541,10 +541,6 @@ func (e *Engine) finishVotes(ctx context.Context, q store.Querier, v vote, now t
 
 // replicaNumber is n of a replica's ID (domain.ReplicaID).
 func replicaNumber(t *domain.Task) int {
-	chunk, _ := domain.ReplicaOf(t.ID)
-	n := 0
-	for _, c := range t.ID[len(chunk)+2:] {
-		n = n*10 + int(c-'0')
-	}
+	_, n, _ := domain.BallotOf(t.ID)
 	return n
 }
