@@ -945,20 +945,16 @@ func (e *Engine) ExpireLeases(ctx context.Context) (int, error) {
 	}
 }
 
-// expiredBallot returns the replica task of the earliest ballot of c,
-// being voted on, whose lease expired by now; nil when none did.
+// expiredBallot returns the replica task of a ballot of c, being voted
+// on, whose lease expired by now; nil when none did. The reaper finds c
+// again while another has.
 func expiredBallot(ctx context.Context, q store.Querier, c *domain.Task, now time.Time) (*domain.Task, error) {
-	first := 0
 	for _, b := range c.Ballots {
-		if b.State == domain.TaskLeased && !now.Before(b.LeaseExpiresAt) &&
-			(first == 0 || b.LeaseExpiresAt.Before(c.Ballots[first-c.Ballots[0].N].LeaseExpiresAt)) {
-			first = b.N
+		if b.State == domain.TaskLeased && !now.Before(b.LeaseExpiresAt) {
+			return q.TaskGet(ctx, domain.ReplicaID(c.ID, b.N))
 		}
 	}
-	if first == 0 {
-		return nil, nil
-	}
-	return q.TaskGet(ctx, domain.ReplicaID(c.ID, first))
+	return nil, nil
 }
 
 func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
@@ -1009,9 +1005,6 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	}
 	if ended == nil {
 		return false, nil
-	}
-	if chunkID, _, ok := domain.BallotOf(ended.ID); ok && ended.Kind == domain.KindReplica {
-		defer e.expire(ctx, chunkID) // the ballots that expired with it
 	}
 	e.held.forget(ended)
 	e.jobChanged(ended)
