@@ -18,8 +18,7 @@ import (
 // transaction is kept, and later reads of it or of its ballots are
 // answered from there, so that its readers share one row and write it
 // at its latest version. A replica is never inserted: its ballot is made
-// in its chunk (domain.AddBallots), which its caller writes, and
-// TaskInsert leaves it out.
+// in its chunk (domain.AddBallots), which its caller writes.
 type ballotTx struct {
 	store.Querier
 	chunks   map[string]*domain.Task // by ID
@@ -161,23 +160,4 @@ func (b *ballotTx) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) err
 		add(c)
 	}
 	return b.Querier.TaskUpdateMany(ctx, out)
-}
-
-// TaskInsert inserts tasks but the replicas among them, whose ballots
-// are in their chunks (domain.AddBallots), written by their callers.
-func (b *ballotTx) TaskInsert(ctx context.Context, tasks []*domain.Task) error {
-	out := tasks[:0:0]
-	for _, t := range tasks {
-		if t.Kind == domain.KindReplica {
-			chunkID, n, _ := domain.BallotOf(t.ID)
-			if c := b.chunks[chunkID]; c == nil {
-				return fmt.Errorf("replica %s made in a chunk not read in this transaction", t.ID)
-			} else if _, ok := domain.BallotTask(c, n); !ok {
-				return fmt.Errorf("replica %s is no ballot of its chunk", t.ID)
-			}
-			continue
-		}
-		out = append(out, t)
-	}
-	return b.Querier.TaskInsert(ctx, out)
 }

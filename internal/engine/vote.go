@@ -22,8 +22,9 @@ import (
 // takes is put to a vote (domain.StartVote): the chunk stays leased to
 // no worker until its vote ends, and replicas of it (ballots in its
 // row, shown as tasks of kind replica: ballotTx) are what workers run,
-// each fenced by its own lease as any task is. A replica's worker is never of an account that already runs
-// or ran another replica of the same chunk. Each replica that ends
+// each fenced by its own lease as any task is. A replica's worker is
+// never of an account that already runs or ran another replica of the
+// same chunk. Each replica that ends
 // (a result, a failure, an expiry) tallies the vote in the same
 // transaction (settleVote): the chunk takes the first output a quorum
 // of accounts agrees on, and the replicas still running get 409; or it
@@ -523,14 +524,11 @@ func (e *Engine) tallyVotes(ctx context.Context, q store.Querier, locked map[str
 	return out, nil
 }
 
-// finishVotes acts on v, whose writes are written, in the transaction of
-// q at now: it inserts the replicas added and fails the jobs of the
+// finishVotes acts on v, whose writes are written (the ballots added with
+// their chunks), in the transaction of q at now: it fails the jobs of the
 // chunks that failed their vote (which cancels their other tasks, so
 // after those writes, which it would make stale).
 func (e *Engine) finishVotes(ctx context.Context, q store.Querier, v vote, now time.Time) error {
-	if err := q.TaskInsert(ctx, v.added); err != nil {
-		return err
-	}
 	for _, c := range v.failed {
 		if err := e.failJob(ctx, q, c, now); err != nil {
 			return err
