@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
@@ -58,6 +59,12 @@ func (b *ballotTx) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Ta
 // replicas' IDs are locked, with the others when lock is set, in one
 // statement.
 func (b *ballotTx) read(ctx context.Context, ids []string, lock bool) ([]*domain.Task, error) {
+	if b.plain(ids) {
+		if lock && !b.readOnly {
+			return b.Querier.TaskLockMany(ctx, ids)
+		}
+		return b.Querier.TaskGetMany(ctx, ids)
+	}
 	var locks, gets []string
 	asked := map[string]bool{}
 	for _, id := range ids {
@@ -119,6 +126,21 @@ func (b *ballotTx) read(ctx context.Context, ids []string, lock bool) ([]*domain
 	return out, nil
 }
 
+// plain reports whether ids name no replica and no chunk read here, so
+// that a read of them is the store's own: a transaction without votes,
+// as most are, pays nothing for ballots.
+func (b *ballotTx) plain(ids []string) bool {
+	if len(b.chunks) > 0 {
+		return false
+	}
+	for _, id := range ids {
+		if _, _, ok := domain.BallotOf(id); ok {
+			return false
+		}
+	}
+	return true
+}
+
 // TaskUpdate writes t, or folds the ballot it stands for into its chunk
 // and writes that.
 func (b *ballotTx) TaskUpdate(ctx context.Context, t *domain.Task) error {
@@ -131,6 +153,9 @@ func (b *ballotTx) TaskUpdate(ctx context.Context, t *domain.Task) error {
 // TaskUpdateMany writes tasks, the ballots among them folded into their
 // chunks, each chunk once.
 func (b *ballotTx) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
+	if len(b.chunks) == 0 && !slices.ContainsFunc(tasks, func(t *domain.Task) bool { return t.Kind == domain.KindReplica }) {
+		return b.Querier.TaskUpdateMany(ctx, tasks) // no vote in this transaction
+	}
 	out := make([]*domain.Task, 0, len(tasks))
 	written := map[string]bool{}
 	add := func(c *domain.Task) {
