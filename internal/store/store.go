@@ -149,6 +149,10 @@ type Querier interface {
 	// It takes the locks in ID order, so two transactions that lock
 	// overlapping sets never wait for each other in a circle.
 	TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error)
+	// TaskLockVersions locks the tasks of ids that exist as TaskLockMany
+	// does and returns their versions by ID: a caller that remembers a
+	// task as written at its version reads nothing more of it.
+	TaskLockVersions(ctx context.Context, ids []string) (map[string]int64, error)
 	// TaskGetMany returns the tasks of ids that exist, in any order, in
 	// one statement; an ID asked for twice is returned once.
 	TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error)

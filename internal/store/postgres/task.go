@@ -43,8 +43,9 @@ func everyState(branch string) string {
 var taskListColumns = strings.Replace(taskColumns, "input_bytes, result,", "input_bytes, NULL,", 1)
 
 var (
-	sqlTaskGet      = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
-	sqlTaskLockMany = sqlTaskGetMany + ` ORDER BY id FOR UPDATE`
+	sqlTaskGet          = `SELECT ` + taskColumns + ` FROM tasks WHERE id = $1`
+	sqlTaskLockMany     = sqlTaskGetMany + ` ORDER BY id FOR UPDATE`
+	sqlTaskLockVersions = `SELECT id, version FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
 	// TaskList with and without a state; both read tasks_job in chunk
 	// order: with a state, its range; without, the ranges of every state,
@@ -373,6 +374,36 @@ func (q *querier) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Tas
 		return nil, translate(err, "lock %d tasks", len(ids))
 	}
 	return collectTasks(rows, "lock %d tasks", len(ids))
+}
+
+// TaskLockVersions locks the rows of ids, in ID order, until the
+// transaction ends, and returns their versions.
+func (q *querier) TaskLockVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := q.db.Query(ctx, sqlTaskLockVersions, ids)
+	if err != nil {
+		return nil, translate(err, "lock %d tasks", len(ids))
+	}
+	return collectVersions(rows, "lock %d tasks", len(ids))
+}
+
+// collectVersions reads rows of (id, version).
+func collectVersions(rows pgx.Rows, format string, args ...any) (map[string]int64, error) {
+	out := map[string]int64{}
+	var (
+		id string
+		v  int64
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
+		out[id] = v
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, format, args...)
+	}
+	return out, nil
 }
 
 // TaskUpdate writes t's mutable fields where the stored version equals

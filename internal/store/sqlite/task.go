@@ -43,7 +43,8 @@ var (
 	attempt_deadline = ?, leased_at = ?, ballots = ?, voters = ?, version = version + 1
 	WHERE id = ? AND version = ?`)
 
-	sqlTaskGetMany = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
+	sqlTaskGetMany  = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
+	sqlTaskVersions = newStatement(`SELECT id, version FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
 
 	sqlTaskExists = newStatement(`SELECT EXISTS (SELECT 1 FROM tasks WHERE id = ?)`)
 
@@ -164,6 +165,30 @@ func (q *querier) TaskGet(ctx context.Context, id string) (*domain.Task, error) 
 // writer, so no other writes them before it ends.
 func (q *querier) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
 	return q.TaskGetMany(ctx, ids)
+}
+
+// TaskLockVersions returns the versions of the tasks of ids that exist;
+// the transaction holds the one writer, as for TaskLockMany.
+func (q *querier) TaskLockVersions(ctx context.Context, ids []string) (map[string]int64, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out := map[string]int64{}
+	err := q.query(ctx, false, func(r scanner) error {
+		var (
+			id string
+			v  int64
+		)
+		if err := r.Scan(&id, &v); err != nil {
+			return err
+		}
+		out[id] = v
+		return nil
+	}, sqlTaskVersions, jsonArray(ids))
+	if err != nil {
+		return nil, translate(err, "lock %d tasks", len(ids))
+	}
+	return out, nil
 }
 
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. An

@@ -3,6 +3,7 @@ package storetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -435,7 +436,7 @@ func exerciseTaskList(t *testing.T, newStore newFunc) {
 
 // exerciseTaskLockMany: TaskLockMany returns the tasks that exist as
 // TaskGet does, inside a transaction too, and passes over IDs that are
-// not there. (That a lock holds other transactions back is for the
+// not there; TaskLockVersions returns their versions. (That a lock holds other transactions back is for the
 // engine's tests on PostgreSQL: TestVotesAcrossCoordinators.)
 func exerciseTaskLockMany(t *testing.T, newStore newFunc) {
 	s := newStore(t)
@@ -454,6 +455,17 @@ func exerciseTaskLockMany(t *testing.T, newStore newFunc) {
 		none, err := q.TaskLockMany(t.Context(), nil)
 		if err != nil || len(none) != 0 {
 			t.Errorf("TaskLockMany(nil) = %v, %v; want nothing", none, err)
+		}
+		versions, err := q.TaskLockVersions(t.Context(), []string{"t2", "missing", "t1"})
+		if err != nil {
+			return err
+		}
+		want := map[string]int64{"t1": getTask(t, s, "t1").Version, "t2": getTask(t, s, "t2").Version}
+		if !maps.Equal(versions, want) {
+			t.Errorf("TaskLockVersions(t2, missing, t1) = %v, want %v", versions, want)
+		}
+		if none, err := q.TaskLockVersions(t.Context(), nil); err != nil || len(none) != 0 {
+			t.Errorf("TaskLockVersions(nil) = %v, %v; want nothing", none, err)
 		}
 		return nil
 	})
