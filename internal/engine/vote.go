@@ -104,8 +104,9 @@ type openClaimCall struct {
 // candidates as its callers ask for, and gives each caller its tasks in
 // claim order, in the order the callers came. An account also finds the
 // votes that accounts before it in the run started or joined, with a
-// ballot still pending for it: two accounts' claims that arrive together
-// lease both ballots of a quorum-2 chunk in one write of its row.
+// ballot still pending for it, and takes them before the others of their
+// priority: two accounts' claims that arrive together lease both ballots
+// of a quorum-2 chunk in one write of its row.
 func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []claimAnswer {
 	out := make([]claimAnswer, len(calls))
 	var accounts []string
@@ -166,8 +167,11 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 				}
 				full := len(cands) == limit
 				if read == 0 && len(open) > 0 {
-					cands = append(cands, open...)
-					slices.SortStableFunc(cands, claimOrder)
+					// This run's votes first, within their priority:
+					// their ballots are leased in one write and run at
+					// once, where older votes would each be written again.
+					cands = append(open, cands...)
+					slices.SortStableFunc(cands, func(a, b *domain.Task) int { return b.Priority - a.Priority })
 				}
 				for _, t := range cands {
 					if !written[t.ID] {

@@ -594,3 +594,57 @@ func TestClaimsAcrossAccounts(t *testing.T) {
 		}
 	})
 }
+
+// TestClaimsPairNewVotes: an account whose claim shares a run with the
+// claim that started a vote takes that vote's other ballot before an
+// older vote of the same priority waiting for it, so that the new vote's
+// ballots are leased in one write and run at once; a vote of a higher
+// priority still comes first.
+func TestClaimsPairNewVotes(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		e := newEngine(s, engine.Config{})
+		j := anyJobOf(t, e, 3, 2, 3)
+		cy, ada := domain.Principal{Account: "cy", Key: "k"}, domain.Principal{Account: "ada", Key: "k"}
+		if got, err := e.ClaimOpenTogether([]domain.Principal{cy}, []string{"c1"}); err != nil || !slices.Equal(got[0], []string{j.ID + "-0.r1"}) {
+			t.Fatalf("cy alone claims %v, %v; want chunk 0's first ballot", got, err)
+		}
+		before, err := s.TaskGet(t.Context(), j.ID+"-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.ClaimOpenTogether([]domain.Principal{cy, ada}, []string{"c2", "a1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := [][]string{{j.ID + "-1.r1"}, {j.ID + "-1.r2"}}; !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("cy and ada claim together %v; want both ballots of chunk 1, the vote started in the run", got)
+		}
+		after, err := s.TaskGet(t.Context(), j.ID+"-1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Version != before.Version+1 {
+			t.Errorf("chunk 1 written %d times by the run; want once", after.Version-before.Version)
+		}
+
+		// A job of a higher priority, with a vote waiting for ada: its
+		// ballot comes before the one cy's claim starts in the run.
+		sp := spec(1)
+		sp.Workers, sp.Quorum, sp.MaxAttempts, sp.Priority = domain.WorkersAny, 2, 3, 5
+		high, _, err := e.CreateJob(as(t.Context(), "carol"), sp, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := e.ClaimOpenTogether([]domain.Principal{cy}, []string{"c3"}); err != nil || !slices.Equal(got[0], []string{high.ID + "-0.r1"}) {
+			t.Fatalf("cy alone claims %v, %v; want the urgent job's chunk", got, err)
+		}
+		got, err = e.ClaimOpenTogether([]domain.Principal{cy, ada}, []string{"c4", "a2"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := [][]string{{j.ID + "-2.r1"}, {high.ID + "-0.r2"}}; !slices.EqualFunc(got, want, slices.Equal) {
+			t.Fatalf("cy and ada claim together %v; want %v", got, want)
+		}
+	})
+}
