@@ -20,14 +20,21 @@ import (
 // answered from there, so that its readers share one row and write it
 // at its latest version. A replica is never inserted: its ballot is made
 // in its chunk (domain.AddBallots), which its caller writes.
+//
+// A chunk this engine remembers as it last wrote it (rows) is only locked
+// and its version read: when the version is still the one remembered,
+// the row is not read again. The chunks with ballots written are in
+// written, for the engine to remember once the transaction commits.
 type ballotTx struct {
 	store.Querier
 	chunks   map[string]*domain.Task // by ID
 	readOnly bool                    // outside a transaction: reads lock nothing
+	rows     *held                   // the chunks being voted on, as last written here
+	written  []*domain.Task          // the chunks with ballots written, at their new versions
 }
 
-func newBallotTx(q store.Querier) *ballotTx {
-	return &ballotTx{Querier: q, chunks: map[string]*domain.Task{}}
+func newBallotTx(q store.Querier, rows *held) *ballotTx {
+	return &ballotTx{Querier: q, chunks: map[string]*domain.Task{}, rows: rows}
 }
 
 // ballotReader is a ballotTx for reads outside a transaction.
@@ -86,7 +93,7 @@ func (b *ballotTx) read(ctx context.Context, ids []string, lock bool) ([]*domain
 	for _, r := range []struct {
 		ids  []string
 		read func(context.Context, []string) ([]*domain.Task, error)
-	}{{locks, b.Querier.TaskLockMany}, {gets, b.Querier.TaskGetMany}} {
+	}{{locks, b.lock}, {gets, b.Querier.TaskGetMany}} {
 		if len(r.ids) == 0 {
 			continue
 		}
@@ -126,6 +133,50 @@ func (b *ballotTx) read(ctx context.Context, ids []string, lock bool) ([]*domain
 	return out, nil
 }
 
+// lock returns the tasks of ids that exist, locked: those remembered in
+// b.rows at the version they still have come from there, the others are
+// read.
+func (b *ballotTx) lock(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	known := map[string]*domain.Task{}
+	if b.rows != nil {
+		for _, id := range ids {
+			if t := b.rows.row(id); t != nil {
+				known[id] = t
+			}
+		}
+	}
+	if len(known) == 0 {
+		return b.Querier.TaskLockMany(ctx, ids)
+	}
+	versions, err := b.Querier.TaskLockVersions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*domain.Task, 0, len(ids))
+	var read, stale []string
+	for _, id := range ids {
+		v, ok := versions[id]
+		switch t := known[id]; {
+		case !ok:
+			stale = append(stale, id) // gone
+		case t != nil && t.Version == v:
+			out = append(out, t)
+		default:
+			read = append(read, id)
+			stale = append(stale, id) // written elsewhere, or never remembered
+		}
+	}
+	if len(stale) == 0 {
+		return out, nil
+	}
+	b.rows.drop(stale)
+	got, err := b.Querier.TaskGetMany(ctx, read) // locked above
+	if err != nil {
+		return nil, err
+	}
+	return append(out, got...), nil
+}
+
 // plain reports whether ids name no replica and no chunk read here, so
 // that a read of them is the store's own: a transaction without votes,
 // as most are, pays nothing for ballots.
@@ -154,7 +205,7 @@ func (b *ballotTx) TaskUpdate(ctx context.Context, t *domain.Task) error {
 // chunks, each chunk once.
 func (b *ballotTx) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) error {
 	if len(b.chunks) == 0 && !slices.ContainsFunc(tasks, func(t *domain.Task) bool { return t.Kind == domain.KindReplica }) {
-		return b.Querier.TaskUpdateMany(ctx, tasks) // no vote in this transaction
+		return b.write(ctx, tasks) // no vote read in this transaction
 	}
 	out := make([]*domain.Task, 0, len(tasks))
 	written := map[string]bool{}
@@ -184,5 +235,19 @@ func (b *ballotTx) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) err
 		domain.FoldBallot(c, t)
 		add(c)
 	}
-	return b.Querier.TaskUpdateMany(ctx, out)
+	return b.write(ctx, out)
+}
+
+// write writes tasks in one statement, and notes the chunks with ballots
+// among them.
+func (b *ballotTx) write(ctx context.Context, tasks []*domain.Task) error {
+	if err := b.Querier.TaskUpdateMany(ctx, tasks); err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		if len(t.Ballots) > 0 {
+			b.written = append(b.written, t)
+		}
+	}
+	return nil
 }

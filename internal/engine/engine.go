@@ -151,6 +151,7 @@ type Engine struct {
 
 	seenLog   seenLog
 	held      *held // the leases handed out here, as last written
+	votes     *held // the chunks being voted on, as last written here
 	blobOwner blobOwner
 
 	// stitchPageHook, when set (by tests only), is called after the
@@ -222,7 +223,8 @@ func New(s store.Store, cfg Config) *Engine {
 		jobs:        map[string]*domain.Job{},
 		uploadKeys:  map[string]string{},
 		seenLog:     seenLog{last: map[string]seenAt{}},
-		held:        newHeld(),
+		held:        newHeld(heldMax, heldBytes),
+		votes:       newHeld(votesMax, votesBytes),
 		keys:        newKeyCache(),
 		pageBytes:   stitchPageBytes,
 	}
@@ -260,19 +262,27 @@ const maxTxAttempts = 50
 // statement.
 func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 	return e.retry(ctx, func() error {
-		var w *outboxWatch
+		var (
+			w *outboxWatch
+			b *ballotTx
+		)
 		err := e.store.InTx(ctx, func(q store.Querier) error {
 			w = &outboxWatch{Querier: q}
-			m := &metered{Querier: newBallotTx(w)}
+			b = newBallotTx(w, e.votes)
+			m := &metered{Querier: b}
 			if err := fn(m); err != nil {
 				return err
 			}
 			return m.flush(ctx)
 		})
-		if err == nil && w.sent {
+		if err != nil {
+			return err
+		}
+		e.votes.keep(e.now(), b.written...)
+		if w.sent {
 			e.outbox.Notify()
 		}
-		return err
+		return nil
 	})
 }
 

@@ -2,20 +2,28 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// Bounds of the leases an engine remembers (see held): heldMax tasks, each
-// of at most heldBytes in its strings and bytes (a task takes about 470
-// bytes more, its fixed fields), so about 24 MiB at the most. A task with
-// more (a long error of an earlier attempt, a long input URL) is read.
+// Bounds of what an engine remembers (see held). Of the leases it handed
+// out: heldMax tasks, each of at most heldBytes in its strings and bytes
+// (a task takes about 470 bytes more, its fixed fields), so about 24 MiB
+// at the most; a task with more (a long error of an earlier attempt, a
+// long input URL) is read. Of the chunks being voted on: votesMax, each
+// of at most votesBytes in its strings, bytes and ballots (a vote of two
+// takes about 1,000), so about 10 MiB; a vote with more (long results,
+// ballots added after disagreement) is read.
 const (
-	heldMax   = 16384
-	heldBytes = 1024
+	heldMax    = 16384
+	heldBytes  = 1024
+	votesMax   = 4096
+	votesBytes = 2048
 )
 
 // held remembers the tasks this engine leased, each as its last write here
@@ -24,15 +32,22 @@ const (
 // snapshot is a guess, never the truth: every write of a task checks the
 // version it was read at, so a task written since by anybody else (another
 // coordinator, the reaper, a cancel) fails that check, and the transaction
-// runs again, reading the task from the database. A snapshot serves only the lease it shows, live, and so only
-// calls that write: an answer that writes nothing (a stale attempt, a
-// replay, a lost lease) always comes from a read.
+// runs again, reading the task from the database. A snapshot serves only
+// the lease it shows, live, and so only calls that write: an answer that
+// writes nothing (a stale attempt, a replay, a lost lease) always comes
+// from a read.
+//
+// An engine has a second held, of the chunks being voted on as its last
+// write of them left them (row): a ballot's call locks its chunk and
+// compares the version, and reads the row only when somebody else wrote
+// it since (ballotTx.lock).
 type held struct {
-	mu sync.Mutex
-	m  map[string]domain.Task
+	mu         sync.Mutex
+	m          map[string]domain.Task
+	max, bytes int // bounds: tasks, and the size of one (heldSize)
 }
 
-func newHeld() *held { return &held{m: map[string]domain.Task{}} }
+func newHeld(max, bytes int) *held { return &held{m: map[string]domain.Task{}, max: max, bytes: bytes} }
 
 // keep remembers tasks as just claimed. When it is full, the leases
 // expired by now are let go, and all of them when that frees less than a
@@ -55,20 +70,22 @@ func (h *held) put(now time.Time, add bool, tasks []*domain.Task) {
 		switch {
 		case !ok && !add:
 			continue
-		case t.State != domain.TaskLeased || heldSize(t) > heldBytes:
+		case t.State != domain.TaskLeased || heldSize(t) > h.bytes:
 			delete(h.m, t.ID)
 			continue
-		case !ok && len(h.m) >= heldMax:
+		case !ok && len(h.m) >= h.max:
 			for id, s := range h.m {
 				if !s.LeaseLive(now) {
 					delete(h.m, id)
 				}
 			}
-			if len(h.m) > heldMax*3/4 {
+			if len(h.m) > h.max*3/4 {
 				clear(h.m)
 			}
 		}
-		h.m[t.ID] = *t
+		c := *t
+		c.Ballots = slices.Clone(t.Ballots) // folded into in place by a later transaction's copy
+		h.m[t.ID] = c
 	}
 }
 
@@ -100,8 +117,26 @@ func (h *held) drop(ids []string) {
 
 // heldSize is what a snapshot of t holds beyond its fixed fields.
 func heldSize(t *domain.Task) int {
-	return len(t.ID) + len(t.JobID) + len(t.Kind) + len(t.Workload) + len(t.State) + len(t.LeaseOwner) +
-		len(t.InputURI) + len(t.InputSHA256) + len(t.Result) + len(t.Metrics) + len(t.Error) + len(t.DownstreamID)
+	n := len(t.ID) + len(t.JobID) + len(t.Kind) + len(t.Workload) + len(t.State) + len(t.LeaseOwner) +
+		len(t.InputURI) + len(t.InputSHA256) + len(t.Result) + len(t.Metrics) + len(t.Error) + len(t.DownstreamID) +
+		len(t.Voters)
+	for _, b := range t.Ballots {
+		n += int(unsafe.Sizeof(b)) + len(b.State) + len(b.LeaseOwner) + len(b.Voters) + len(b.Result) + len(b.Metrics) + len(b.Error)
+	}
+	return n
+}
+
+// row returns a copy of the snapshot of the chunk id being voted on, as
+// this engine last wrote it, or nil.
+func (h *held) row(id string) *domain.Task {
+	h.mu.Lock()
+	t, ok := h.m[id]
+	h.mu.Unlock()
+	if !ok || len(t.Ballots) == 0 {
+		return nil
+	}
+	t.Ballots = slices.Clone(t.Ballots)
+	return &t
 }
 
 // lease returns a copy of the snapshot of task id when it shows the live

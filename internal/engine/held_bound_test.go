@@ -17,7 +17,7 @@ func TestHeldBound(t *testing.T) {
 	lease := func(i int, expires time.Time) *domain.Task {
 		return &domain.Task{ID: fmt.Sprintf("t%d", i), State: domain.TaskLeased, LeaseOwner: "w", Attempt: 1, LeaseExpiresAt: expires}
 	}
-	h := newHeld()
+	h := newHeld(heldMax, heldBytes)
 	for i := range heldMax {
 		expires := now.Add(time.Minute)
 		if i%2 == 1 {
@@ -54,7 +54,7 @@ func TestHeldBound(t *testing.T) {
 
 	// A few expired in a full memory: sweeping for them at every lease
 	// would cost the whole memory each time, so all are let go.
-	h = newHeld()
+	h = newHeld(heldMax, heldBytes)
 	for i := range heldMax {
 		expires := now.Add(time.Minute)
 		if i < 10 {

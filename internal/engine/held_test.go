@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -35,6 +37,11 @@ type countingQuerier struct {
 func (q countingQuerier) TaskGetMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
 	q.s.reads.Add(1)
 	return q.Querier.TaskGetMany(ctx, ids)
+}
+
+func (q countingQuerier) TaskLockMany(ctx context.Context, ids []string) ([]*domain.Task, error) {
+	q.s.reads.Add(1)
+	return q.Querier.TaskLockMany(ctx, ids)
 }
 
 func (q countingQuerier) TaskUpdate(ctx context.Context, t *domain.Task) error {
@@ -156,6 +163,60 @@ func TestHeldLeases(t *testing.T) {
 		}
 		if got := stored(tasks[3].ID); got.State != domain.TaskCancelled || got.Result != nil {
 			t.Errorf("stored after the cancel: %s with %q; want cancelled, no result", got.State, got.Result)
+		}
+	})
+}
+
+// TestHeldVotes checks the chunks being voted on that an engine
+// remembers: a ballot's result through the engine that wrote its chunk
+// last locks the chunk without reading it, and after another coordinator
+// wrote the chunk (a heartbeat of its other ballot) the result reads it,
+// so that the tally sees what the other wrote.
+func TestHeldVotes(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		counted := &countReads{Store: s}
+		a := newEngine(counted, engine.Config{})
+		b := newEngine(s, engine.Config{})
+		j := anyJobOf(t, a, 2, 2, 3)
+		prs := []domain.Principal{{Account: "ada", Key: "k"}, {Account: "bob", Key: "k"}}
+		ada, bob := key(ctx, "ada"), key(ctx, "bob")
+		chunkDone := func(id string) {
+			t.Helper()
+			got, err := s.TaskGet(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.State != domain.TaskCompleted || string(got.Result) != "id,score\nx,1\n" {
+				t.Errorf("chunk %s: %s with %q; want completed with the agreed result", id, got.State, got.Result)
+			}
+		}
+		for i := range 2 {
+			got, err := a.ClaimOpenTogether(prs, []string{"a1", "b1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r1, r2 := fmt.Sprintf("%s-%d.r1", j.ID, i), fmt.Sprintf("%s-%d.r2", j.ID, i)
+			if want := [][]string{{r1}, {r2}}; !slices.EqualFunc(got, want, slices.Equal) {
+				t.Fatalf("ada and bob claim together %v; want %v", got, want)
+			}
+			reads := counted.reads.Load()
+			if i == 1 { // bob's heartbeat through the other coordinator
+				if _, err := b.RenewLease(bob, r2, "b1", 1); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := complete(ada, a, r1, "a1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if err := complete(bob, a, r2, "b1", "x"); err != nil {
+				t.Fatal(err)
+			}
+			if n, want := counted.reads.Load()-reads, int64(i); n != want {
+				t.Errorf("chunk %d: its two results read it %d times; want %d", i, n, want)
+			}
+			chunkDone(fmt.Sprintf("%s-%d", j.ID, i))
 		}
 	})
 }
