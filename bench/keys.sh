@@ -12,7 +12,8 @@
 #                            keys of two accounts (half the workers each),
 #                            with quorum 1 against quorum 2: chunks/s
 #   quorum_batch20           the same, each worker claiming 20 at a time
-# Usage: bench/keys.sh [ROUNDS]   (default 3; prints every run, then medians)
+# Usage: bench/keys.sh [ROUNDS]   (default 3; prints every run, then medians,
+# and the median and range of the rounds' own ratios)
 # TASKS (50000), BACKLOG (10000), WORKERS (64) and STORES ("sqlite
 # postgres") change what is run. After each run it prints serve's peak
 # resident set (VmHWM).
@@ -112,7 +113,13 @@ for store in $stores; do
 		fb=$(median %.0f <<<"${figures[$store.$case.$b]}")
 		unit="lifecycles/s"
 		[[ $case != quorum_* ]] || unit="chunks/s"
-		echo "  $store, $case: $a $fa, $b $fb $unit = $(awk -v x="$fb" -v y="$fa" 'BEGIN {printf "%.2f", x / y}')× $a;" \
+		# Each round's own ratio, its two runs side by side in time: the
+		# median of these is the steadier figure on a machine whose speed
+		# drifts between rounds.
+		pairs=$(paste -d ' ' <(tr ' ' '\n' <<<"${figures[$store.$case.$a]}" | grep .) \
+			<(tr ' ' '\n' <<<"${figures[$store.$case.$b]}" | grep .) | awk '$1 > 0 {printf "%f ", $2 / $1}')
+		echo "  $store, $case: $a $fa, $b $fb $unit = $(awk -v x="$fb" -v y="$fa" 'BEGIN {printf "%.2f", x / y}')× $a" \
+			"(median of the rounds' ratios $(median %.2f <<<"$pairs")×, range $(tr ' ' '\n' <<<"$pairs" | grep . | sort -g | sed -n '1p;$p' | xargs printf '%.2f ' | sed 's/ $//; s/ /–/'));" \
 			"serve peak RSS $a $(median %.0f <<<"${figures[$store.$case.$a.rss]}") kB, $b $(median %.0f <<<"${figures[$store.$case.$b.rss]}") kB"
 	done
 done
