@@ -278,7 +278,9 @@ func (e *Engine) tx(ctx context.Context, fn func(q store.Querier) error) error {
 		if err != nil {
 			return err
 		}
-		e.votes.keep(e.now(), b.written...)
+		if len(b.written) > 0 {
+			e.votes.keep(e.now(), b.written...)
+		}
 		if w.sent {
 			e.outbox.Notify()
 		}
