@@ -269,6 +269,12 @@ type Querier interface {
 	// TaskCountLeased counts owner's leased tasks that workers run (of
 	// kinds chunk and tree).
 	TaskCountLeased(ctx context.Context, owner string) (int, error)
+	// TaskCountLeasedLocked counts the leased tasks that workers run of
+	// each of owners (those with none are left out), after taking the
+	// locks ClaimFair takes on accounts with a max_running, until the
+	// transaction ends: what a claim leases of theirs against the counts
+	// holds until then, across processes too.
+	TaskCountLeasedLocked(ctx context.Context, owners []string) (map[string]int, error)
 	// AccountTokenInsert records a new token of an account, by its hash;
 	// a hash already there is ErrDuplicate.
 	AccountTokenInsert(ctx context.Context, t *AccountToken) error

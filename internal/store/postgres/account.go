@@ -28,6 +28,7 @@ const (
 	sqlJobCountUnfinished = `SELECT count(*) FROM jobs WHERE owner = $1 AND status IN ('pending', 'running')`
 	sqlUploadSumBytes     = `SELECT coalesce(sum(bytes), 0) FROM uploads WHERE owner = $1`
 	sqlTaskCountLeased    = `SELECT count(*) FROM tasks WHERE state = 'leased' AND owner = $1 AND kind IN ('chunk', 'tree')`
+	sqlTaskCountLeasedBy  = `SELECT owner, count(*) FROM tasks WHERE state = 'leased' AND owner = ANY($1) AND kind IN ('chunk', 'tree') GROUP BY owner`
 )
 
 // AccountInsert records a new account.
@@ -120,6 +121,34 @@ func (q *querier) TaskCountLeased(ctx context.Context, owner string) (int, error
 		return 0, translate(err, "count the leased tasks of %s", owner)
 	}
 	return n, nil
+}
+
+// TaskCountLeasedLocked takes the max_running locks of owners (sqlFairLock,
+// in name order) and counts their leased tasks that workers run.
+func (q *querier) TaskCountLeasedLocked(ctx context.Context, owners []string) (map[string]int, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	if _, err := q.db.Exec(ctx, sqlFairLock, owners); err != nil {
+		return nil, translate(err, "lock the accounts with a max_running")
+	}
+	rows, err := q.db.Query(ctx, sqlTaskCountLeasedBy, owners)
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
+	}
+	out := map[string]int{}
+	var (
+		owner string
+		n     int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&owner, &n}, func() error {
+		out[owner] = n
+		return nil
+	})
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
+	}
+	return out, nil
 }
 
 // AccountTokenInsert records a new token.

@@ -26,6 +26,8 @@ var (
 	sqlJobCountUnfinished = newStatement(`SELECT count(*) FROM jobs WHERE owner = ? AND status IN ('pending', 'running')`)
 	sqlUploadSumBytes     = newStatement(`SELECT coalesce(sum(bytes), 0) FROM uploads WHERE owner = ?`)
 	sqlTaskCountLeased    = newStatement(`SELECT count(*) FROM tasks WHERE state = 'leased' AND owner = ? AND kind IN ('chunk', 'tree')`)
+	sqlTaskCountLeasedBy  = newStatement(`SELECT owner, count(*) FROM tasks
+	WHERE state = 'leased' AND owner IN (SELECT value FROM json_each(?)) AND kind IN ('chunk', 'tree') GROUP BY owner`)
 )
 
 // AccountInsert records a new account.
@@ -122,6 +124,31 @@ func (q *querier) TaskCountLeased(ctx context.Context, owner string) (int, error
 		return 0, translate(err, "count the leased tasks of %s", owner)
 	}
 	return int(n), nil
+}
+
+// TaskCountLeasedLocked counts owners' leased tasks that workers run: a
+// transaction holds the one writer, so no other claim leases theirs
+// before it ends.
+func (q *querier) TaskCountLeasedLocked(ctx context.Context, owners []string) (map[string]int, error) {
+	if len(owners) == 0 {
+		return nil, nil
+	}
+	out := map[string]int{}
+	err := q.query(ctx, false, func(r scanner) error {
+		var (
+			owner string
+			n     int
+		)
+		if err := r.Scan(&owner, &n); err != nil {
+			return err
+		}
+		out[owner] = n
+		return nil
+	}, sqlTaskCountLeasedBy, jsonArray(owners))
+	if err != nil {
+		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
+	}
+	return out, nil
 }
 
 // AccountTokenInsert records a new token.

@@ -3,6 +3,7 @@ package storetest
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"testing"
 	"time"
@@ -88,7 +89,8 @@ func exerciseAccounts(t *testing.T, newStore newFunc) {
 
 // exerciseAccountUse: an account's unfinished jobs (creating ones
 // included), the bytes of its uploads and its leased tasks that workers
-// run are counted, and no other account's; AccountLock reads the account
+// run are counted, and no other account's, one account at a time and
+// several in a transaction (TaskCountLeasedLocked); AccountLock reads the account
 // as AccountGet does, and a second transaction's AccountLock waits for
 // the first to end, so that it sees what the first wrote.
 func exerciseAccountUse(t *testing.T, newStore newFunc) {
@@ -145,6 +147,22 @@ func exerciseAccountUse(t *testing.T, newStore newFunc) {
 	check("alice's", "alice", 2, 2, 1000+5<<30)
 	check("bob's", "bob", 1, 1, 7)
 	check("nobody's", "carol", 0, 0, 0)
+	err := s.InTx(ctx, func(q store.Querier) error {
+		got, err := q.TaskCountLeasedLocked(ctx, []string{"bob", "carol", "alice"})
+		if err != nil {
+			return err
+		}
+		if want := map[string]int{"alice": 2, "bob": 1}; !maps.Equal(got, want) {
+			t.Errorf("TaskCountLeasedLocked(bob, carol, alice) = %v, want %v", got, want)
+		}
+		if none, err := q.TaskCountLeasedLocked(ctx, nil); err != nil || len(none) != 0 {
+			t.Errorf("TaskCountLeasedLocked(nil) = %v, %v; want nothing", none, err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	if a, err := s.AccountLock(ctx, "alice"); err != nil || a.Name != "alice" || a.MaxJobs != 2 {
 		t.Errorf("AccountLock(alice) = %+v, %v", a, err)
@@ -174,7 +192,7 @@ func exerciseAccountUse(t *testing.T, newStore newFunc) {
 		}
 		seen <- n
 	}()
-	err := s.InTx(ctx, func(q store.Querier) error {
+	err = s.InTx(ctx, func(q store.Querier) error {
 		if _, err := q.AccountLock(ctx, "bob"); err != nil {
 			return err
 		}
