@@ -16,7 +16,9 @@ import (
 // other processes that share the database through their work
 // notifications (kind authNote); a process whose notifications were cut
 // off clears it when it listens again. keyCacheTTL bounds what a lost
-// notification costs.
+// notification costs. It keeps, the same way, the max_running of the
+// accounts whose tasks open claims lease (Engine.runningLeft), which an
+// account's change clears too.
 const (
 	keyCacheTTL = 10 * time.Second
 	keyCacheMax = 10000
@@ -27,51 +29,80 @@ const (
 const authNote domain.TaskKind = "auth"
 
 type keyCache struct {
-	mu  sync.Mutex
-	m   map[string]keyEntry // by the key's hash
-	gen uint64              // moves at every clear, so that a lookup that raced one is not kept
+	mu   sync.Mutex
+	m    map[string]cached[domain.Principal] // by the key's hash
+	caps map[string]cached[int]              // max_running, by account
+	gen  uint64                              // moves at every clear, so that a lookup that raced one is not kept
 }
 
-type keyEntry struct {
-	p  domain.Principal
-	at time.Time
+type cached[V any] struct {
+	v  V
+	at time.Time // when it was looked up
 }
 
-func newKeyCache() *keyCache { return &keyCache{m: map[string]keyEntry{}} }
+func newKeyCache() *keyCache {
+	return &keyCache{m: map[string]cached[domain.Principal]{}, caps: map[string]cached[int]{}}
+}
 
 // get returns the principal of hash remembered since now-keyCacheTTL,
 // and the generation to put a fresh lookup under.
-func (c *keyCache) get(hash string, now time.Time) (p domain.Principal, ok bool, gen uint64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.m[hash]
-	if ok && now.Sub(e.at) >= keyCacheTTL {
-		delete(c.m, hash)
-		ok = false
-	}
-	return e.p, ok, c.gen
+func (c *keyCache) get(hash string, now time.Time) (domain.Principal, bool, uint64) {
+	return lookup(c, c.m, hash, now)
 }
 
 // put remembers p as the principal of hash, looked up at now, unless the
 // cache was cleared since gen.
 func (c *keyCache) put(hash string, p domain.Principal, now time.Time, gen uint64) {
+	remember(c, c.m, hash, p, now, gen)
+}
+
+// maxRunning returns account's max_running remembered since
+// now-keyCacheTTL, and the generation to put a fresh lookup under.
+func (c *keyCache) maxRunning(account string, now time.Time) (int, bool, uint64) {
+	return lookup(c, c.caps, account, now)
+}
+
+// putMaxRunning remembers n as account's max_running, looked up at now,
+// unless the cache was cleared since gen.
+func (c *keyCache) putMaxRunning(account string, n int, now time.Time, gen uint64) {
+	remember(c, c.caps, account, n, now, gen)
+}
+
+// lookup returns what m of c remembers of k since now-keyCacheTTL, and
+// c's generation.
+func lookup[V any](c *keyCache, m map[string]cached[V], k string, now time.Time) (V, bool, uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := m[k]
+	if ok && now.Sub(e.at) >= keyCacheTTL {
+		delete(m, k)
+		var zero V
+		return zero, false, c.gen
+	}
+	return e.v, ok, c.gen
+}
+
+// remember puts v under k in m of c, looked up at now, unless c was
+// cleared since gen.
+func remember[V any](c *keyCache, m map[string]cached[V], k string, v V, now time.Time, gen uint64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen != gen {
 		return
 	}
-	if len(c.m) >= keyCacheMax {
-		clear(c.m)
+	if len(m) >= keyCacheMax {
+		clear(m)
 	}
-	c.m[hash] = keyEntry{p: p, at: now}
+	m[k] = cached[V]{v: v, at: now}
 }
 
-// clear forgets every principal.
+// clear forgets every principal and max_running.
 func (c *keyCache) clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
 	clear(c.m)
+	clear(c.caps)
 }
 
 // authChanged is called after a commit that may change a worker key's

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -129,7 +130,9 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		now := e.now()
 		var writes []*domain.Task // each chunk once
 		written := map[string]bool{}
-		voting = map[string]int{} // by job: its chunks voted on, up to bound
+		left := map[string]int{}      // by owner with a max_running: the tasks it may still have leased
+		capsRead := map[string]bool{} // the owners whose max_running was looked up
+		voting = map[string]int{}     // by job: its chunks voted on, up to bound
 		bound := e.maxVoting()
 		for _, account := range accounts {
 			idx := mine[account]
@@ -165,6 +168,9 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 				if err != nil {
 					return err
 				}
+				if err := e.runningLeft(ctx, q, cands, capsRead, left, now); err != nil {
+					return err
+				}
 				full := len(cands) == limit
 				if read == 0 && len(open) > 0 {
 					// This run's votes first, within their priority:
@@ -179,6 +185,10 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 					}
 					if !unfilled() {
 						break
+					}
+					pending := t.State == domain.TaskPending // leased now, it counts against max_running
+					if n, capped := left[t.Owner]; pending && capped && n <= 0 {
+						continue // its owner has max_running tasks leased: they wait
 					}
 					var ballot *domain.Task // what the worker runs, when t is voted on
 					switch {
@@ -219,6 +229,9 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 						written[t.ID] = true
 						writes = append(writes, t)
 					}
+					if n, capped := left[t.Owner]; pending && capped {
+						left[t.Owner] = n - 1
+					}
 					if ballot != nil {
 						domain.Lease(ballot, calls[idx[caller]].worker, now)
 						domain.FoldBallot(t, ballot)
@@ -253,6 +266,52 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 		e.notifyWork(domain.KindChunk, leased[0].Workload, made)
 	}
 	return out
+}
+
+// runningLeft adds to left how many more tasks the owners of the pending
+// tasks of cands may have leased under their max_running, for the owners
+// not in read yet, which it adds there; an owner without a max_running
+// is left out of left. The counts are taken under the locks a fair claim
+// takes (store.Querier.TaskCountLeasedLocked), so that they hold until
+// the transaction ends, whoever else claims the owners' tasks. A chunk
+// being voted on counts once, however many of its ballots run.
+func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*domain.Task, read map[string]bool, left map[string]int, now time.Time) error {
+	caps := map[string]int{}
+	var capped []string
+	for _, t := range cands {
+		if t.State != domain.TaskPending || read[t.Owner] {
+			continue
+		}
+		read[t.Owner] = true
+		n, ok, gen := e.keys.maxRunning(t.Owner, now)
+		if !ok {
+			a, err := q.AccountGet(ctx, t.Owner)
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				n = 0 // an account not recorded has no quotas
+			case err != nil:
+				return fmt.Errorf("read the max_running of account %s: %w", t.Owner, err)
+			default:
+				n = a.MaxRunning
+			}
+			e.keys.putMaxRunning(t.Owner, n, now, gen)
+		}
+		if n > 0 {
+			caps[t.Owner] = n
+			capped = append(capped, t.Owner)
+		}
+	}
+	if len(capped) == 0 {
+		return nil
+	}
+	counts, err := q.TaskCountLeasedLocked(ctx, capped)
+	if err != nil {
+		return fmt.Errorf("count the leased tasks of the accounts with a max_running: %w", err)
+	}
+	for _, owner := range capped {
+		left[owner] = caps[owner] - counts[owner]
+	}
+	return nil
 }
 
 // maxVoting bounds the chunks of a job voted on at once: twice the

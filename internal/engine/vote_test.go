@@ -127,6 +127,54 @@ func TestWorkerModes(t *testing.T) {
 	})
 }
 
+// TestOpenClaimsMaxRunning: an account at its max_running gets no more
+// tasks leased by untrusted workers either: a claim of 5 gets the 2 it
+// may have, the next claim none (no error) until one of them ends. A
+// chunk being voted on counts once: its other ballots still go out at the
+// cap, and no new vote starts.
+func TestOpenClaimsMaxRunning(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		e := newEngine(s, engine.Config{})
+		create := func(owner string, maxRunning, n, quorum int) string {
+			if _, _, err := e.CreateAccount(ctx, domain.Account{Name: owner, MaxRunning: maxRunning}); err != nil {
+				t.Fatal(err)
+			}
+			sp := spec(n)
+			sp.Workers, sp.Quorum = domain.WorkersAny, quorum
+			j, _, err := e.CreateJob(domain.WithCaller(ctx, domain.Caller{Account: owner}), sp, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return j.ID
+		}
+
+		create("capped", 2, 4, 1)
+		got := claimIDs(t, key(ctx, "vol"), e, "v1", 5)
+		if len(got) != 2 {
+			t.Fatalf("a claim of 5 got %v; want the 2 of max_running", got)
+		}
+		if more := claimIDs(t, key(ctx, "vol"), e, "v2", 5); len(more) != 0 {
+			t.Fatalf("a claim at the cap got %v; want none", more)
+		}
+		if err := complete(key(ctx, "vol"), e, got[0], "v1", "x"); err != nil {
+			t.Fatal(err)
+		}
+		if more := claimIDs(t, key(ctx, "vol"), e, "v2", 5); len(more) != 1 {
+			t.Fatalf("a claim after one lease ended got %v; want 1", more)
+		}
+
+		voted := create("voted", 1, 2, 2)
+		if got := claimIDs(t, key(ctx, "ada"), e, "a1", 5); !slices.Equal(got, []string{voted + "-0.r1"}) {
+			t.Fatalf("ada claims %v; want the first ballot of chunk 0 only", got)
+		}
+		if got := claimIDs(t, key(ctx, "bob"), e, "b1", 5); !slices.Equal(got, []string{voted + "-0.r2"}) {
+			t.Fatalf("bob claims %v; want chunk 0's second ballot and no vote on chunk 1", got)
+		}
+	})
+}
+
 // TestQuorum: a chunk of an "any" job that an untrusted worker takes is
 // voted on: its replicas go to workers of distinct accounts, two agreeing
 // outputs complete it with that output and the job completes; a liar's
