@@ -310,7 +310,8 @@ type Querier interface {
 	// may take: pending with no RunAfter, of jobs whose Workers is any, or
 	// own and whose Owner is p.Account; and chunks being voted on with a
 	// pending ballot whose Voters do not name p.Account; only the latter
-	// with p.BallotsOnly; none of p.Skip. Inside a transaction, where the
+	// with p.BallotsOnly; none of p.Skip, and no pending chunk of an owner
+	// of p.SkipPendingOf. Inside a transaction, where the
 	// database can, it locks them and skips rows another transaction has
 	// locked.
 	TaskListOpen(ctx context.Context, p *TaskListOpenParams) ([]*domain.Task, error)
@@ -541,6 +542,9 @@ type TaskListOpenParams struct {
 	Limit       int
 	BallotsOnly bool     // chunks with a pending ballot alone
 	Skip        []string // IDs not to return: those read before
+	// SkipPendingOf names owners whose pending chunks are not returned
+	// (accounts at their max_running); their chunks being voted on are.
+	SkipPendingOf []string
 }
 
 // TaskMakeRunnableParams says which tasks in backoff become runnable.

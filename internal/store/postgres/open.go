@@ -17,7 +17,7 @@ const sqlTaskListOpen = `SELECT ` + taskColumns + ` FROM tasks AS t
 WHERE (state = 'pending' OR (state = 'leased' AND voters <> '')) AND workers <> ''
 AND strpos(voters, ',' || $1 || ',') = 0 AND run_after IS NULL
 AND (cardinality($2::text[]) = 0 OR workload = ANY($2)) AND (NOT $4 OR state = 'leased')
-AND NOT (id = ANY($5))
+AND NOT (id = ANY($5)) AND (state = 'leased' OR NOT (owner = ANY($6)))
 AND kind = 'chunk' AND (state = 'leased' OR workers = 'any' OR owner = $1)
 ORDER BY priority DESC, job_created_at NULLS FIRST, job_id, chunk_index
 LIMIT $3
@@ -30,11 +30,14 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if workloads == nil {
 		workloads = []string{}
 	}
-	skip := p.Skip
+	skip, capped := p.Skip, p.SkipPendingOf
 	if skip == nil {
 		skip = []string{}
 	}
-	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Limit, p.BallotsOnly, skip)
+	if capped == nil {
+		capped = []string{}
+	}
+	rows, err := q.db.Query(ctx, sqlTaskListOpen, p.Account, workloads, p.Limit, p.BallotsOnly, skip, capped)
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

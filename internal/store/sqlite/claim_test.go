@@ -55,7 +55,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		{sqlTaskList, []any{"j1", "chunk", -1, 10}, "tasks_job_kind_index"},
 		{sqlTaskListState, []any{"j1", "chunk", -1, "pending", 10}, "tasks_job_kind_state"},
 		{sqlTaskCancelJob, []any{1, "j1", ""}, "tasks_job_kind"},
-		{sqlTaskListOpen, []any{"a", "[]", 10, 0, "[]"}, "tasks_claim_open"},
+		{sqlTaskListOpen, []any{"a", "[]", 10, 0, "[]", "[]"}, "tasks_claim_open"},
 		{sqlTaskDecrementUpstreams, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
 		{sqlTaskGet, []any{"t"}, "sqlite_autoindex_tasks_1"},
 		{sqlTaskUpdate, make([]any, 18), "sqlite_autoindex_tasks_1"},

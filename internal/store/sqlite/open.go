@@ -17,6 +17,7 @@ var sqlTaskListOpen = newStatement(`SELECT ` + taskColumns + ` FROM tasks AS t I
 	AND instr(voters, ',' || ?1 || ',') = 0 AND run_after IS NULL
 	AND (?2 = '[]' OR workload IN (SELECT value FROM json_each(?2))) AND (NOT ?4 OR state = 'leased')
 	AND (?5 = '[]' OR id NOT IN (SELECT value FROM json_each(?5)))
+	AND (?6 = '[]' OR state = 'leased' OR owner NOT IN (SELECT value FROM json_each(?6)))
 	AND kind = 'chunk' AND (state = 'leased' OR workers = 'any' OR owner = ?1)
 	ORDER BY priority DESC, job_created_at, job_id, chunk_index LIMIT ?3`)
 
@@ -28,11 +29,14 @@ func (q *querier) TaskListOpen(ctx context.Context, p *store.TaskListOpenParams)
 	if workloads == nil {
 		workloads = []string{}
 	}
-	skip := p.Skip
+	skip, capped := p.Skip, p.SkipPendingOf
 	if skip == nil {
 		skip = []string{}
 	}
-	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Limit, boolArg(p.BallotsOnly), jsonArray(skip))
+	if capped == nil {
+		capped = []string{}
+	}
+	out, err := q.tasks(ctx, true, sqlTaskListOpen, p.Account, jsonArray(workloads), p.Limit, boolArg(p.BallotsOnly), jsonArray(skip), jsonArray(capped))
 	if err != nil {
 		return nil, translate(err, "list the tasks open to %s", p.Account)
 	}

@@ -17,7 +17,8 @@ import (
 // another account's "own" chunk, a task in backoff, a vote with no
 // ballot pending, or another workload's; and the workers mode and voters
 // read back as written. Asked for ballots alone, it finds no pending
-// chunk.
+// chunk; asked to pass over an owner's pending chunks, it finds the
+// ballots of that owner's votes still.
 func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 	s := newStore(t)
 	ctx := t.Context()
@@ -80,6 +81,12 @@ func exerciseTaskListOpen(t *testing.T, newStore newFunc) {
 	// A second look passes over what the first read.
 	if got, want := list("dave", nil, 3, false, "other", "x"), []string{"any", "y", "z"}; !slices.Equal(got, want) {
 		t.Errorf("TaskListOpen skipping other and x = %v; want %v", got, want)
+	}
+	// An account at its max_running: none of its pending chunks, but the
+	// ballots of its votes.
+	got, err := s.TaskListOpen(ctx, &store.TaskListOpenParams{Account: "dave", Limit: 100, SkipPendingOf: []string{"carol", "nobody"}})
+	if want := []string{"x", "y", "z"}; err != nil || !slices.Equal(taskIDs(got), want) {
+		t.Errorf("TaskListOpen passing over carol's pending chunks = %v, %v; want %v", taskIDs(got), err, want)
 	}
 	// The pool (no account) looks for ballots alone.
 	if got, want := list("", nil, 100, true), []string{"x", "y", "z"}; !slices.Equal(got, want) {
