@@ -164,6 +164,7 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 				}
 				cands, err := q.TaskListOpen(ctx, &store.TaskListOpenParams{
 					Account: account, Workloads: calls[0].workloads, Limit: limit, BallotsOnly: pr.Trusted, Skip: skip,
+					SkipPendingOf: atCap(left),
 				})
 				if err != nil {
 					return err
@@ -312,6 +313,18 @@ func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*doma
 		left[owner] = caps[owner] - counts[owner]
 	}
 	return nil
+}
+
+// atCap returns the owners in left with no task left to lease, whose
+// pending chunks a claim run's next reads pass over in the database.
+func atCap(left map[string]int) []string {
+	var out []string
+	for owner, n := range left {
+		if n <= 0 {
+			out = append(out, owner)
+		}
+	}
+	return out
 }
 
 // maxVoting bounds the chunks of a job voted on at once: twice the

@@ -129,9 +129,10 @@ func TestWorkerModes(t *testing.T) {
 
 // TestOpenClaimsMaxRunning: an account at its max_running gets no more
 // tasks leased by untrusted workers either: a claim of 5 gets the 2 it
-// may have, the next claim none (no error) until one of them ends. A
-// chunk being voted on counts once: its other ballots still go out at the
-// cap, and no new vote starts.
+// may have, the next claim none (no error) until one of them ends, and a
+// claim of one finds another account's job behind the capped one's many
+// chunks. A chunk being voted on counts once: its other ballots still go
+// out at the cap, and no new vote starts.
 func TestOpenClaimsMaxRunning(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, func(t *testing.T, s store.Store) {
@@ -150,7 +151,7 @@ func TestOpenClaimsMaxRunning(t *testing.T) {
 			return j.ID
 		}
 
-		create("capped", 2, 4, 1)
+		create("capped", 2, 10, 1)
 		got := claimIDs(t, key(ctx, "vol"), e, "v1", 5)
 		if len(got) != 2 {
 			t.Fatalf("a claim of 5 got %v; want the 2 of max_running", got)
@@ -163,6 +164,10 @@ func TestOpenClaimsMaxRunning(t *testing.T) {
 		}
 		if more := claimIDs(t, key(ctx, "vol"), e, "v2", 5); len(more) != 1 {
 			t.Fatalf("a claim after one lease ended got %v; want 1", more)
+		}
+		later := create("later", 0, 1, 1)
+		if got := claimIDs(t, key(ctx, "vol"), e, "v3", 1); !slices.Equal(got, []string{later + "-0"}) {
+			t.Fatalf("a claim of one at the cap got %v; want the later job's chunk behind the capped job's 7", got)
 		}
 
 		voted := create("voted", 1, 2, 2)
