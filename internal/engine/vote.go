@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -277,7 +276,6 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 // the transaction ends, whoever else claims the owners' tasks. A chunk
 // being voted on counts once, however many of its ballots run.
 func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*domain.Task, read map[string]bool, left map[string]int, now time.Time) error {
-	caps := map[string]int{}
 	var capped []string
 	for _, t := range cands {
 		if t.State != domain.TaskPending || read[t.Owner] {
@@ -286,19 +284,17 @@ func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*doma
 		read[t.Owner] = true
 		n, ok, gen := e.keys.maxRunning(t.Owner, now)
 		if !ok {
-			a, err := q.AccountGet(ctx, t.Owner)
-			switch {
-			case errors.Is(err, store.ErrNotFound):
-				n = 0 // an account not recorded has no quotas
-			case err != nil:
-				return fmt.Errorf("read the max_running of account %s: %w", t.Owner, err)
-			default:
+			a, err := quotaAccount(ctx, q, t.Owner, false, func(a *domain.Account) bool { return a.MaxRunning > 0 })
+			if err != nil {
+				return err
+			}
+			if n = 0; a != nil {
 				n = a.MaxRunning
 			}
 			e.keys.putMaxRunning(t.Owner, n, now, gen)
 		}
 		if n > 0 {
-			caps[t.Owner] = n
+			left[t.Owner] = n
 			capped = append(capped, t.Owner)
 		}
 	}
@@ -310,7 +306,7 @@ func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*doma
 		return fmt.Errorf("count the leased tasks of the accounts with a max_running: %w", err)
 	}
 	for _, owner := range capped {
-		left[owner] = caps[owner] - counts[owner]
+		left[owner] -= counts[owner]
 	}
 	return nil
 }
