@@ -271,11 +271,16 @@ func (e *Engine) openClaimRun(ctx context.Context, calls []openClaimCall) []clai
 // runningLeft adds to left how many more tasks the owners of the pending
 // tasks of cands may have leased under their max_running, for the owners
 // not in read yet, which it adds there; an owner without a max_running
-// is left out of left. The counts are taken under the locks a fair claim
-// takes (store.Querier.TaskCountLeasedLocked), so that they hold until
-// the transaction ends, whoever else claims the owners' tasks. A chunk
-// being voted on counts once, however many of its ballots run.
+// is left out of left, and so is every owner with fifo scheduling, which
+// applies no max_running to any claim. The counts are taken under the
+// locks a fair claim takes (store.Querier.TaskCountLeasedLocked), so that
+// they hold until the transaction ends, whoever else claims the owners'
+// tasks. A chunk being voted on counts once, however many of its ballots
+// run.
 func (e *Engine) runningLeft(ctx context.Context, q store.Querier, cands []*domain.Task, read map[string]bool, left map[string]int, now time.Time) error {
+	if e.cfg.Scheduling == SchedulingFIFO {
+		return nil
+	}
 	var capped []string
 	for _, t := range cands {
 		if t.State != domain.TaskPending || read[t.Owner] {

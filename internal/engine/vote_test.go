@@ -132,7 +132,8 @@ func TestWorkerModes(t *testing.T) {
 // may have, the next claim none (no error) until one of them ends, and a
 // claim of one finds another account's job behind the capped one's many
 // chunks. A chunk being voted on counts once: its other ballots still go
-// out at the cap, and no new vote starts.
+// out at the cap, and no new vote starts. With fifo scheduling, as for
+// trusted claims, max_running does not apply.
 func TestOpenClaimsMaxRunning(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, func(t *testing.T, s store.Store) {
@@ -151,7 +152,7 @@ func TestOpenClaimsMaxRunning(t *testing.T) {
 			return j.ID
 		}
 
-		create("capped", 2, 10, 1)
+		capped := create("capped", 2, 10, 1)
 		got := claimIDs(t, key(ctx, "vol"), e, "v1", 5)
 		if len(got) != 2 {
 			t.Fatalf("a claim of 5 got %v; want the 2 of max_running", got)
@@ -168,6 +169,10 @@ func TestOpenClaimsMaxRunning(t *testing.T) {
 		later := create("later", 0, 1, 1)
 		if got := claimIDs(t, key(ctx, "vol"), e, "v3", 1); !slices.Equal(got, []string{later + "-0"}) {
 			t.Fatalf("a claim of one at the cap got %v; want the later job's chunk behind the capped job's 7", got)
+		}
+		fifo := newEngine(s, engine.Config{Scheduling: engine.SchedulingFIFO})
+		if got := claimIDs(t, key(ctx, "vol"), fifo, "v4", 5); len(got) != 5 || !strings.HasPrefix(got[0], capped+"-") {
+			t.Fatalf("a claim of 5 with fifo scheduling got %v; want 5 of the capped job's chunks", got)
 		}
 
 		voted := create("voted", 1, 2, 2)
