@@ -136,19 +136,7 @@ func (q *querier) TaskCountLeasedLocked(ctx context.Context, owners []string) (m
 	if err != nil {
 		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
 	}
-	out := map[string]int{}
-	var (
-		owner string
-		n     int
-	)
-	_, err = pgx.ForEachRow(rows, []any{&owner, &n}, func() error {
-		out[owner] = n
-		return nil
-	})
-	if err != nil {
-		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
-	}
-	return out, nil
+	return collectByKey[int](rows, "count the leased tasks of %d accounts", len(owners))
 }
 
 // AccountTokenInsert records a new token.

@@ -386,18 +386,19 @@ func (q *querier) TaskLockVersions(ctx context.Context, ids []string) (map[strin
 	if err != nil {
 		return nil, translate(err, "lock %d tasks", len(ids))
 	}
-	return collectVersions(rows, "lock %d tasks", len(ids))
+	return collectByKey[int64](rows, "lock %d tasks", len(ids))
 }
 
-// collectVersions reads rows of (id, version).
-func collectVersions(rows pgx.Rows, format string, args ...any) (map[string]int64, error) {
-	out := map[string]int64{}
+// collectByKey reads rows of (key, number): a task's ID and version, an
+// account and a count.
+func collectByKey[V int | int64](rows pgx.Rows, format string, args ...any) (map[string]V, error) {
+	out := map[string]V{}
 	var (
-		id string
-		v  int64
+		k string
+		v V
 	)
-	_, err := pgx.ForEachRow(rows, []any{&id, &v}, func() error {
-		out[id] = v
+	_, err := pgx.ForEachRow(rows, []any{&k, &v}, func() error {
+		out[k] = v
 		return nil
 	})
 	if err != nil {

@@ -133,18 +133,7 @@ func (q *querier) TaskCountLeasedLocked(ctx context.Context, owners []string) (m
 	if len(owners) == 0 {
 		return nil, nil
 	}
-	out := map[string]int{}
-	err := q.query(ctx, false, func(r scanner) error {
-		var (
-			owner string
-			n     int
-		)
-		if err := r.Scan(&owner, &n); err != nil {
-			return err
-		}
-		out[owner] = n
-		return nil
-	}, sqlTaskCountLeasedBy, jsonArray(owners))
+	out, err := queryByKey[int](ctx, q, sqlTaskCountLeasedBy, jsonArray(owners))
 	if err != nil {
 		return nil, translate(err, "count the leased tasks of %d accounts", len(owners))
 	}

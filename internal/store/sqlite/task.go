@@ -173,22 +173,29 @@ func (q *querier) TaskLockVersions(ctx context.Context, ids []string) (map[strin
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	out := map[string]int64{}
-	err := q.query(ctx, false, func(r scanner) error {
-		var (
-			id string
-			v  int64
-		)
-		if err := r.Scan(&id, &v); err != nil {
-			return err
-		}
-		out[id] = v
-		return nil
-	}, sqlTaskVersions, jsonArray(ids))
+	out, err := queryByKey[int64](ctx, q, sqlTaskVersions, jsonArray(ids))
 	if err != nil {
 		return nil, translate(err, "lock %d tasks", len(ids))
 	}
 	return out, nil
+}
+
+// queryByKey reads the rows of (key, number) that query gives for args:
+// a task's ID and version, an account and a count.
+func queryByKey[V int | int64](ctx context.Context, q *querier, query *statement, args ...any) (map[string]V, error) {
+	out := map[string]V{}
+	err := q.query(ctx, false, func(r scanner) error {
+		var (
+			k string
+			v V
+		)
+		if err := r.Scan(&k, &v); err != nil {
+			return err
+		}
+		out[k] = v
+		return nil
+	}, query, args...)
+	return out, err
 }
 
 // TaskList returns a job's tasks of one kind by ChunkIndex ascending. An
