@@ -24,6 +24,8 @@ type Job struct {
 	Priority       int
 	Workers        WorkerMode // who may run its chunks
 	Quorum         int        // for WorkersAny: accounts that must agree on an untrusted output; else 0
+	Columns        []string   // input columns the final CSV carries after the outputs' own; nil when none
+	IDColumn       string     // the column that joins outputs to input rows; "" when Columns is nil
 	Status         JobStatus
 	Error          string // names the task that failed the job
 	RootTaskID     string // the stitch task

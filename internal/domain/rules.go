@@ -35,6 +35,11 @@ type JobSpec struct {
 	// to the same job.
 	Workers WorkerMode `json:",omitempty"`
 	Quorum  int        `json:",omitempty"`
+	// Columns are input columns the final CSV carries, joined by
+	// IDColumn; both are empty when none are asked for, so that a
+	// request made before they existed replays to the same job.
+	Columns  []string `json:",omitempty"`
+	IDColumn string   `json:",omitempty"`
 }
 
 // ChunkRef is one input chunk: where a worker downloads it and its checksum.
@@ -115,6 +120,9 @@ func (s *JobSpec) Validate() error {
 	if s.Order != Desc && s.Order != Asc {
 		return Invalidf("order %q must be \"desc\" or \"asc\"", s.Order)
 	}
+	if err := s.checkColumns(); err != nil {
+		return err
+	}
 	if s.UploadID != "" {
 		if !ValidID(s.UploadID) {
 			return Invalidf("input.upload_id %q is not an ID this coordinator hands out", s.UploadID)
@@ -142,6 +150,55 @@ func (s *JobSpec) Validate() error {
 		}
 	}
 	return nil
+}
+
+// MaxColumns bounds the input columns a job's final CSV carries.
+const MaxColumns = 32
+
+// DefaultIDColumn is the column that joins outputs to input rows.
+const DefaultIDColumn = "id"
+
+// checkColumns checks the input columns asked for: at most MaxColumns
+// distinct names other than the id and score columns, from a table with a
+// header that the coordinator holds (an upload), since it joins them.
+func (s *JobSpec) checkColumns() error {
+	if len(s.Columns) == 0 {
+		if s.IDColumn != "" {
+			return Invalidf("id_column joins the input columns named by columns; name them, or leave id_column out")
+		}
+		return nil
+	}
+	if len(s.Columns) > MaxColumns {
+		return Invalidf("columns names %d columns; at most %d", len(s.Columns), MaxColumns)
+	}
+	if !validColumn(s.IDColumn) {
+		return Invalidf("id_column must be 1-256 bytes long, without NUL characters")
+	}
+	seen := make(map[string]bool, len(s.Columns))
+	for i, c := range s.Columns {
+		switch {
+		case !validColumn(c):
+			return Invalidf("columns[%d] must be 1-256 bytes long, without NUL characters", i)
+		case seen[c]:
+			return Invalidf("columns names %q twice", c)
+		case c == s.IDColumn:
+			return Invalidf("columns names the id column %q, which the outputs already carry", c)
+		case c == s.ScoreColumn:
+			return Invalidf("columns names the score column %q, which the outputs already carry", c)
+		}
+		seen[c] = true
+	}
+	if !s.HasHeader {
+		return Invalidf("columns names input columns by their header: it needs has_header true")
+	}
+	if s.UploadID == "" {
+		return Invalidf("columns needs input.upload_id: the coordinator joins the columns from the chunks it stores, and hosted chunks are not stored here")
+	}
+	return nil
+}
+
+func validColumn(name string) bool {
+	return name != "" && len(name) <= 256 && !strings.ContainsRune(name, 0)
 }
 
 // MaxParametersBytes bounds a job's parameters, measured as compact JSON

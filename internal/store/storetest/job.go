@@ -41,6 +41,8 @@ func fullJob(id string) *domain.Job {
 		ChunkCount:     42,
 		UploadID:       "0:u-" + id,
 		InputHeader:    []byte("id,\"fp\"\n"),
+		Columns:        []string{"smiles", `name, "quoted"`, "é"},
+		IDColumn:       "mol id",
 		IdempotencyKey: "idem-" + id,
 		RequestHash:    strings.Repeat("ab", 32),
 		Result:         []byte("id,score\n1,0.5\n\x00\xff\n"),

@@ -277,6 +277,7 @@ func cloneJob(j *domain.Job) *domain.Job {
 	c := *j
 	c.Parameters = bytes.Clone(j.Parameters)
 	c.Result = bytes.Clone(j.Result)
+	c.Columns = slices.Clone(j.Columns)
 	return &c
 }
 

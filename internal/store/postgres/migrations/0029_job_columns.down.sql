@@ -1,0 +1,2 @@
+ALTER TABLE jobs DROP COLUMN id_column;
+ALTER TABLE jobs DROP COLUMN columns;
