@@ -196,6 +196,8 @@ the same later for a job submitted without --wait.
 	f.StringVar(&req.Workers, "workers", "", `who may run the chunks: "trusted" (the default), "own" (also your worker keys) or "any" (any worker key, with a quorum)`)
 	f.IntVar(&req.Quorum, "quorum", 0, `with --workers any: accounts that must agree on an untrusted worker's output, 1-5 (default 2)`)
 	f.StringArrayVar(&params, "param", nil, "workload parameter KEY=VALUE (string) or KEY:=JSON; repeatable")
+	f.StringSliceVar(&req.Columns, "columns", nil, "input columns the result carries after the scores, comma-separated (joined by --id-column)")
+	f.StringVar(&req.IDColumn, "id-column", "", `with --columns: the column, in the input and the outputs, that joins them (default "id")`)
 	f.BoolVar(&noHeader, "no-header", false, "the table has no header line")
 	f.BoolVar(&wait, "wait", false, "wait for the job, show its progress and write its result")
 	f.StringVarP(&output, "output", "o", "", "with --wait: write the result here instead of standard output")

@@ -62,6 +62,10 @@ type JobRequest struct {
 	// an untrusted worker's output (0: the default, 2).
 	Workers string `json:"workers,omitempty"`
 	Quorum  int    `json:"quorum,omitempty"`
+	// Columns are input columns the final CSV carries, joined by
+	// IDColumn ("": the default, "id").
+	Columns  []string `json:"columns,omitempty"`
+	IDColumn string   `json:"id_column,omitempty"`
 }
 
 // JobInput names a job's input: an upload, or chunks hosted elsewhere.
@@ -116,6 +120,8 @@ type Job struct {
 	LeaseSeconds  int             `json:"lease_seconds"`
 	Workers       string          `json:"workers"`       // who may run its chunks: trusted, own or any
 	Quorum        int             `json:"quorum"`        // for workers "any"; else 0
+	Columns       []string        `json:"columns"`       // input columns the final CSV carries
+	IDColumn      string          `json:"id_column"`     // the column that joins them; "" without columns
 	ResultSHA256  string          `json:"result_sha256"` // of the final CSV, once completed
 }
 

@@ -5,10 +5,12 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/csv"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -83,6 +85,9 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 	if err != nil {
 		return nil, false, err
 	}
+	if err := checkHeaderColumns(header, spec); err != nil {
+		return nil, false, err
+	}
 	now := e.now()
 	local := e.newLocalID()
 	job := &domain.Job{
@@ -102,6 +107,8 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		Priority:       spec.Priority,
 		Workers:        spec.Workers,
 		Quorum:         spec.Quorum,
+		Columns:        spec.Columns,
+		IDColumn:       spec.IDColumn,
 		Status:         domain.JobPending,
 		RootTaskID:     e.cfg.Shard + ":" + local + "-root",
 		ChunkCount:     len(inputs),
@@ -355,6 +362,25 @@ func (e *Engine) chunkInputs(ctx context.Context, spec *domain.JobSpec) ([]chunk
 		}
 	}
 	return out, c.Header, nil
+}
+
+// checkHeaderColumns checks that the header line of an upload names the
+// columns spec joins, and its id column; a job that joins none, or cut
+// from hosted chunks (which Validate refuses to join), passes.
+func checkHeaderColumns(header []byte, spec *domain.JobSpec) error {
+	if len(spec.Columns) == 0 || header == nil {
+		return nil
+	}
+	names, err := csv.NewReader(bytes.NewReader(header)).Read()
+	if err != nil {
+		return fmt.Errorf("read the header line of upload %s: %w", spec.UploadID, err)
+	}
+	for _, c := range append([]string{spec.IDColumn}, spec.Columns...) {
+		if !slices.Contains(names, c) {
+			return domain.Invalidf("the upload's header has no column %q; it has %s", c, strings.Join(names, ", "))
+		}
+	}
+	return nil
 }
 
 // replay returns the job created under key when hash matches its request.

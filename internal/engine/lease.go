@@ -539,6 +539,19 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		if err == nil {
 			err = checkOutput(j, items[i].TaskID, items[i].Output)
 		}
+		var fault error
+		if err == nil && len(j.Columns) > 0 {
+			fault, err = e.checkOutputIDs(ctx, j, items[i].TaskID, items[i].Output)
+		}
+		if fault != nil {
+			// Run again, the same command on the same input gives the
+			// same ids. (The ballots of a vote have IDs of another form:
+			// an output they agree on is checked by the stitch.)
+			out[i].Task, out[i].Err = e.FailTask(ctx, FailTaskParams{
+				TaskID: items[i].TaskID, WorkerID: items[i].WorkerID, Attempt: items[i].Attempt, Error: fault.Error(),
+			})
+			continue
+		}
 		if err != nil {
 			out[i].Err = err
 			continue

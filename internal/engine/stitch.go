@@ -238,6 +238,14 @@ func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, w *bytes.Buf
 	if chunks != job.ChunkCount {
 		return chunks, 0, &mergeFault{fmt.Errorf("job %s has %d completed chunk outputs of %d", job.ID, chunks, job.ChunkCount)}
 	}
+	if len(job.Columns) > 0 {
+		if err := m.Join(job.IDColumn, job.Columns, e.chunkLookup(ctx, job)); err != nil {
+			if errors.Is(err, domain.ErrInvalidArgument) {
+				return chunks, 0, &mergeFault{err}
+			}
+			return chunks, 0, fmt.Errorf("join the input columns of job %s: %w", job.ID, err)
+		}
+	}
 	rows, err = m.Finish(w)
 	if err != nil {
 		return chunks, 0, &mergeFault{err}

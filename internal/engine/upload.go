@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -237,57 +236,48 @@ type InputObserver interface {
 // OpenTaskInput opens the input of a chunk task cut from an upload. A task
 // whose input is hosted elsewhere is ErrNotFound, naming where it is.
 func (e *Engine) OpenTaskInput(ctx context.Context, taskID string) (*TaskInput, error) {
-	t, j, key, err := e.taskInput(ctx, taskID)
+	t, j, err := e.taskInput(ctx, taskID)
 	if err != nil {
 		return nil, err
 	}
-	body, err := e.cfg.Blobs.OpenRange(ctx, key, t.InputOffset, t.InputLength)
+	in, err := e.openChunk(ctx, j, t)
 	if err != nil {
-		return nil, fmt.Errorf("input of task %s: %w", taskID, err)
+		return nil, err
 	}
-	return &TaskInput{
-		TaskInputInfo: taskInputInfo(t, j),
-		r:             io.MultiReader(bytes.NewReader(j.InputHeader), body),
-		body:          body,
-		e:             e,
-	}, nil
+	return &TaskInput{TaskInputInfo: taskInputInfo(t, j), r: in, body: in, e: e}, nil
 }
 
 // StatTaskInput is what OpenTaskInput would open, from the task's record
 // alone (for a HEAD): the blob store is not read.
 func (e *Engine) StatTaskInput(ctx context.Context, taskID string) (TaskInputInfo, error) {
-	t, j, _, err := e.taskInput(ctx, taskID)
+	t, j, err := e.taskInput(ctx, taskID)
 	if err != nil {
 		return TaskInputInfo{}, err
 	}
 	return taskInputInfo(t, j), nil
 }
 
-// taskInput returns the chunk task taskID, its job's settings and the blob
-// name of its upload.
-func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *domain.Job, string, error) {
+// taskInput returns the chunk task taskID, cut from an upload, and its
+// job's settings.
+func (e *Engine) taskInput(ctx context.Context, taskID string) (*domain.Task, *domain.Job, error) {
 	t, err := ballotReader(e.store).TaskGet(ctx, taskID)
 	if err == nil && !domain.PrincipalOf(ctx).Holds(t) {
 		err = store.ErrNotFound // a worker key's workers read what they hold alone
 	}
 	if err != nil {
-		return nil, nil, "", notFound(err, "task %q", taskID)
+		return nil, nil, notFound(err, "task %q", taskID)
 	}
 	if !t.Kind.ScoresRows() {
-		return nil, nil, "", fmt.Errorf("task %s has no input to download: %w", taskID, domain.ErrNotFound)
+		return nil, nil, fmt.Errorf("task %s has no input to download: %w", taskID, domain.ErrNotFound)
 	}
 	j, err := e.jobSettings(ctx, t.JobID)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, err
 	}
 	if j.UploadID == "" {
-		return nil, nil, "", fmt.Errorf("task %s's input is hosted at %s, not on this coordinator: %w", taskID, t.InputURI, domain.ErrNotFound)
+		return nil, nil, fmt.Errorf("task %s's input is hosted at %s, not on this coordinator: %w", taskID, t.InputURI, domain.ErrNotFound)
 	}
-	key, err := e.uploadKey(ctx, j.UploadID)
-	if err != nil {
-		return nil, nil, "", fmt.Errorf("upload of task %s: %w", taskID, err)
-	}
-	return t, j, key, nil
+	return t, j, nil
 }
 
 // taskInputInfo is what the input of chunk task t of job j is: its

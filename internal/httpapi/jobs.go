@@ -28,6 +28,8 @@ type createJobRequest struct {
 	TimeoutSeconds *int            `json:"timeout_seconds"`
 	Workers        *string         `json:"workers"`
 	Quorum         *int            `json:"quorum"`
+	Columns        []string        `json:"columns"`
+	IDColumn       *string         `json:"id_column"`
 }
 
 type inputRequest struct {
@@ -65,6 +67,12 @@ func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 	}
 	if s.Workers == domain.WorkersAny && r.Quorum == nil {
 		s.Quorum = domain.DefaultQuorum
+	}
+	// Only a job that joins columns has an id column (see domain.JobSpec).
+	if len(r.Columns) > 0 {
+		s.Columns, s.IDColumn = r.Columns, orDefault(r.IDColumn, domain.DefaultIDColumn)
+	} else if r.IDColumn != nil {
+		s.IDColumn = *r.IDColumn
 	}
 	if len(s.Parameters) == 0 || string(s.Parameters) == "null" {
 		s.Parameters = json.RawMessage("{}")

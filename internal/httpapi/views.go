@@ -34,7 +34,9 @@ type jobJSON struct {
 	LeaseSeconds   int               `json:"lease_seconds"`
 	TimeoutSeconds int               `json:"timeout_seconds"`
 	Workers        domain.WorkerMode `json:"workers"`
-	Quorum         *int              `json:"quorum"` // for workers "any" only
+	Quorum         *int              `json:"quorum"`    // for workers "any" only
+	Columns        []string          `json:"columns"`   // [] when none
+	IDColumn       *string           `json:"id_column"` // with columns only
 	ResultSHA256   *string           `json:"result_sha256"`
 }
 
@@ -47,7 +49,11 @@ func jobView(v *engine.JobView) *jobJSON {
 		Parameters: j.Parameters, ChunkRows: j.ChunkRows, HasHeader: j.HasHeader, TopK: j.TopK,
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
 		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),
-		Workers: cmp.Or(j.Workers, domain.WorkersTrusted),
+		Workers: cmp.Or(j.Workers, domain.WorkersTrusted), Columns: j.Columns,
+		IDColumn: strPtr(j.IDColumn),
+	}
+	if out.Columns == nil {
+		out.Columns = []string{}
 	}
 	if j.Workers == domain.WorkersAny {
 		out.Quorum = &j.Quorum

@@ -109,6 +109,8 @@ class Client:
         lease_seconds: Optional[int] = None,
         workers: Optional[str] = None,
         quorum: Optional[int] = None,
+        columns: Optional[Sequence[str]] = None,
+        id_column: Optional[str] = None,
         idempotency_key: Optional[str] = None,
     ) -> "Job":
         """Uploads ``source`` and creates a job over it: score every row with
@@ -130,6 +132,10 @@ class Client:
         "own" (also this account's worker keys) or "any" (any worker key);
         with "any", ``quorum`` (1-5, default 2) accounts must agree on an
         untrusted worker's output before it counts.
+
+        ``columns`` names input columns that the final CSV carries after the
+        scores, joined by ``id_column`` (default "id"), so that each kept row
+        comes with, say, its SMILES.
 
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
@@ -153,6 +159,8 @@ class Client:
             "timeout_seconds": timeout_seconds,
             "workers": workers,
             "quorum": quorum,
+            "columns": list(columns) if columns is not None else None,
+            "id_column": id_column,
         }
         spec.update({k: v for k, v in options.items() if v is not None})
         key = idempotency_key or str(uuid.uuid4())
