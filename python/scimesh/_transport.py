@@ -98,7 +98,9 @@ class Response:
         self.headers = resp.headers
 
     def read(self, n: int = -1) -> bytes:
-        return self._resp.read(n)
+        # http.client reads to the end of the body on None; on -1 it would
+        # wait for the connection to close.
+        return self._resp.read(None if n < 0 else n)
 
     def close(self) -> None:
         self._resp.close()
