@@ -450,28 +450,51 @@ func newJobsCmd() *cobra.Command {
 
 func newResultCmd() *cobra.Command {
 	var (
-		cf     clientFlags
-		output string
+		cf      clientFlags
+		output  string
+		partial bool
 	)
 	cmd := &cobra.Command{
 		Use:   "result JOB",
-		Short: "Download a completed job's final CSV",
+		Short: "Download a completed job's final CSV, or with --partial the best rows so far",
 		Args:  argsNamed("a job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := cf.client(cmd)
 			if err != nil {
 				return err
 			}
+			if partial {
+				return writePeek(cmd.Context(), cmd, c, args[0], output)
+			}
 			err = writeResult(cmd.Context(), cmd, c, args[0], output)
 			if client.IsNotReady(err) {
-				return fmt.Errorf("job %s has no result yet; wait until 'scimesh status %s' says completed", args[0], args[0])
+				return fmt.Errorf("job %s has no result yet; wait until 'scimesh status %s' says completed, or add --partial for the best rows so far", args[0], args[0])
 			}
 			return err
 		},
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write the result here instead of standard output")
+	cmd.Flags().BoolVar(&partial, "partial", false, "for a job not yet completed, the best rows over the chunks completed so far")
 	return cmd
+}
+
+// writePeek writes the best rows of job id so far to output (standard
+// output when empty), and says on standard error over how many chunks.
+func writePeek(ctx context.Context, cmd *cobra.Command, c *client.Client, id, output string) error {
+	p, err := c.PeekResult(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read the partial result of job %s: %w", id, err)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "the best rows of %d of %d chunks\n", p.ChunksDone, p.ChunksTotal)
+	if output == "" {
+		_, err := cmd.OutOrStdout().Write(p.CSV)
+		return err
+	}
+	if err := os.WriteFile(output, p.CSV, 0o644); err != nil {
+		return fmt.Errorf("write the partial result: %w", err)
+	}
+	return nil
 }
 
 func newLogsCmd() *cobra.Command {

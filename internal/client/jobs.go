@@ -158,6 +158,34 @@ func (c *Client) Result(ctx context.Context, jobID string) (io.ReadCloser, error
 	return c.stream(ctx, &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID) + "/result"})
 }
 
+// Peek is a look at a job's result before it completes.
+type Peek struct {
+	CSV         []byte // the best rows over the chunks completed so far; the final CSV once completed
+	ChunksDone  int
+	ChunksTotal int
+}
+
+// PeekResult returns the CSV that the job's chunks completed so far give
+// (GET /jobs/{id}/result?partial=true): the final CSV's rows, order and
+// format over those chunks alone, or the final CSV once the job is
+// completed.
+func (c *Client) PeekResult(ctx context.Context, jobID string) (*Peek, error) {
+	resp, cancel, err := c.send(ctx, &request{method: http.MethodGet, path: "/jobs/" + pathEscape(jobID) + "/result",
+		query: url.Values{"partial": {"true"}}})
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	defer resp.Body.Close()
+	p := &Peek{}
+	if p.CSV, err = io.ReadAll(resp.Body); err != nil {
+		return nil, transportError(ctx, "GET /jobs/"+jobID+"/result: read answer", err)
+	}
+	p.ChunksDone, _ = strconv.Atoi(resp.Header.Get("SciMesh-Chunks-Done"))
+	p.ChunksTotal, _ = strconv.Atoi(resp.Header.Get("SciMesh-Chunks-Total"))
+	return p, nil
+}
+
 // Cancel cancels a job and returns it. Cancelling is idempotent; a job
 // already final is returned unchanged.
 func (c *Client) Cancel(ctx context.Context, jobID string) (*Job, error) {

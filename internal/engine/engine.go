@@ -153,6 +153,7 @@ type Engine struct {
 	held      *held // the leases handed out here, as last written
 	votes     *held // the chunks being voted on, as last written here
 	blobOwner blobOwner
+	peeks     chan struct{} // PeekJobResult's turns, maxPeeks at once
 
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.
@@ -227,6 +228,7 @@ func New(s store.Store, cfg Config) *Engine {
 		votes:       newHeld(votesMax, votesBytes),
 		keys:        newKeyCache(),
 		pageBytes:   stitchPageBytes,
+		peeks:       make(chan struct{}, maxPeeks),
 	}
 	e.claims = newGroups(claimRunMax, e.claimRun)
 	e.openClaims = newGroups(claimRunMax, e.openClaimRun)

@@ -118,7 +118,7 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.keepStitchLease(mctx, t, stop) })
 	var buf bytes.Buffer
-	chunks, rows, mergeErr := e.mergeOutputs(mctx, job, &buf)
+	chunks, rows, mergeErr := e.mergeOutputs(mctx, job, job.TopK, &buf, true)
 	lost := context.Cause(mctx)
 	stop(nil)
 	wg.Wait()
@@ -196,12 +196,13 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 	return true, nil
 }
 
-// mergeOutputs writes to w the final CSV of job, reading its chunk outputs
-// page by page by chunk index, and returns how many chunk outputs it read
-// and how many rows it wrote. An error of the outputs is a *mergeFault;
-// any other (the database's, ctx's) is not.
-func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, w *bytes.Buffer) (chunks, rows int, err error) {
-	m, err := table.NewMerger(job.ScoreColumn, job.Order, job.TopK)
+// mergeOutputs writes to w the best topK rows of job's completed chunks'
+// outputs as its final CSV has them, reading the outputs page by page by
+// chunk index, and returns how many chunk outputs it read and how many
+// rows it wrote. With all, every chunk must have completed. An error of the outputs is a *mergeFault; any other
+// (the database's, ctx's) is not.
+func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, topK int, w *bytes.Buffer, all bool) (chunks, rows int, err error) {
+	m, err := table.NewMerger(job.ScoreColumn, job.Order, topK)
 	if err != nil {
 		return 0, 0, &mergeFault{err}
 	}
@@ -235,7 +236,7 @@ func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, w *bytes.Buf
 		after = outs[len(outs)-1].ChunkIndex
 		limit = min(max(e.pageBytes/max(size/len(outs), 1), 1), stitchMaxPage)
 	}
-	if chunks != job.ChunkCount {
+	if all && chunks != job.ChunkCount {
 		return chunks, 0, &mergeFault{fmt.Errorf("job %s has %d completed chunk outputs of %d", job.ID, chunks, job.ChunkCount)}
 	}
 	if len(job.Columns) > 0 {

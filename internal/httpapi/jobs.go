@@ -211,12 +211,38 @@ func (s *Server) listTasks(w http.ResponseWriter, r *http.Request) {
 // at a time (engine.ResultStream); an error once the headers are out cuts
 // the body short of its Content-Length.
 func (s *Server) jobResult(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	if p := r.URL.Query().Get("partial"); p != "" {
+		partial, err := strconv.ParseBool(p)
+		if err != nil {
+			s.writeError(w, r, domain.Invalidf("partial is %q; it must be true or false", p))
+			return
+		}
+		if partial {
+			peek, err := s.engine.PeekJobResult(r.Context(), r.PathValue("job_id"), 0)
+			if err != nil {
+				s.writeError(w, r, err)
+				return
+			}
+			h.Set("SciMesh-Chunks-Done", strconv.Itoa(peek.ChunksDone))
+			h.Set("SciMesh-Chunks-Total", strconv.Itoa(peek.ChunksTotal))
+			if !peek.Completed {
+				h.Set("Content-Type", "text/csv; charset=utf-8")
+				h.Set("Cache-Control", "no-store")
+				h.Set("Content-Length", strconv.Itoa(len(peek.CSV)))
+				w.WriteHeader(http.StatusOK)
+				if r.Method != http.MethodHead {
+					w.Write(peek.CSV)
+				}
+				return
+			}
+		}
+	}
 	res, err := s.engine.OpenJobResult(r.Context(), r.PathValue("job_id"))
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	h := w.Header()
 	h.Set("Content-Type", "text/csv; charset=utf-8")
 	if res.SHA256 != "" {
 		h.Set("ETag", `"sha256:`+res.SHA256+`"`)

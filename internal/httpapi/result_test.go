@@ -216,3 +216,48 @@ func TestJobResultRangeAndETag(t *testing.T) {
 		t.Errorf("If-None-Match %s: %d, want 304", etag, resp.StatusCode)
 	}
 }
+
+// TestJobResultPartial: ?partial=true on a running job answers the best
+// rows of the chunks completed so far, with how many of how many, where
+// the plain result is 409 not_ready; on the completed job it answers the
+// final CSV; a partial that is not a boolean is 400.
+func TestJobResultPartial(t *testing.T) {
+	t.Parallel()
+	b := setup(t, options{tokens: tokens})
+	j := b.createJob(3, map[string]any{"top_k": 2})
+	partial := func() response {
+		t.Helper()
+		return b.mustStatus(b.client("GET", "/jobs/"+j.JobID+"/result?partial=true", nil), http.StatusOK)
+	}
+	if r := partial(); len(r.body) != 0 || r.header.Get("SciMesh-Chunks-Done") != "0" || r.header.Get("SciMesh-Chunks-Total") != "3" {
+		t.Errorf("before any chunk: %q, %s of %s chunks; want nothing, 0 of 3", r.body, r.header.Get("SciMesh-Chunks-Done"), r.header.Get("SciMesh-Chunks-Total"))
+	}
+	outputs := []string{"id,score\na,1\nb,5\n", "id,score\nc,3\n", "id,score\nd,4\ne,2\n"}
+	for range 2 {
+		tk, ok := b.claim("w1", nil)
+		if !ok {
+			t.Fatal("no task to claim")
+		}
+		b.mustStatus(b.worker("POST", "/tasks/"+tk.TaskID+"/result", result("w1", 1, outputs[tk.ChunkIndex])), http.StatusOK)
+	}
+	if r := b.client("GET", "/jobs/"+j.JobID+"/result", nil); r.status != http.StatusConflict || r.errCode() != "not_ready" {
+		t.Errorf("the result of a running job: %s; want 409 not_ready", r)
+	}
+	r := partial()
+	if want := "id,score\nb,5\nc,3\n"; string(r.body) != want || r.header.Get("SciMesh-Chunks-Done") != "2" {
+		t.Errorf("after chunks 0 and 1: %q over %s chunks; want %q over 2", r.body, r.header.Get("SciMesh-Chunks-Done"), want)
+	}
+	if ct := r.header.Get("Content-Type"); ct != "text/csv; charset=utf-8" {
+		t.Errorf("Content-Type %q", ct)
+	}
+	tk, _ := b.claim("w1", nil)
+	b.mustStatus(b.worker("POST", "/tasks/"+tk.TaskID+"/result", result("w1", 1, outputs[2])), http.StatusOK)
+	b.waitJob(j.JobID, "completed")
+	final := b.mustStatus(b.client("GET", "/jobs/"+j.JobID+"/result", nil), http.StatusOK)
+	if r := partial(); !bytes.Equal(r.body, final.body) || string(r.body) != "id,score\nb,5\nd,4\n" || r.header.Get("SciMesh-Chunks-Done") != "3" {
+		t.Errorf("partial of the completed job: %q over %s chunks; want the final %q over 3", r.body, r.header.Get("SciMesh-Chunks-Done"), final.body)
+	}
+	if r := b.client("GET", "/jobs/"+j.JobID+"/result?partial=maybe", nil); r.status != http.StatusBadRequest {
+		t.Errorf("partial=maybe: %s; want 400", r)
+	}
+}

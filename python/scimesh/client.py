@@ -457,6 +457,29 @@ class Job:
         read_csv.setdefault("float_precision", "round_trip")
         return pd.read_csv(io.StringIO(self.result()), **read_csv)
 
+    def peek(self, **read_csv: Any) -> Any:
+        """The best rows so far: for a job not yet completed, the final CSV
+        that its chunks completed so far give (same order, ties and
+        format); for a completed job, its final CSV. A pandas DataFrame
+        when pandas is installed (keyword arguments go to
+        ``pandas.read_csv``; ``attrs["chunks_done"]`` and
+        ``attrs["chunks_total"]`` say over how many chunks), else the CSV
+        as text."""
+        resp = self.client._t.call("GET", f"/jobs/{_seg(self.id)}/result", query={"partial": "true"}, stream=True)
+        assert isinstance(resp, Response)
+        with resp:
+            text = resp.read().decode("utf-8")
+            done = int(resp.headers.get("SciMesh-Chunks-Done") or 0)
+            total = int(resp.headers.get("SciMesh-Chunks-Total") or 0)
+        try:
+            import pandas as pd
+        except ImportError:
+            return text
+        read_csv.setdefault("float_precision", "round_trip")
+        df = pd.read_csv(io.StringIO(text), **read_csv) if text else pd.DataFrame()
+        df.attrs["chunks_done"], df.attrs["chunks_total"] = done, total
+        return df
+
     def cancel(self) -> "Job":
         """Cancels the job (idempotent: a final job stays as it is); returns
         it as the coordinator answered."""
