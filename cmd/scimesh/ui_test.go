@@ -133,6 +133,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	if got := textOf(t, ctx, "#completed"); got != "0" {
 		t.Fatalf("completed chunks shown %q, want 0", got)
 	}
+	if got := textOf(t, ctx, "#best-caption"); got != "No chunk has completed yet." {
+		t.Fatalf("best rows caption %q before any chunk", got)
+	}
 	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void]("window.notReloaded = true"))
 	for i := range 3 {
 		var tk taskOut
@@ -140,15 +143,19 @@ func TestDashboardInBrowser(t *testing.T) {
 			t.Fatalf("claim %d: %d", i, s)
 		}
 		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/result", "wtok",
-			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": "id,score\na,1\n"}, nil); s != 200 {
+			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": fmt.Sprintf("id,score\nm%d,%d\n", i, i+1)}, nil); s != 200 {
 			t.Fatalf("result %d: %d", i, s)
 		}
 	}
-	// The chart's line ends at 3 of 10 chunks: y = 160 × (1 − 3/10).
-	waitFor(t, ctx, "the progress and the chart to reach 3 chunks live",
+	// The chart's line ends at 3 of 10 chunks: y = 160 × (1 − 3/10); the
+	// best row so far (top_k 1) is the third chunk's.
+	waitFor(t, ctx, "the progress, the chart and the best rows to reach 3 chunks live",
 		`document.getElementById("completed").textContent === "3" && document.getElementById("progress").value > 0.29 &&
 		document.getElementById("chart-caption").textContent.startsWith("3 of 10") &&
-		document.getElementById("chart-line").getAttribute("points").endsWith("600.0,112.0") && window.notReloaded === true`)
+		document.getElementById("chart-line").getAttribute("points").endsWith("600.0,112.0") &&
+		document.getElementById("best-caption").textContent === "The best 1 rows over 3 of 10 chunks." &&
+		document.querySelector("#best thead").textContent === "idscore" &&
+		document.querySelector("#best tbody").textContent === "m23" && window.notReloaded === true`)
 	if got := textOf(t, ctx, "#status"); got != "running" {
 		t.Fatalf("job status shown %q, want running", got)
 	}

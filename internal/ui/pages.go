@@ -45,6 +45,7 @@ type jobData struct {
 	States []domain.TaskState
 	Next   string
 	Chart  *chart
+	Best   *bestRows
 }
 
 func (u *UI) job(w http.ResponseWriter, r *http.Request) {
@@ -69,8 +70,13 @@ func (u *UI) job(w http.ResponseWriter, r *http.Request) {
 		u.fail(w, r, err)
 		return
 	}
+	best, err := u.best(r, id)
+	if err != nil {
+		u.fail(w, r, err)
+		return
+	}
 	u.render(w, r, 0, "job", "Job "+id, "jobs", jobData{Job: j, Tasks: tasks, State: state, States: taskStates,
-		Next: next, Chart: c})
+		Next: next, Chart: c, Best: best})
 }
 
 // progressEvent is what a job page's live view receives.
@@ -84,6 +90,7 @@ type progressEvent struct {
 	Caption  string            `json:"caption"`
 	XTicks   []tick            `json:"xticks"` // the time axis, which grows with the job
 	XTitle   string            `json:"xtitle"`
+	Best     *bestRows         `json:"best"` // the best rows so far, drawn with the chart
 }
 
 // Live views look for changes every pollEvery and redraw a job's chart
@@ -118,14 +125,20 @@ func (u *UI) jobEvents(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		ev := progressEvent{Status: string(j.Status), Progress: j.Tasks.Progress(), Percent: fmt.Sprintf("%.0f%%", j.Tasks.Progress()*100),
-			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption, XTicks: last.XTicks, XTitle: last.XTitle}
+			Tasks: j.Tasks, Final: j.Status.Final(), Chart: last.Chart, Caption: last.Caption, XTicks: last.XTicks, XTitle: last.XTitle,
+			Best: last.Best}
 		if ev.Tasks.Completed != chartDone && (time.Since(charted) >= chartEvery || ev.Final) {
 			c, err := u.chart(r, j)
 			if err != nil {
 				u.streamFailed(sse, r, err)
 				return
 			}
-			ev.Chart, ev.Caption, ev.XTicks, ev.XTitle = c.Points, c.Caption(), c.XTicks, c.XTitle
+			best, err := u.best(r, id)
+			if err != nil {
+				u.streamFailed(sse, r, err)
+				return
+			}
+			ev.Chart, ev.Caption, ev.XTicks, ev.XTitle, ev.Best = c.Points, c.Caption(), c.XTicks, c.XTitle, best
 			charted, chartDone = time.Now(), ev.Tasks.Completed
 		}
 		if b, _ := json.Marshal(ev); string(b) != sent { // sent only when it changed

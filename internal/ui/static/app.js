@@ -23,9 +23,26 @@ function followJob(section) {
     if (line && j.chart) line.setAttribute("points", j.chart);
     if (j.xticks) drawTimeAxis(j.xticks, j.xtitle);
     setText("chart-caption", j.caption);
+    if (j.best) drawBest(j.best);
   });
   es.addEventListener("done", () => { es.close(); window.location.reload(); });
   es.addEventListener("failure", (e) => { es.close(); setText("percent", e.data); });
+}
+
+// The best rows so far, drawn again as chunks complete.
+function drawBest(best) {
+  const table = document.getElementById("best");
+  if (!table) return;
+  const row = (cells, tag) => {
+    const tr = document.createElement("tr");
+    for (const c of cells) { const td = document.createElement(tag); td.textContent = c; tr.append(td); }
+    return tr;
+  };
+  table.tHead.replaceChildren(row(best.header || [], "th"));
+  table.tBodies[0].replaceChildren(...(best.rows || []).map((r) => row(r, "td")));
+  setText("best-caption", best.header
+    ? "The best " + best.rows.length + " rows over " + best.done + " of " + best.total + " chunks."
+    : "No chunk has completed yet.");
 }
 
 // The chart's time axis grows with the job: its ticks are drawn again.
