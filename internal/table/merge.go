@@ -95,6 +95,11 @@ func (m *Merger) Add(c ChunkOutput) error {
 		return fmt.Errorf("table: merge: chunk %d is passed after chunk %d; chunks must come by ascending index", c.Index, m.last)
 	}
 	m.added, m.last = true, c.Index
+	return m.merge(c)
+}
+
+// merge merges the output of one chunk, in whatever order it comes.
+func (m *Merger) merge(c ChunkOutput) error {
 	s := m.s
 	s.start(c.Data, true, c.Index)
 	defer s.src.Reset(nil) // hold no reference to c.Data
