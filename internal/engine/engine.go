@@ -154,6 +154,7 @@ type Engine struct {
 	votes     *held // the chunks being voted on, as last written here
 	blobOwner blobOwner
 	peeks     chan struct{} // PeekJobResult's turns, maxPeeks at once
+	peeked    peekCache     // PeekJobResult's merges, kept between looks
 
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.

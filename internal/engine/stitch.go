@@ -118,7 +118,7 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 	var wg sync.WaitGroup
 	wg.Go(func() { e.keepStitchLease(mctx, t, stop) })
 	var buf bytes.Buffer
-	chunks, rows, mergeErr := e.mergeOutputs(mctx, job, job.TopK, &buf, true)
+	chunks, rows, mergeErr := e.mergeOutputs(mctx, job, &buf)
 	lost := context.Cause(mctx)
 	stop(nil)
 	wg.Wait()
@@ -196,33 +196,47 @@ func (e *Engine) stitchJob(ctx context.Context, t *domain.Task) (bool, error) {
 	return true, nil
 }
 
-// mergeOutputs writes to w the best topK rows of job's completed chunks'
-// outputs as its final CSV has them, reading the outputs page by page by
-// chunk index, and returns how many chunk outputs it read and how many
-// rows it wrote. With all, every chunk must have completed. An error of the outputs is a *mergeFault; any other
-// (the database's, ctx's) is not.
-func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, topK int, w *bytes.Buffer, all bool) (chunks, rows int, err error) {
-	m, err := table.NewMerger(job.ScoreColumn, job.Order, topK)
+// mergeOutputs writes to w the final CSV of job, reading its chunk
+// outputs page by page by chunk index, and returns how many chunk outputs
+// it read and how many rows it wrote. An error of the outputs is a
+// *mergeFault; any other (the database's, ctx's) is not.
+func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, w *bytes.Buffer) (chunks, rows int, err error) {
+	m, err := table.NewMerger(job.ScoreColumn, job.Order, job.TopK)
 	if err != nil {
 		return 0, 0, &mergeFault{err}
 	}
+	chunks, err = e.readOutputs(ctx, job, m.Add)
+	if err != nil {
+		return chunks, 0, err
+	}
+	if chunks != job.ChunkCount {
+		return chunks, 0, &mergeFault{fmt.Errorf("job %s has %d completed chunk outputs of %d", job.ID, chunks, job.ChunkCount)}
+	}
+	rows, err = e.finishMerge(ctx, job, m, w)
+	return chunks, rows, err
+}
+
+// readOutputs hands the outputs of job's completed chunks to add, reading
+// them page by page by chunk index, and returns how many it read. An
+// error of add is a *mergeFault.
+func (e *Engine) readOutputs(ctx context.Context, job *domain.Job, add func(table.ChunkOutput) error) (chunks int, err error) {
 	after, limit := -1, stitchFirstPage
 	for page := 0; ; page++ {
 		if ctx.Err() != nil {
-			return chunks, 0, context.Cause(ctx)
+			return chunks, context.Cause(ctx)
 		}
 		outs, err := e.store.TaskResultList(ctx, &store.TaskResultListParams{JobID: job.ID, AfterIndex: after, Limit: limit})
 		if err != nil {
 			if ctx.Err() != nil {
-				return chunks, 0, context.Cause(ctx)
+				return chunks, context.Cause(ctx)
 			}
-			return chunks, 0, mapStoreErr(fmt.Errorf("read chunk outputs of job %s after chunk %d: %w", job.ID, after, err))
+			return chunks, mapStoreErr(fmt.Errorf("read chunk outputs of job %s after chunk %d: %w", job.ID, after, err))
 		}
 		size := 0
 		for i := range outs {
 			size += len(outs[i].Result)
-			if err := m.Add(table.ChunkOutput{Index: outs[i].ChunkIndex, Data: outs[i].Result}); err != nil {
-				return chunks, 0, &mergeFault{err}
+			if err := add(table.ChunkOutput{Index: outs[i].ChunkIndex, Data: outs[i].Result}); err != nil {
+				return chunks, &mergeFault{err}
 			}
 			outs[i].Result = nil // merged: let it go before the next page
 			chunks++
@@ -231,27 +245,30 @@ func (e *Engine) mergeOutputs(ctx context.Context, job *domain.Job, topK int, w 
 			e.stitchPageHook(job.ID, page)
 		}
 		if len(outs) < limit {
-			break
+			return chunks, nil
 		}
 		after = outs[len(outs)-1].ChunkIndex
 		limit = min(max(e.pageBytes/max(size/len(outs), 1), 1), stitchMaxPage)
 	}
-	if all && chunks != job.ChunkCount {
-		return chunks, 0, &mergeFault{fmt.Errorf("job %s has %d completed chunk outputs of %d", job.ID, chunks, job.ChunkCount)}
-	}
+}
+
+// finishMerge joins job's input columns, if it has any, to the rows m
+// kept, and writes them to w as the final CSV does; it returns how many
+// rows it wrote. An error of the data is a *mergeFault.
+func (e *Engine) finishMerge(ctx context.Context, job *domain.Job, m *table.Merger, w *bytes.Buffer) (int, error) {
 	if len(job.Columns) > 0 {
 		if err := m.Join(job.IDColumn, job.Columns, e.chunkLookup(ctx, job)); err != nil {
 			if errors.Is(err, domain.ErrInvalidArgument) {
-				return chunks, 0, &mergeFault{err}
+				return 0, &mergeFault{err}
 			}
-			return chunks, 0, fmt.Errorf("join the input columns of job %s: %w", job.ID, err)
+			return 0, fmt.Errorf("join the input columns of job %s: %w", job.ID, err)
 		}
 	}
-	rows, err = m.Finish(w)
+	rows, err := m.Finish(w)
 	if err != nil {
-		return chunks, 0, &mergeFault{err}
+		return 0, &mergeFault{err}
 	}
-	return chunks, rows, nil
+	return rows, nil
 }
 
 // keepStitchLease renews this process's lease on the stitch t every third
