@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# What a look at a running job costs: a job of 1,000 chunks (5,000,000
+# rows of 256-bit fingerprints, chunks of 5,000, top_k 100) on the
+# built-in tanimoto, one `scimesh serve` on a fresh SQLite file and one
+# `scimesh worker --concurrency 2`. Each round runs the job twice, in
+# turn (which goes first alternates): once alone, once while a client in
+# its own process (started before the job) asks
+# GET /jobs/{id}/result?partial=true every POLL seconds (default 0.25;
+# the dashboard's job page asks every 5).
+# It prints each run's job time (created_at to finished_at) and, for the
+# polled run, the partial answers' latency (median, 95th percentile,
+# worst) over those made after 100 chunks completed; then the medians.
+# Usage: bench/partial.sh [ROUNDS]   (default 3). BIN=PATH measures another
+# build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+poll=${POLL:-0.25}
+dir=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+bin=${BIN:-$dir/scimesh}
+[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
+. bench/lib.sh
+
+python3 - "$dir/fp.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("id,fingerprint\n")
+    for i in range(5_000_000):
+        f.write("m%d,%064x\n" % (i, random.getrandbits(256)))
+PY
+query=$(python3 -c 'import random; random.seed(2); print("%064x" % random.getrandbits(256))')
+
+# run MODE prints one line: the job's time, and with MODE poll the
+# partial answers' latencies.
+run() {
+	local mode=$1 port url server worker job poller=
+	port=$(freeport)
+	url=http://127.0.0.1:$port
+	rm -rf "$dir/data" "$dir/db"*
+	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$dir/db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
+	server=$!
+	wait_ready "$url" "$server" "$dir/serve.log" || exit 1
+	rm -f "$dir/job"
+	if [ "$mode" = poll ]; then
+		# Started before the job, so that its start-up is not the job's.
+		python3 - "$url" "$dir/job" "$poll" >"$dir/poll.txt" <<'PY' &
+import os, sys, time, urllib.request
+url, jobfile, every = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while not os.path.exists(jobfile):
+    time.sleep(0.01)
+job = open(jobfile).read().strip()
+while True:
+    t = time.perf_counter()
+    with urllib.request.urlopen(f"{url}/jobs/{job}/result?partial=true") as r:
+        r.read()
+        done, total = int(r.headers["SciMesh-Chunks-Done"]), int(r.headers["SciMesh-Chunks-Total"])
+    print(done, (time.perf_counter() - t) * 1000, flush=True)
+    if done == total:
+        break
+    time.sleep(every)
+PY
+		poller=$!
+		sleep 1
+	fi
+	job=$(SCIMESH_COORDINATOR=$url "$bin" submit "$dir/fp.csv" --workload tanimoto --chunk-rows 5000 --top-k 100 \
+		--param query="$query" 2>/dev/null)
+	echo "$job" >"$dir/job.tmp" && mv "$dir/job.tmp" "$dir/job"
+	"$bin" worker --coordinator "$url" --id w --concurrency 2 --workload tanimoto --work-dir "$dir/work" 2>"$dir/worker.log" &
+	worker=$!
+	local secs
+	secs=$(python3 - "$url" "$job" <<'PY'
+import json, sys, time, urllib.request
+from datetime import datetime
+url, job = sys.argv[1], sys.argv[2]
+while True:
+    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
+    if j["status"] in ("completed", "failed", "cancelled"):
+        break
+    time.sleep(0.2)
+assert j["status"] == "completed", j
+t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+print("%.2f" % (t(j["finished_at"]) - t(j["created_at"])).total_seconds())
+PY
+)
+	[ -z "$poller" ] || wait "$poller" || true
+	kill "$worker" 2>/dev/null || true
+	wait "$worker" 2>/dev/null || true
+	local rss
+	rss=$(grep VmHWM "/proc/$server/status" | tr -s ' \t' ' ')
+	kill "$server"
+	wait "$server" || true
+	if [ "$mode" = poll ]; then
+		echo "poll  job ${secs} s  partial $(python3 - "$dir/poll.txt" <<'PY'
+import statistics, sys
+ms = sorted(float(l.split()[1]) for l in open(sys.argv[1]) if int(l.split()[0]) >= 100)
+if not ms:
+    print("no answers after 100 chunks"); sys.exit()
+p95 = ms[min(len(ms) - 1, int(len(ms) * 0.95))]
+print("median %.1f ms  p95 %.1f ms  max %.1f ms  (%d answers)" % (statistics.median(ms), p95, ms[-1], len(ms)))
+PY
+)  serve${rss#VmHWM:}"
+	else
+		echo "quiet job ${secs} s  serve${rss#VmHWM:}"
+	fi
+}
+
+for r in $(seq "$rounds"); do
+	if [ $((r % 2)) = 1 ]; then order="quiet poll"; else order="poll quiet"; fi
+	for m in $order; do run "$m"; done
+done | tee "$dir/runs.txt"
+for m in quiet poll; do
+	echo "$m: median job $(grep "^$m" "$dir/runs.txt" | awk '{print $3}' | median %.2f) s"
+done
+echo "poll: median partial latency $(grep '^poll' "$dir/runs.txt" | sed 's/.*partial median \([0-9.]*\).*/\1/' | median %.1f) ms"
