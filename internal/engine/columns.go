@@ -25,8 +25,10 @@ import (
 // on rows that agree on the columns. An output without the id column is
 // an ErrInvalidArgument (the lease stays); an id the input does not give
 // is returned as fault, for the task to fail with. A task that does not
-// exist passes, for the transaction to say so.
-func (e *Engine) checkOutputIDs(ctx context.Context, j *domain.Job, taskID string, output []byte) (fault, err error) {
+// exist, or whose live lease (worker, attempt) does not hold, passes
+// unread, for the transaction to say so: only the worker running a chunk
+// can make the coordinator read its input.
+func (e *Engine) checkOutputIDs(ctx context.Context, j *domain.Job, taskID, worker string, attempt int, output []byte) (fault, err error) {
 	out, err := table.ParseOutput(output, j.ScoreColumn, j.TopK)
 	if err != nil {
 		return nil, fmt.Errorf("result of task %s: %w", taskID, err)
@@ -44,6 +46,9 @@ func (e *Engine) checkOutputIDs(ctx context.Context, j *domain.Job, taskID strin
 			return nil, nil
 		}
 		return nil, mapStoreErr(fmt.Errorf("read task %s: %w", taskID, err))
+	}
+	if domain.CheckLease(t, worker, attempt, e.now()) != nil {
+		return nil, nil
 	}
 	_, err = e.lookupColumns(ctx, j, t, ids)
 	if errors.Is(err, domain.ErrInvalidArgument) {

@@ -122,7 +122,8 @@ func TestColumnsJoined(t *testing.T) {
 // TestColumnsBadIDsFailTask: a result naming an id its chunk's input does
 // not have, or an id on two rows that differ in an asked column, fails its
 // task for good with an error naming the id, and so its job; a result
-// without the id column is refused and the lease stays.
+// without the id column is refused and the lease stays, as does one from
+// a worker that does not hold the lease.
 func TestColumnsBadIDsFailTask(t *testing.T) {
 	t.Parallel()
 	s := openStore(t)
@@ -151,6 +152,11 @@ func TestColumnsBadIDsFailTask(t *testing.T) {
 				t.Fatalf("a result without the id column: %v; want it refused naming the column", err)
 			}
 			p.Output = []byte(tt.output)
+			intruder := p
+			intruder.WorkerID = "intruder"
+			if _, err := e.CompleteTask(t.Context(), intruder); !errors.Is(err, domain.ErrLeaseLost) {
+				t.Fatalf("the same result from a worker without the lease: %v; want lease lost", err)
+			}
 			v, err := e.CompleteTask(t.Context(), p)
 			if err != nil {
 				t.Fatal(err)

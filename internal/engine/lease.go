@@ -541,7 +541,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		var fault error
 		if err == nil && len(j.Columns) > 0 {
-			fault, err = e.checkOutputIDs(ctx, j, items[i].TaskID, items[i].Output)
+			fault, err = e.checkOutputIDs(ctx, j, items[i].TaskID, items[i].leaseOwner(), items[i].Attempt, items[i].Output)
 		}
 		if fault != nil {
 			// Run again, the same command on the same input gives the
