@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -71,5 +72,45 @@ func TestWorkersPage(t *testing.T) {
 	}
 	if strings.Contains(adas, "<td>w1</td>") || strings.Contains(adas, "<td>w2</td>") {
 		t.Errorf("ada's page shows the pool's workers:\n%s", adas)
+	}
+}
+
+// TestJobPageBestRows: a job's page shows the columns it joins and its
+// best rows so far, with the joined values, over the chunks completed.
+func TestJobPageBestRows(t *testing.T) {
+	t.Parallel()
+	srv, e, _ := setup(t)
+	ctx := t.Context()
+	up, err := e.CreateUpload(ctx, strings.NewReader("id,smiles\na,CCO\nb,N\nc,O\n"), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _, err := e.CreateJob(ctx, &domain.JobSpec{Workload: "mols", Parameters: json.RawMessage("{}"), UploadID: up.ID,
+		ChunkRows: 1, HasHeader: true, TopK: 2, ScoreColumn: "score", Order: domain.Desc, MaxAttempts: 3, LeaseSeconds: 60,
+		Columns: []string{"smiles"}, IDColumn: "id"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := client(t)
+	login(t, c, srv.URL, "ctok")
+	_, page := get(t, c, srv.URL+"/ui/jobs/"+j.ID)
+	if !strings.Contains(page, `<span id="columns"><code>smiles</code></span> joined by <code>id</code>`) ||
+		!strings.Contains(page, "No chunk has completed yet.") {
+		t.Errorf("a new job's page lacks its columns or says it has best rows:\n%s", page)
+	}
+	for _, out := range []string{"id,score\na,0.5\n", "id,score\nb,0.9\n"} {
+		views, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w1", Workloads: []string{"mols"}})
+		if err != nil || len(views) != 1 {
+			t.Fatalf("claim: %d tasks, %v", len(views), err)
+		}
+		if _, err := e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: views[0].ID, WorkerID: "w1", Attempt: 1, Output: []byte(out)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, page = get(t, c, srv.URL+"/ui/jobs/"+j.ID)
+	want := `<thead><tr><th>id</th><th>score</th><th>smiles</th></tr></thead>
+<tbody><tr><td>b</td><td>0.9</td><td>N</td></tr><tr><td>a</td><td>0.5</td><td>CCO</td></tr></tbody>`
+	if !strings.Contains(page, "The best 2 rows over 2 of 3 chunks.") || !strings.Contains(page, want) {
+		t.Errorf("the page lacks the best rows over 2 of 3 chunks:\n%s", page)
 	}
 }
