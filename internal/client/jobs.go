@@ -36,6 +36,7 @@ type Workload struct {
 	Name     string    `json:"name"`
 	Workers  int       `json:"workers"`   // connected workers that announce it
 	LastSeen time.Time `json:"last_seen"` // the latest call of one of them
+	Versions []string  `json:"versions"`  // the versions they announce for it
 }
 
 // Workloads returns the workloads that the workers seen in the last ten

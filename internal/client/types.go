@@ -225,9 +225,13 @@ func localDeadline(expires time.Time, h http.Header, received time.Time) time.Ti
 
 // ClaimRequest is the body of POST /tasks/claim.
 type ClaimRequest struct {
-	WorkerID    string   `json:"worker_id"`
-	Workloads   []string `json:"workloads,omitempty"` // nil: any workload
-	WaitSeconds float64  `json:"wait_seconds,omitempty"`
+	WorkerID  string   `json:"worker_id"`
+	Workloads []string `json:"workloads,omitempty"` // nil: any workload
+	// WorkloadVersions is the version the worker runs of some of
+	// Workloads, by name, which the coordinator's chunk cache keys
+	// outputs by.
+	WorkloadVersions map[string]string `json:"workload_versions,omitempty"`
+	WaitSeconds      float64           `json:"wait_seconds,omitempty"`
 }
 
 // Result is a worker's result for one task: POST /tasks/{id}/result, or an

@@ -54,13 +54,17 @@ var sha256Re = regexp.MustCompile(`^[0-9a-f]{64}$`)
 // validName reports whether s is 1-128 characters of A-Z a-z 0-9 . _ : -,
 // the form of workload names and worker IDs. Every claim and result
 // checks one, so it is a loop rather than a regular expression.
-func validName(s string) bool {
+func validName(s string) bool { return validToken(s, '-') }
+
+// validToken reports whether s is 1-128 characters of A-Z a-z 0-9 . _ : -
+// and also.
+func validToken(s string, also byte) bool {
 	if len(s) == 0 || len(s) > 128 {
 		return false
 	}
 	for _, c := range []byte(s) {
 		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-', c == also:
 		default:
 			return false
 		}
@@ -260,6 +264,10 @@ func CheckLeaseRequest(worker string, attempt int) error {
 
 // ValidWorkerID reports whether id is 1-128 of [A-Za-z0-9._:-].
 func ValidWorkerID(id string) bool { return validName(id) }
+
+// ValidVersion reports whether v could be a workload's version: 1-128
+// characters of A-Z a-z 0-9 . _ : + -.
+func ValidVersion(v string) bool { return validToken(v, '+') }
 
 // ValidWorkload reports whether name is a well-formed workload name.
 func ValidWorkload(name string) bool { return validName(name) }

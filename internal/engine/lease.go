@@ -28,6 +28,9 @@ type ClaimTasksParams struct {
 	Workloads []string      // empty for any
 	Max       int           // 1-1000; 0 means 1
 	Wait      time.Duration // hold the call until a task is ready, at most 60s
+	// Versions says what the worker runs for some of Workloads: the
+	// workload's version, which the chunk cache keys outputs by.
+	Versions map[string]string
 
 	kind domain.TaskKind // chunk tasks unless set (PollTree sets tree)
 }
@@ -57,9 +60,18 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	}
 	// The same workload twice would count twice against Max in the store.
 	p.Workloads = slices.Compact(slices.Sorted(slices.Values(p.Workloads)))
+	for name, v := range p.Versions {
+		if _, found := slices.BinarySearch(p.Workloads, name); !found {
+			return nil, domain.Invalidf("workload_versions names %q, which workloads does not", name)
+		}
+		if !domain.ValidVersion(v) {
+			return nil, domain.Invalidf("the version %q of workload %s must be 1-128 characters of A-Z a-z 0-9 . _ : + -", v, name)
+		}
+	}
 	pr := domain.PrincipalOf(ctx)
 	p.WorkerID = pr.LeaseOwner(p.WorkerID)
-	e.seen(ctx, p.WorkerID, workerCall{announced: cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk, workloads: p.Workloads})
+	e.seen(ctx, p.WorkerID, workerCall{announced: cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk,
+		workloads: p.Workloads, versions: p.Versions})
 	// Untrusted workers claim what is open to them (claimOpen). Trusted
 	// ones claim as always and, finding nothing, the replicas of chunks
 	// being voted on, whose outputs they settle alone.

@@ -44,6 +44,7 @@ type workerCall struct {
 	heartbeat bool
 	announced bool
 	workloads []string
+	versions  map[string]string // of workloads, those the worker announced
 }
 
 // seen records that worker made call c, unless this process did so
@@ -51,7 +52,7 @@ type workerCall struct {
 // otherwise ignored: it costs the dashboard a little freshness.
 func (e *Engine) seen(ctx context.Context, worker string, c workerCall) {
 	now := e.now()
-	joined := store.JoinWorkloads(c.workloads)
+	joined := store.JoinWorkloads(c.workloads, c.versions)
 	e.seenLog.mu.Lock()
 	s := e.seenLog.last[worker]
 	due := now.Sub(s.call) >= seenEvery || (c.heartbeat && now.Sub(s.beat) >= seenEvery) ||
@@ -74,7 +75,7 @@ func (e *Engine) seen(ctx context.Context, worker string, c workerCall) {
 		return
 	}
 	err := e.store.WorkerUpsert(ctx, &store.WorkerUpsertParams{ID: worker, Now: now, Heartbeat: c.heartbeat,
-		Announced: c.announced, Workloads: c.workloads})
+		Announced: c.announced, Workloads: c.workloads, Versions: c.versions})
 	if err != nil && ctx.Err() == nil {
 		e.log.WarnContext(ctx, "recording a worker's call failed", "worker_id", worker, "error", err)
 	}
@@ -251,6 +252,7 @@ type WorkloadView struct {
 	Name     string
 	Workers  int       // connected workers that announce it
 	LastSeen time.Time // the latest call of one of them
+	Versions []string  // the versions those workers announce for it, sorted; nil when none does
 }
 
 // ListWorkloads returns the workloads that the workers seen within
@@ -274,9 +276,15 @@ func (e *Engine) ListWorkloads(ctx context.Context) ([]*WorkloadView, error) {
 			if w.LastSeen.After(v.LastSeen) {
 				v.LastSeen = w.LastSeen
 			}
+			if ver := w.Versions[name]; ver != "" && !slices.Contains(v.Versions, ver) {
+				v.Versions = append(v.Versions, ver)
+			}
 		}
 	}
 	out := slices.Collect(maps.Values(byName))
+	for _, v := range out {
+		slices.Sort(v.Versions)
+	}
 	slices.SortFunc(out, func(a, b *WorkloadView) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }

@@ -19,10 +19,11 @@ func (s *Server) getTask(w http.ResponseWriter, r *http.Request) {
 }
 
 type claimRequest struct {
-	WorkerID    string   `json:"worker_id"`
-	Workloads   []string `json:"workloads"`
-	WaitSeconds float64  `json:"wait_seconds"`
-	MaxTasks    *int     `json:"max_tasks"`
+	WorkerID         string            `json:"worker_id"`
+	Workloads        []string          `json:"workloads"`
+	WorkloadVersions map[string]string `json:"workload_versions"`
+	WaitSeconds      float64           `json:"wait_seconds"`
+	MaxTasks         *int              `json:"max_tasks"`
 }
 
 func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
@@ -41,7 +42,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tasks, err := s.engine.ClaimTasks(r.Context(), engine.ClaimTasksParams{
-		WorkerID: req.WorkerID, Workloads: req.Workloads, Max: max,
+		WorkerID: req.WorkerID, Workloads: req.Workloads, Versions: req.WorkloadVersions, Max: max,
 		Wait: time.Duration(req.WaitSeconds * float64(time.Second)),
 	})
 	if err != nil {

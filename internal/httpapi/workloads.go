@@ -10,6 +10,7 @@ type workloadJSON struct {
 	Name     string    `json:"name"`
 	Workers  int       `json:"workers"`
 	LastSeen time.Time `json:"last_seen"`
+	Versions []string  `json:"versions"` // [] when none is announced
 }
 
 // listWorkloads answers GET /workloads: the workloads that the workers
@@ -24,7 +25,10 @@ func (s *Server) listWorkloads(w http.ResponseWriter, r *http.Request) {
 		Workloads []workloadJSON `json:"workloads"`
 	}{Workloads: make([]workloadJSON, len(ws))}
 	for i, v := range ws {
-		out.Workloads[i] = workloadJSON{Name: v.Name, Workers: v.Workers, LastSeen: v.LastSeen}
+		out.Workloads[i] = workloadJSON{Name: v.Name, Workers: v.Workers, LastSeen: v.LastSeen, Versions: v.Versions}
+		if v.Versions == nil {
+			out.Workloads[i].Versions = []string{}
+		}
 	}
 	writeJSON(w, http.StatusOK, out)
 }

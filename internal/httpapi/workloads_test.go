@@ -27,6 +27,7 @@ func TestListWorkloads(t *testing.T) {
 				Name     string    `json:"name"`
 				Workers  int       `json:"workers"`
 				LastSeen time.Time `json:"last_seen"`
+				Versions []string  `json:"versions"`
 			}
 			list := func(what string, want ...workload) {
 				t.Helper()
@@ -74,17 +75,34 @@ func TestListWorkloads(t *testing.T) {
 			claim("w1", "dock", "score")
 			claim("w2", "score")
 			claim("w3") // any workload: it names none
-			list("three workers", workload{"dock", 1, t0}, workload{"score", 2, t0})
+			list("three workers", workload{"dock", 1, t0, []string{}}, workload{"score", 2, t0, []string{}})
 
 			// Six minutes on, w2 names another workload too; w1 keeps quiet.
 			b.clock.Advance(6 * time.Minute)
 			t1 := t0.Add(6 * time.Minute)
 			claim("w2", "fold", "score")
-			list("w2 announced again", workload{"dock", 1, t0}, workload{"fold", 1, t1}, workload{"score", 2, t1})
+			list("w2 announced again", workload{"dock", 1, t0, []string{}}, workload{"fold", 1, t1, []string{}}, workload{"score", 2, t1, []string{}})
+
+			// Versions announced with the workloads, each listed once; a
+			// version of a workload the claim does not name, or of a bad
+			// form, is refused.
+			versioned := func(worker string, versions map[string]any) response {
+				return b.worker("POST", "/tasks/claim", map[string]any{"worker_id": worker, "workloads": []string{"fold"}, "workload_versions": versions})
+			}
+			b.mustStatus(versioned("w4", map[string]any{"fold": "2.1+gpu"}), http.StatusNoContent)
+			b.mustStatus(versioned("w5", map[string]any{"fold": "2.0"}), http.StatusNoContent)
+			b.mustStatus(versioned("w6", map[string]any{"fold": "2.0"}), http.StatusNoContent)
+			for _, bad := range []map[string]any{{"dock": "1"}, {"fold": "two words"}, {"fold": ""}} {
+				if r := versioned("w7", bad); r.status != http.StatusBadRequest {
+					t.Errorf("a claim with workload_versions %v: %s, want 400", bad, r)
+				}
+			}
+			list("versions announced", workload{"dock", 1, t0, []string{}}, workload{"fold", 4, t1, []string{"2.0", "2.1+gpu"}},
+				workload{"score", 2, t1, []string{}})
 
 			// Past ten minutes since w1's last call, its workloads drop out.
 			b.clock.Advance(4*time.Minute + time.Second)
-			list("w1 gone quiet", workload{"fold", 1, t1}, workload{"score", 1, t1})
+			list("w1 gone quiet", workload{"fold", 4, t1, []string{"2.0", "2.1+gpu"}}, workload{"score", 1, t1, []string{}})
 			b.clock.Advance(6 * time.Minute)
 			list("every worker gone quiet")
 		})

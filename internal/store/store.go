@@ -606,6 +606,7 @@ type WorkerUpsertParams struct {
 	// Workloads, sorted, none when it takes any.
 	Announced bool
 	Workloads []string
+	Versions  map[string]string // of some of Workloads: what the worker says it runs for them
 }
 
 // WorkerListParams selects the workers seen lately.
@@ -632,22 +633,46 @@ type WorkerCursor struct {
 type Worker struct {
 	ID            string
 	FirstSeen     time.Time
-	LastSeen      time.Time // its last call
-	LastHeartbeat time.Time // its last lease renewal; zero when none
-	Workloads     []string  // named by its last chunk claim, sorted; nil when none (it takes any)
-	TasksDone     int64     // tasks it completed
+	LastSeen      time.Time         // its last call
+	LastHeartbeat time.Time         // its last lease renewal; zero when none
+	Workloads     []string          // named by its last chunk claim, sorted; nil when none (it takes any)
+	Versions      map[string]string // the versions that claim announced for some of them; nil when none
+	TasksDone     int64             // tasks it completed
 }
 
 // JoinWorkloads is how both stores keep a worker's workloads in one text
-// column: the names, space separated (a workload's name holds no space).
-func JoinWorkloads(names []string) string { return strings.Join(names, " ") }
-
-// SplitWorkloads reads what JoinWorkloads wrote; "" is nil.
-func SplitWorkloads(s string) []string {
-	if s == "" {
-		return nil
+// column: the names, space separated, each followed by "=" and the
+// version the worker announced for it, if any (neither a workload's name
+// nor a version holds a space or "=").
+func JoinWorkloads(names []string, versions map[string]string) string {
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(n)
+		if v := versions[n]; v != "" {
+			b.WriteByte('=')
+			b.WriteString(v)
+		}
 	}
-	return strings.Fields(s)
+	return b.String()
+}
+
+// SplitWorkloads reads what JoinWorkloads wrote; "" is nil, and so are
+// the versions when there are none.
+func SplitWorkloads(s string) (names []string, versions map[string]string) {
+	for _, f := range strings.Fields(s) {
+		name, v, ok := strings.Cut(f, "=")
+		names = append(names, name)
+		if ok {
+			if versions == nil {
+				versions = map[string]string{}
+			}
+			versions[name] = v
+		}
+	}
+	return names, versions
 }
 
 // TaskResultListParams selects a page of a job's chunk outputs.

@@ -93,7 +93,7 @@ func (q *querier) WorkerUpsert(ctx context.Context, p *store.WorkerUpsertParams)
 	}
 	var workloads any
 	if p.Announced {
-		workloads = store.JoinWorkloads(p.Workloads)
+		workloads = store.JoinWorkloads(p.Workloads, p.Versions)
 	}
 	if _, err := q.exec(ctx, sqlWorkerUpsert, p.ID, timeArg(p.Now), heartbeat, workloads); err != nil {
 		return translate(err, "record worker %s", p.ID)
@@ -143,7 +143,7 @@ func (q *querier) WorkerPage(ctx context.Context, p *store.WorkerPageParams) ([]
 		var workloads string
 		err := r.Scan(&w.ID, &first, &last, &beat, &workloads, &w.TasksDone)
 		w.FirstSeen, w.LastSeen, w.LastHeartbeat = timeOf(first), timeOf(last), timeOf(beat)
-		w.Workloads = store.SplitWorkloads(workloads)
+		w.Workloads, w.Versions = store.SplitWorkloads(workloads)
 		out = append(out, &w)
 		return err
 	}, sqlWorkerPage, p.Since.UnixMicro(), p.Prefix, afterSeen, afterID, limitArg(p.Limit))

@@ -523,6 +523,17 @@ func exerciseInspect(t *testing.T, newStore newFunc) {
 		announce(at.Add(3 * time.Second))
 		w.LastSeen, w.Workloads = at.Add(3*time.Second), nil
 		checkWorkers(t, "after announcing none", listWorkers(t, s, ever, 0), w)
+		// Versions come with the workloads they are of, and go with them.
+		versions := map[string]string{"dock": "2.1+cuda", "tanimoto": "builtin:tanimoto:1"}
+		if err := s.WorkerUpsert(t.Context(), &store.WorkerUpsertParams{ID: "w", Now: at.Add(4 * time.Second), Announced: true,
+			Workloads: []string{"dock", "score", "tanimoto"}, Versions: versions}); err != nil {
+			t.Fatal(err)
+		}
+		w.LastSeen, w.Workloads, w.Versions = at.Add(4*time.Second), []string{"dock", "score", "tanimoto"}, versions
+		checkWorkers(t, "after announcing versions", listWorkers(t, s, ever, 0), w)
+		announce(at.Add(5*time.Second), "dock")
+		w.LastSeen, w.Workloads, w.Versions = at.Add(5*time.Second), []string{"dock"}, nil
+		checkWorkers(t, "after announcing no versions", listWorkers(t, s, ever, 0), w)
 		// A worker first seen without announcing has none.
 		workerSeen(t, s, "v", at, false)
 		checkWorkers(t, "a worker that never announced", listWorkers(t, s, ever, 0), w, &store.Worker{ID: "v", FirstSeen: at, LastSeen: at})

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -199,6 +200,11 @@ func valueDiff(got, want any) string {
 		return ""
 	case []string:
 		if g := got.([]string); !slices.Equal(g, w) || (g == nil) != (w == nil) {
+			return fmt.Sprintf("got %q (nil %t), want %q (nil %t)", g, g == nil, w, w == nil)
+		}
+		return ""
+	case map[string]string:
+		if g := got.(map[string]string); !maps.Equal(g, w) || (g == nil) != (w == nil) {
 			return fmt.Sprintf("got %q (nil %t), want %q (nil %t)", g, g == nil, w, w == nil)
 		}
 		return ""
