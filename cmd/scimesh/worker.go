@@ -29,6 +29,7 @@ func newWorkerCmd() *cobra.Command {
 		concurrency int
 		workloads   []string
 		persistent  []string
+		versions    []string
 		grace       time.Duration
 		keepDirs    bool
 		treeSlots   int
@@ -95,6 +96,17 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 					return fmt.Errorf("--persistent %s names no workload: give it with --workload %s=COMMAND too", name, name)
 				}
 			}
+			for _, spec := range versions {
+				name, v, _ := strings.Cut(spec, "=")
+				if v == "" {
+					return fmt.Errorf("--workload-version %q gives no version: write NAME=VERSION", spec)
+				}
+				i := slices.IndexFunc(wls, func(wl worker.Workload) bool { return wl.Name == name })
+				if i < 0 {
+					return fmt.Errorf("--workload-version %s names no workload: write NAME=VERSION for a NAME given with --workload", spec)
+				}
+				wls[i].Version = v
+			}
 			log := newLogger(slog.LevelInfo)
 			// The client warns once when it sends the token in the clear;
 			// Trees sends it to the same coordinator, so that warning
@@ -127,6 +139,8 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 	f.String("id", "", "this worker's ID, 1-128 of [A-Za-z0-9._:-] (env SCIMESH_WORKER_ID; default HOSTNAME-PID)")
 	f.IntVar(&concurrency, "concurrency", 1, "how many tasks run at once")
 	f.StringArrayVar(&workloads, "workload", nil, "NAME=COMMAND runs COMMAND with /bin/sh -c for tasks of NAME; NAME alone turns on a built-in (repeat the flag)")
+	f.StringArrayVar(&versions, "workload-version", nil, "NAME=VERSION: what this worker runs for NAME, which the coordinator caches outputs by "+
+		"(default: a hash of the command and of its program's file; repeat the flag)")
 	f.StringArrayVar(&persistent, "persistent", nil, "run the --workload NAME's command once per slot and hand it chunk after chunk over stdin and stdout "+
 		"(docs/workload-protocol.md), for a workload that loads something slow once (repeat the flag)")
 	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/, each beside a copy of its chunk (room for the chunks of every running task; env SCIMESH_WORK_DIR)")

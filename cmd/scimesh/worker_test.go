@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -445,4 +446,44 @@ func workerAlive(pid int) bool {
 	s := string(stat)
 	i := strings.LastIndexByte(s, ')')
 	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
+}
+
+// TestWorkerVersionFlag: --workload-version sets what the worker announces
+// for a workload, and one that names no workload, or gives no version,
+// is refused.
+func TestWorkerVersionFlag(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, bad := range []struct{ flag, want string }{
+		{"b=1", "--workload-version b=1 names no workload"},
+		{"a=", "gives no version"},
+		{"a=two words", "must be 1-128 characters"},
+	} {
+		out, err := run(t, dir, workerEnv("http://127.0.0.1:1"), "worker", "--workload", "a=cat", "--workload-version", bad.flag)
+		if err == nil || !strings.Contains(out, bad.want) {
+			t.Errorf("--workload-version %q: %v\n%s", bad.flag, err, out)
+		}
+	}
+	p := serveSQLite(t, dir)
+	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
+		"--workload", "a=cat", "--workload-version", "a=3.1")
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var got struct {
+			Workloads []struct {
+				Name     string   `json:"name"`
+				Versions []string `json:"versions"`
+			} `json:"workloads"`
+		}
+		if s := call(t, "GET", p.url+"/workloads", "ctok", nil, &got); s != 200 {
+			t.Fatalf("GET /workloads: %d", s)
+		}
+		if len(got.Workloads) == 1 && got.Workloads[0].Name == "a" && slices.Equal(got.Workloads[0].Versions, []string{"3.1"}) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("GET /workloads gives %+v; want a at version 3.1", got.Workloads)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -149,6 +149,16 @@ func New(cfg Config) (*Worker, error) {
 		if wl.Persistent && wl.Command == "" {
 			return nil, fmt.Errorf("workload %q is a built-in, which runs inside the worker: only a workload with a command can be persistent", wl.Name)
 		}
+		if wl.Version == "" {
+			v, err := DefaultVersion(wl)
+			if err != nil {
+				return nil, err
+			}
+			wl.Version = v
+		}
+		if !domain.ValidVersion(wl.Version) {
+			return nil, fmt.Errorf("the version %q of workload %s must be 1-128 characters of A-Z a-z 0-9 . _ : + -", wl.Version, wl.Name)
+		}
 		needDir = needDir || wl.Command != ""
 		w.workloads[wl.Name] = wl
 		w.names = append(w.names, wl.Name)
@@ -327,7 +337,11 @@ func (w *Worker) slot(n int, claimCtx, runCtx context.Context, stop context.Canc
 	procs := w.newSlotProcs(n)
 	defer procs.close()
 	b := backoff{min: w.cfg.MinBackoff, max: w.cfg.MaxBackoff}
-	req := client.ClaimRequest{WorkerID: w.cfg.ID, Workloads: w.names, WaitSeconds: w.cfg.ClaimWait.Seconds()}
+	versions := make(map[string]string, len(w.names))
+	for _, name := range w.names {
+		versions[name] = w.workloads[name].Version
+	}
+	req := client.ClaimRequest{WorkerID: w.cfg.ID, Workloads: w.names, WorkloadVersions: versions, WaitSeconds: w.cfg.ClaimWait.Seconds()}
 	for claimCtx.Err() == nil {
 		wait, ok := w.ending.claimWindow(w.cfg.ClaimWait)
 		if !ok {

@@ -2,9 +2,13 @@ package worker
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
 	"sort"
 	"strings"
 
@@ -27,6 +31,40 @@ type Workload struct {
 	// Persistent runs Command once per slot instead of once per task,
 	// and hands it task after task in frames (docs/workload-protocol.md).
 	Persistent bool
+	// Version is what the worker announces it runs for Name, which the
+	// coordinator's chunk cache keys outputs by; empty for DefaultVersion.
+	Version string
+}
+
+// builtinVersion is the version of the built-ins' outputs: raise it when
+// what a built-in writes for some input changes.
+const builtinVersion = "1"
+
+// DefaultVersion is the version of wl when its operator gives none: for
+// a built-in, "builtin:NAME:" and builtinVersion; for a command, the
+// SHA-256 of the command and, when its first word names a file (a path,
+// or a program on PATH), of that file's bytes too — read now, so a
+// worker must be restarted to announce a file's new version.
+func DefaultVersion(wl Workload) (string, error) {
+	if wl.Command == "" {
+		return "builtin:" + wl.Name + ":" + builtinVersion, nil
+	}
+	h := sha256.New()
+	h.Write([]byte(wl.Command))
+	if f := strings.Fields(wl.Command); len(f) > 0 {
+		if path, err := exec.LookPath(f[0]); err == nil {
+			file, err := os.Open(path)
+			if err != nil {
+				return "", fmt.Errorf("workload %s: read %s for its version: %w", wl.Name, path, err)
+			}
+			defer file.Close()
+			h.Write([]byte{0})
+			if _, err := io.Copy(h, file); err != nil {
+				return "", fmt.Errorf("workload %s: read %s for its version: %w", wl.Name, path, err)
+			}
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // RunFunc is a workload built into the worker. It reads the task's chunk
