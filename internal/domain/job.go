@@ -26,6 +26,8 @@ type Job struct {
 	Quorum         int        // for WorkersAny: accounts that must agree on an untrusted output; else 0
 	Columns        []string   // input columns the final CSV carries after the outputs' own; nil when none
 	IDColumn       string     // the column that joins outputs to input rows; "" when Columns is nil
+	NoCache        bool       // the job neither reuses remembered chunk outputs nor adds to them
+	Cached         int        // chunks completed from remembered outputs, not run
 	Status         JobStatus
 	Error          string // names the task that failed the job
 	RootTaskID     string // the stitch task

@@ -40,6 +40,8 @@ type JobSpec struct {
 	// request made before they existed replays to the same job.
 	Columns  []string `json:",omitempty"`
 	IDColumn string   `json:",omitempty"`
+	// NoCache is "cache": false.
+	NoCache bool `json:",omitempty"`
 }
 
 // ChunkRef is one input chunk: where a worker downloads it and its checksum.

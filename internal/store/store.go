@@ -67,6 +67,7 @@ type Store interface {
 type Querier interface {
 	RetentionQuerier
 	AccountingQuerier
+	CacheQuerier
 
 	// JobInsert inserts j and sets j.ResultBytes to the length of its
 	// Result (ResultBytes is never written: the store derives it). A taken

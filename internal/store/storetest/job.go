@@ -43,6 +43,8 @@ func fullJob(id string) *domain.Job {
 		InputHeader:    []byte("id,\"fp\"\n"),
 		Columns:        []string{"smiles", `name, "quoted"`, "é"},
 		IDColumn:       "mol id",
+		NoCache:        true,
+		Cached:         17,
 		IdempotencyKey: "idem-" + id,
 		RequestHash:    strings.Repeat("ab", 32),
 		Result:         []byte("id,score\n1,0.5\n\x00\xff\n"),

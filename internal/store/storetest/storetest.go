@@ -58,6 +58,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) store.Store) {
 	t.Run("TaskListOpen", func(t *testing.T) { t.Parallel(); exerciseTaskListOpen(t, newStore) })
 	t.Run("TaskLockMany", func(t *testing.T) { t.Parallel(); exerciseTaskLockMany(t, newStore) })
 	t.Run("TaskCountVoting", func(t *testing.T) { t.Parallel(); exerciseTaskCountVoting(t, newStore) })
+	t.Run("Cache", func(t *testing.T) { t.Parallel(); exerciseCache(t, newStore) })
 }
 
 // Epoch is the fixed instant fixtures are created at: UTC, whole microseconds.

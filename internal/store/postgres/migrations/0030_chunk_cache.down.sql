@@ -1,0 +1,3 @@
+ALTER TABLE jobs DROP COLUMN cached;
+ALTER TABLE jobs DROP COLUMN no_cache;
+DROP TABLE chunk_cache;
