@@ -66,6 +66,9 @@ type JobRequest struct {
 	// IDColumn ("": the default, "id").
 	Columns  []string `json:"columns,omitempty"`
 	IDColumn string   `json:"id_column,omitempty"`
+	// Cache false runs every chunk, whatever the chunk cache remembers,
+	// and remembers none of the job's outputs; nil is true.
+	Cache *bool `json:"cache,omitempty"`
 }
 
 // JobInput names a job's input: an upload, or chunks hosted elsewhere.
@@ -242,6 +245,9 @@ type Result struct {
 	Attempt  int             `json:"attempt"`
 	Output   string          `json:"output"`            // CSV with a header, at most top_k rows
 	Metrics  json.RawMessage `json:"metrics,omitempty"` // optional JSON object
+	// WorkloadVersion is the version of the workload that gave Output;
+	// the coordinator's chunk cache remembers the output under it.
+	WorkloadVersion string `json:"workload_version,omitempty"`
 }
 
 // ResultStatus is the outcome of one item of CompleteMany: Status is the

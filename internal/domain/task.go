@@ -80,6 +80,7 @@ type TaskCounts struct {
 	Completed int `json:"completed"`
 	Failed    int `json:"failed"`
 	Cancelled int `json:"cancelled"`
+	Cached    int `json:"cached"` // of Completed, those the chunk cache completed, not run
 }
 
 // Add counts n tasks in state s.

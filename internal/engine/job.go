@@ -107,6 +107,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		Priority:       spec.Priority,
 		Workers:        spec.Workers,
 		Quorum:         spec.Quorum,
+		NoCache:        spec.NoCache,
 		Columns:        spec.Columns,
 		IDColumn:       spec.IDColumn,
 		Status:         domain.JobPending,
@@ -119,6 +120,9 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		CreatedAt:      now,
 		UpdatedAt:      now,
 		Creating:       true,
+	}
+	if job.Cached, err = e.reuseOutputs(ctx, job, inputs); err != nil {
+		return nil, false, err
 	}
 	root := &domain.Task{
 		ID:               job.RootTaskID,
@@ -185,6 +189,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 // the rest of its tasks cancelled.
 func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chunkInput) error {
 	batch := make([]*domain.Task, 0, min(len(inputs), CreateBatch))
+	cached, stitchReady := 0, false // of the batch; all chunks done
 	for start := 0; start < len(inputs); start += CreateBatch {
 		end := min(start+CreateBatch, len(inputs))
 		err := e.tx(ctx, func(q store.Querier) error {
@@ -201,11 +206,25 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 				return err
 			}
 			batch = batch[:0]
+			cached = 0
 			for i := start; i < end; i++ {
-				batch = append(batch, chunkTask(job, i, inputs[i], j.Status.Final(), now))
+				t := chunkTask(job, i, inputs[i], j.Status.Final(), now)
+				if t.State == domain.TaskCompleted {
+					cached++
+				}
+				batch = append(batch, t)
 			}
 			if err := q.TaskInsert(ctx, batch); err != nil {
 				return err
+			}
+			if cached > 0 {
+				// The chunk cache completed them: their stitch counts them
+				// done, as it does a result's (the last makes it runnable).
+				root, err := q.TaskDecrementUpstreams(ctx, &store.TaskDecrementUpstreamsParams{ID: job.RootTaskID, N: cached, Now: now})
+				if err != nil {
+					return err
+				}
+				stitchReady = root.State == domain.TaskPending
 			}
 			if err := q.JobUpdateCreation(ctx, &store.JobUpdateCreationParams{ID: job.ID, Now: e.now(), Done: end == len(inputs)}); err != nil {
 				return err
@@ -219,7 +238,10 @@ func (e *Engine) createTasks(ctx context.Context, job *domain.Job, inputs []chun
 		if err != nil {
 			return err
 		}
-		e.notifyWork(domain.KindChunk, job.Workload, end-start)
+		e.notifyWork(domain.KindChunk, job.Workload, end-start-cached)
+	}
+	if stitchReady {
+		e.stitch.Notify()
 	}
 	return nil
 }
@@ -249,7 +271,10 @@ func chunkTask(job *domain.Job, i int, c chunkInput, cancelled bool, now time.Ti
 		CreatedAt:      now,
 		UpdatedAt:      now,
 	}
-	if cancelled {
+	switch {
+	case c.Cached != nil:
+		t.State, t.Result, t.FinishedAt = domain.TaskCompleted, c.Cached, now
+	case cancelled:
 		t.State, t.FinishedAt = domain.TaskCancelled, now
 	}
 	return t
@@ -337,6 +362,7 @@ func (e *Engine) deleteAbandoned(ctx context.Context, id string, before time.Tim
 type chunkInput struct {
 	URI, SHA256           string
 	Bytes, Offset, Length int64
+	Cached                []byte // the output the chunk cache gives it; nil to run it
 }
 
 // chunkInputs lists the chunks of spec: the hosted ones as given, or those
@@ -467,6 +493,7 @@ func (e *Engine) views(ctx context.Context, jobs []*domain.Job) ([]*JobView, err
 			at = m.UpdatedAt
 		}
 		out[i] = &JobView{Job: j, Tasks: counts[j.ID], rootVersion: m.RootVersion, markedAt: at}
+		out[i].Tasks.Cached = j.Cached
 	}
 	return out, nil
 }

@@ -457,6 +457,10 @@ type CompleteTaskParams struct {
 	Attempt  int
 	Output   []byte
 	Metrics  json.RawMessage // optional JSON object
+	// Version is the version of the workload that gave Output, as the
+	// worker announces it; the chunk cache remembers the output under it.
+	// Empty: the output is not remembered.
+	Version string
 
 	owner   string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
 	trusted bool   // whether that principal is trusted
@@ -536,6 +540,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 	// transaction: reading a job inside it would hold one connection
 	// while waiting for another. A chunk task's ID names its job.
 	checked := make([]string, len(items)) // the job each output was checked against
+	rows := make([]int, len(items))       // and the rows it has
 	keep := valid[:0]
 	for _, i := range valid {
 		jobID, ok := chunkJobID(items[i].TaskID)
@@ -549,7 +554,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			continue
 		}
 		if err == nil {
-			err = checkOutput(j, items[i].TaskID, items[i].Output)
+			rows[i], err = checkOutput(j, items[i].TaskID, items[i].Output)
 		}
 		var fault error
 		if err == nil && len(j.Columns) > 0 {
@@ -591,6 +596,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		stitchReady = false
 		completed, added, closed = 0, added[:0], closed[:0]
 		changed, voted = changed[:0], voted[:0]
+		var remember []store.CacheEntry // outputs the chunk cache keeps
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
@@ -617,7 +623,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				if err != nil {
 					return err
 				}
-				if err := checkOutput(j, t.ID, p.Output); err != nil {
+				if rows[i], err = checkOutput(j, t.ID, p.Output); err != nil {
 					out[i].Err = err
 					continue
 				}
@@ -642,6 +648,18 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			if t.DownstreamID != "" {
 				done[t.DownstreamID]++
 			}
+			if p.Version != "" && t.Kind == domain.KindChunk {
+				entry, err := e.cacheEntry(ctx, q, t, p, rows[i], now)
+				if err != nil {
+					return err
+				}
+				if entry != nil {
+					remember = append(remember, *entry)
+				}
+			}
+		}
+		if err := q.CachePut(ctx, remember); err != nil {
+			return err
 		}
 		// A vote's chunk is locked before its replicas are written
 		// (lockVotes); the verdicts are written with them.
@@ -734,6 +752,9 @@ func checkResultForm(p CompleteTaskParams) error {
 	if len(p.Metrics) > 0 && (p.Metrics[0] != '{' || !json.Valid(p.Metrics)) {
 		return domain.Invalidf("metrics must be a JSON object")
 	}
+	if p.Version != "" && !domain.ValidVersion(p.Version) {
+		return domain.Invalidf("workload_version %q must be 1-128 characters of A-Z a-z 0-9 . _ : + -", p.Version)
+	}
 	if !domain.ValidID(p.TaskID) {
 		return fmt.Errorf("task %q does not exist: %w", p.TaskID, domain.ErrNotFound)
 	}
@@ -741,12 +762,14 @@ func checkResultForm(p CompleteTaskParams) error {
 }
 
 // checkOutput checks the output of chunk task taskID against its job's
-// settings; a bad one is ErrInvalidArgument.
-func checkOutput(j *domain.Job, taskID string, output []byte) error {
-	if _, err := table.ParseOutput(output, j.ScoreColumn, j.TopK); err != nil {
-		return fmt.Errorf("result of task %s: %w", taskID, err)
+// settings, and returns how many rows it has; a bad one is
+// ErrInvalidArgument.
+func checkOutput(j *domain.Job, taskID string, output []byte) (int, error) {
+	out, err := table.ParseOutput(output, j.ScoreColumn, j.TopK)
+	if err != nil {
+		return 0, fmt.Errorf("result of task %s: %w", taskID, err)
 	}
-	return nil
+	return len(out.Rows), nil
 }
 
 // chunkJobID returns the job of a chunk task's ID, JOB-INDEX, as CreateJob

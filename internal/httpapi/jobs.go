@@ -30,6 +30,7 @@ type createJobRequest struct {
 	Quorum         *int            `json:"quorum"`
 	Columns        []string        `json:"columns"`
 	IDColumn       *string         `json:"id_column"`
+	Cache          *bool           `json:"cache"`
 }
 
 type inputRequest struct {
@@ -59,6 +60,7 @@ func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 		Name:           orDefault(r.Name, ""),
 		TimeoutSeconds: orDefault(r.TimeoutSeconds, 0), // no timeout
 		Quorum:         orDefault(r.Quorum, 0),
+		NoCache:        !orDefault(r.Cache, true),
 	}
 	// The default mode is stored as "", and only "any" has a quorum (see
 	// domain.JobSpec).

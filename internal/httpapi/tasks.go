@@ -87,11 +87,12 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 }
 
 type resultRequest struct {
-	TaskID   string          `json:"task_id,omitempty"` // batch form only
-	WorkerID string          `json:"worker_id"`
-	Attempt  int             `json:"attempt"`
-	Output   *string         `json:"output"`
-	Metrics  json.RawMessage `json:"metrics"`
+	TaskID          string          `json:"task_id,omitempty"` // batch form only
+	WorkerID        string          `json:"worker_id"`
+	Attempt         int             `json:"attempt"`
+	Output          *string         `json:"output"`
+	Metrics         json.RawMessage `json:"metrics"`
+	WorkloadVersion string          `json:"workload_version"`
 }
 
 func (req *resultRequest) params(taskID string) (engine.CompleteTaskParams, error) {
@@ -104,7 +105,7 @@ func (req *resultRequest) params(taskID string) (engine.CompleteTaskParams, erro
 	}
 	return engine.CompleteTaskParams{
 		TaskID: taskID, WorkerID: req.WorkerID, Attempt: req.Attempt,
-		Output: []byte(*req.Output), Metrics: metrics,
+		Output: []byte(*req.Output), Metrics: metrics, Version: req.WorkloadVersion,
 	}, nil
 }
 

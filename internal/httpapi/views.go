@@ -37,6 +37,7 @@ type jobJSON struct {
 	Quorum         *int              `json:"quorum"`    // for workers "any" only
 	Columns        []string          `json:"columns"`   // [] when none
 	IDColumn       *string           `json:"id_column"` // with columns only
+	Cache          bool              `json:"cache"`     // whether it uses the chunk cache
 	ResultSHA256   *string           `json:"result_sha256"`
 }
 
@@ -50,7 +51,7 @@ func jobView(v *engine.JobView) *jobJSON {
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
 		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),
 		Workers: cmp.Or(j.Workers, domain.WorkersTrusted), Columns: j.Columns,
-		IDColumn: strPtr(j.IDColumn),
+		IDColumn: strPtr(j.IDColumn), Cache: !j.NoCache,
 	}
 	if out.Columns == nil {
 		out.Columns = []string{}

@@ -61,6 +61,7 @@ func TestHostedInputHosts(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	chunk := []byte("id,value\na,1\nb,2\n")
+	noCache := false
 	score := func(name string) []worker.Workload { return []worker.Workload{mustWorkload(t, name+"="+scoreCommand)} }
 	workers := map[string]*running{
 		"default": b.startWorker(worker.Config{AllowInputHosts: []string{}, Workloads: score("default")}), // no pattern: the default
@@ -73,7 +74,9 @@ func TestHostedInputHosts(t *testing.T) {
 	// address and the rule it broke are in the worker's log.
 	failsForGood := func(t *testing.T, workload string, c client.ChunkRef, inLog ...string) {
 		t.Helper()
-		j := b.createJob(client.JobRequest{Workload: workload, MaxAttempts: 3, TopK: 1, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+		// The chunks' bytes are the same whatever their host: without
+		// "cache": false, the cache would complete them from the first.
+		j := b.createJob(client.JobRequest{Workload: workload, MaxAttempts: 3, TopK: 1, Cache: &noCache, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
 		b.waitJob(j.JobID, client.JobFailed, 20*time.Second)
 		tk := b.tasks(j.JobID)[0]
 		if tk.Attempt != 1 {
@@ -88,7 +91,7 @@ func TestHostedInputHosts(t *testing.T) {
 	}
 	completes := func(t *testing.T, workload string, c client.ChunkRef) {
 		t.Helper()
-		j := b.createJob(client.JobRequest{Workload: workload, TopK: 1, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
+		j := b.createJob(client.JobRequest{Workload: workload, TopK: 1, Cache: &noCache, Input: client.JobInput{Chunks: []client.ChunkRef{c}}})
 		b.waitJob(j.JobID, client.JobCompleted, 20*time.Second)
 		if got := b.result(j.JobID); got != "id,score,chunk\nb,2,0\n" {
 			t.Errorf("result %q", got)

@@ -308,7 +308,8 @@ func callBuiltin(ctx context.Context, run RunFunc, t *client.Task, in io.Reader,
 func (w *Worker) complete(runCtx context.Context, t *client.Task, lease *leaseClock, out *outcome, took time.Duration, log *slog.Logger) {
 	metrics := fmt.Appendf(nil, `{"seconds":%.3f,"input_bytes":%d,"output_rows":%d}`, took.Seconds(), out.input, out.rows)
 	err := w.report(runCtx, lease, func(ctx context.Context) error {
-		_, err := w.client.Complete(ctx, t.TaskID, client.Result{WorkerID: w.cfg.ID, Attempt: t.Attempt, Output: string(out.output), Metrics: metrics})
+		_, err := w.client.Complete(ctx, t.TaskID, client.Result{WorkerID: w.cfg.ID, Attempt: t.Attempt, Output: string(out.output),
+			Metrics: metrics, WorkloadVersion: w.workloads[t.Workload].Version})
 		return err
 	})
 	var refused *client.Error

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/table"
+)
+
+// The chunk cache remembers chunk outputs under cacheKey: the hash of
+// everything an output depends on. An output is remembered when a worker
+// that says which version of the workload it ran completes a chunk, for
+// the job's owner alone, and only from a worker the owner trusts: a
+// trusted worker, or one of the owner's own keys.
+
+// cacheKey is the key of the output of a chunk of job j whose input has
+// the hash inputSHA256, run by version of j's workload: the owner, the
+// workload, its version, the parameters (compact JSON), the score column,
+// the order, the input and whether it has a header line, each with its
+// length before it, so that no two lists of parts run together alike.
+func cacheKey(j *domain.Job, version, inputSHA256 string) string {
+	var params bytes.Buffer
+	if err := json.Compact(&params, j.Parameters); err != nil {
+		params.Reset()
+		params.Write(j.Parameters) // stored valid; as it is, should it not be
+	}
+	h := sha256.New()
+	for _, part := range []string{j.Owner, j.Workload, version, params.String(), j.ScoreColumn, string(j.Order),
+		inputSHA256, strconv.FormatBool(j.HasHeader)} {
+		h.Write([]byte(strconv.Itoa(len(part)) + ":" + part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// cacheEntry is what the chunk cache remembers of chunk task t, just
+// completed by p with an output of rows rows, or nil when it remembers
+// nothing: the job does not use the cache, or the worker is another
+// account's and untrusted.
+func (e *Engine) cacheEntry(ctx context.Context, q store.Querier, t *domain.Task, p CompleteTaskParams, rows int, now time.Time) (*store.CacheEntry, error) {
+	j, err := e.jobSettingsIn(ctx, q, t.JobID)
+	if err != nil {
+		return nil, err
+	}
+	if j.NoCache || !(p.trusted || domain.PrincipalOf(ctx).Account == j.Owner) {
+		return nil, nil
+	}
+	return &store.CacheEntry{Key: cacheKey(j, p.Version, t.InputSHA256), TaskID: t.ID, Rows: rows, TopK: j.TopK, CreatedAt: now}, nil
+}
+
+// Creation-time hits hold the outputs they reuse until the job's tasks
+// are written: at most cacheHoldBytes of them, past which the other
+// chunks run as if the cache had missed.
+const cacheHoldBytes = 256 << 20
+
+// cacheKeysRead is how many keys one read of the chunk cache asks for.
+const cacheKeysRead = 1000
+
+// announcedVersion returns the one version of workload that connected
+// workers announce, or "" when none or several do: which of several a
+// job would run is not known when it is created.
+func (e *Engine) announcedVersion(ctx context.Context, workload string) (string, error) {
+	ws, err := e.store.WorkerList(ctx, &store.WorkerListParams{Since: e.now().Add(-WorkersWindow), Limit: maxWorkersRead})
+	if err != nil {
+		return "", mapStoreErr(err)
+	}
+	version := ""
+	for _, w := range ws {
+		v := w.Versions[workload]
+		switch {
+		case v == "" || v == version:
+		case version == "":
+			version = v
+		default:
+			return "", nil
+		}
+	}
+	return version, nil
+}
+
+// reuseOutputs sets Cached on the inputs of job j whose outputs the chunk
+// cache remembers for the version of j's workload that connected workers
+// announce, and returns how many it set: each output as a fresh run would
+// give it, the best top_k rows of one that kept at least that many, or
+// every row.
+func (e *Engine) reuseOutputs(ctx context.Context, j *domain.Job, inputs []chunkInput) (int, error) {
+	if j.NoCache {
+		return 0, nil
+	}
+	version, err := e.announcedVersion(ctx, j.Workload)
+	if err != nil || version == "" {
+		return 0, err
+	}
+	keep, err := table.NewTopK(j.ScoreColumn, j.Order, j.TopK)
+	if err != nil {
+		return 0, err
+	}
+	n, held := 0, 0
+	for start := 0; start < len(inputs); start += cacheKeysRead {
+		batch := inputs[start:min(start+cacheKeysRead, len(inputs))]
+		keys := make([]string, len(batch))
+		for i, in := range batch {
+			keys[i] = cacheKey(j, version, in.SHA256)
+		}
+		found, err := e.store.CacheGet(ctx, keys)
+		if err != nil {
+			return 0, mapStoreErr(fmt.Errorf("read the chunk cache: %w", err))
+		}
+		for i, key := range keys {
+			c, ok := found[key]
+			if !ok || (c.Rows < j.TopK && c.Rows >= c.TopK) { // kept fewer than asked, not for want of rows
+				continue
+			}
+			out, err := e.cachedOutput(ctx, c, keep, j.TopK)
+			if err != nil || out == nil {
+				return n, err
+			}
+			if held += len(out); held > cacheHoldBytes {
+				return n, nil
+			}
+			batch[i].Cached = out
+			n++
+		}
+	}
+	return n, nil
+}
+
+// cachedOutput returns the output entry c remembers as a run keeping
+// topK rows gives it, or nil when its task is gone or holds no output.
+func (e *Engine) cachedOutput(ctx context.Context, c store.CacheEntry, keep *table.TopK, topK int) ([]byte, error) {
+	t, err := e.store.TaskGet(ctx, c.TaskID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && t.State != domain.TaskCompleted) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, mapStoreErr(fmt.Errorf("read the cached output of task %s: %w", c.TaskID, err))
+	}
+	if c.Rows <= topK {
+		return t.Result, nil
+	}
+	sel, err := keep.Select(bytes.NewReader(t.Result))
+	if err != nil {
+		return nil, fmt.Errorf("select the best %d rows of the cached output of task %s: %w", topK, c.TaskID, err)
+	}
+	var b bytes.Buffer
+	if err := sel.WriteCSV(&b); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}

@@ -1,0 +1,188 @@
+package engine_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/scimesh/scimesh/internal/blob"
+	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/engine"
+	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/table"
+)
+
+// cacheTable is six rows in chunks of two; fullOutput is what the
+// workload writes for a chunk, before the worker keeps its best rows.
+const cacheTable = "id,x\na,1\nb,2\nc,3\nd,4\ne,5\nf,6\n"
+
+func fullOutput(chunk int) string {
+	return fmt.Sprintf("id,score\nc%d-a,%d\nc%d-b,%d\nc%d-c,%d\n", chunk, chunk+1, chunk, 2*chunk+5, chunk, 7-chunk)
+}
+
+// workerOutput is what a worker keeping topK rows sends for a chunk.
+func workerOutput(t *testing.T, chunk, topK int) []byte {
+	t.Helper()
+	keep, err := table.NewTopK("score", domain.Desc, topK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sel, err := keep.Select(strings.NewReader(fullOutput(chunk)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := sel.WriteCSV(&b); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestChunkCache: a job run by workers that say their workload's version
+// is remembered; the same job again is completed at creation from the
+// cache, no chunk claimed, with the bytes of a fresh run, and so is one
+// with a smaller top_k; changing any part of what an output depends on,
+// or "cache": false, runs every chunk (of a changed input, those whose
+// bytes changed).
+func TestChunkCache(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		blobs, err := blob.OpenDir(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := newEngine(s, engine.Config{Blobs: blobs})
+		for _, name := range []string{"ada", "bob"} {
+			if _, _, err := e.CreateAccount(ctx, domain.Account{Name: name}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ada := domain.WithCaller(ctx, domain.Caller{Account: "ada"})
+		upload := func(caller, body string) string {
+			t.Helper()
+			u, err := e.CreateUpload(domain.WithCaller(ctx, domain.Caller{Account: caller}), strings.NewReader(body), -1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return u.ID
+		}
+		version := "v1"
+		// run creates the job and runs what the cache leaves to run, by
+		// a worker of the current version; it returns the job and how
+		// many chunks ran.
+		run := func(caller string, sp *domain.JobSpec) (*engine.JobView, int) {
+			t.Helper()
+			cctx := domain.WithCaller(ctx, domain.Caller{Account: caller})
+			// The worker announces its version before the job exists.
+			if _, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w-" + version, Workloads: []string{"w"},
+				Versions: map[string]string{"w": version}}); err != nil {
+				t.Fatal(err)
+			}
+			v, _, err := e.CreateJob(cctx, sp, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := 0
+			for {
+				tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w-" + version, Workloads: []string{"w"},
+					Versions: map[string]string{"w": version}, Max: 10})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(tasks) == 0 {
+					break
+				}
+				for _, tk := range tasks {
+					ran++
+					if _, err := e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "w-" + version, Attempt: tk.Attempt,
+						Output: workerOutput(t, tk.ChunkIndex, sp.TopK), Version: version}); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if _, err := e.StitchReadyJobs(ctx); err != nil {
+				t.Fatal(err)
+			}
+			v, err = e.GetJob(cctx, v.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Status != domain.JobCompleted {
+				t.Fatalf("job %s is %s (%s)", v.ID, v.Status, v.Error)
+			}
+			return v, ran
+		}
+		// fresh is the final CSV of a run of every chunk keeping topK.
+		fresh := func(topK int) []byte {
+			var outs []table.ChunkOutput
+			for i := range 3 {
+				outs = append(outs, table.ChunkOutput{Index: i, Data: workerOutput(t, i, topK)})
+			}
+			var b bytes.Buffer
+			if _, err := table.Merge(&b, outs, "score", domain.Desc, topK); err != nil {
+				t.Fatal(err)
+			}
+			return b.Bytes()
+		}
+		newSpec := func(upload string, topK int) *domain.JobSpec {
+			sp := spec(0)
+			sp.Chunks, sp.UploadID, sp.ChunkRows, sp.TopK, sp.Parameters = nil, upload, 2, topK, json.RawMessage(`{"q": 1}`)
+			return sp
+		}
+		check := func(what string, v *engine.JobView, ran, wantRan, topK int) {
+			t.Helper()
+			if ran != wantRan || v.Tasks.Cached != 3-wantRan || v.Cached != 3-wantRan {
+				t.Errorf("%s: %d chunks ran and %d came from the cache (job says %d); want %d ran", what, ran, v.Tasks.Cached, v.Cached, wantRan)
+			}
+			if got := readResult(t, e, v.ID); !bytes.Equal(got, fresh(topK)) {
+				t.Errorf("%s: final CSV\n%s\nwant a fresh run's\n%s", what, got, fresh(topK))
+			}
+		}
+
+		up := upload("ada", cacheTable)
+		v, ran := run("ada", newSpec(up, 2))
+		check("the first run", v, ran, 3, 2)
+		v, ran = run("ada", newSpec(upload("ada", cacheTable), 2))
+		check("the same job on the same table uploaded again", v, ran, 0, 2)
+		v, ran = run("ada", newSpec(up, 1))
+		check("a smaller top_k", v, ran, 0, 1)
+		v, ran = run("ada", newSpec(up, 3))
+		check("a larger top_k than the outputs kept", v, ran, 3, 3)
+
+		// Every part of the key, changed, misses.
+		changed := map[string]func(sp *domain.JobSpec){
+			"parameters":   func(sp *domain.JobSpec) { sp.Parameters = json.RawMessage(`{"q": 2}`) },
+			"order":        func(sp *domain.JobSpec) { sp.Order = domain.Asc },
+			"score column": func(sp *domain.JobSpec) { sp.ScoreColumn = "other" },
+			"has_header":   func(sp *domain.JobSpec) { sp.HasHeader = false },
+			"input":        func(sp *domain.JobSpec) { sp.UploadID = upload("ada", strings.Replace(cacheTable, "f,6", "f,7", 1)) },
+			"cache: false": func(sp *domain.JobSpec) { sp.NoCache = true },
+		}
+		for what, change := range changed {
+			sp := newSpec(up, 2)
+			change(sp)
+			j, _, err := e.CreateJob(ada, sp, "")
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			want := 0
+			if what == "input" {
+				want = 2 // only the last chunk's input changed
+			}
+			if j.Tasks.Cached != want || j.Tasks.Completed != want {
+				t.Errorf("a job with another %s: %d chunks from the cache, %d completed; want %d", what, j.Tasks.Cached, j.Tasks.Completed, want)
+			}
+			if _, err := e.CancelJob(ada, j.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		v, ran = run("bob", newSpec(upload("bob", cacheTable), 2))
+		check("another owner", v, ran, 3, 2)
+		version = "v2"
+		v, ran = run("ada", newSpec(up, 2))
+		check("another version of the workload", v, ran, 3, 2)
+	})
+}
