@@ -19,8 +19,8 @@ import (
 // The chunk cache remembers chunk outputs under cacheKey: the hash of
 // everything an output depends on. An output is remembered when a worker
 // that says which version of the workload it ran completes a chunk, for
-// the job's owner alone, and only from a worker the owner trusts: a
-// trusted worker, or one of the owner's own keys.
+// the job's owner alone, and only from a trusted worker: a job that only
+// trusted workers may run can then take any remembered output.
 
 // cacheKey is the key of the output of a chunk of job j whose input has
 // the hash inputSHA256, run by version of j's workload: the owner, the
@@ -43,14 +43,13 @@ func cacheKey(j *domain.Job, version, inputSHA256 string) string {
 
 // cacheEntry is what the chunk cache remembers of chunk task t, just
 // completed by p with an output of rows rows, or nil when it remembers
-// nothing: the job does not use the cache, or the worker is another
-// account's and untrusted.
+// nothing: the job does not use the cache, or the worker is untrusted.
 func (e *Engine) cacheEntry(ctx context.Context, q store.Querier, t *domain.Task, p CompleteTaskParams, rows int, now time.Time) (*store.CacheEntry, error) {
 	j, err := e.jobSettingsIn(ctx, q, t.JobID)
 	if err != nil {
 		return nil, err
 	}
-	if j.NoCache || !(p.trusted || domain.PrincipalOf(ctx).Account == j.Owner) {
+	if j.NoCache || !p.trusted {
 		return nil, nil
 	}
 	return &store.CacheEntry{Key: cacheKey(j, p.Version, t.InputSHA256), TaskID: t.ID, Rows: rows, TopK: j.TopK, CreatedAt: now}, nil

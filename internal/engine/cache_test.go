@@ -186,3 +186,52 @@ func TestChunkCache(t *testing.T) {
 		check("another version of the workload", v, ran, 3, 2)
 	})
 }
+
+// TestChunkCacheTrustedOnly: what an untrusted key's worker gives is not
+// remembered, even for its own account's job: a job that only trusted
+// workers may run could otherwise take it.
+func TestChunkCacheTrustedOnly(t *testing.T) {
+	t.Parallel()
+	s := openStore(t)
+	ctx := t.Context()
+	blobs, err := blob.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEngine(s, engine.Config{Blobs: blobs})
+	if _, _, err := e.CreateAccount(ctx, domain.Account{Name: "ada"}); err != nil {
+		t.Fatal(err)
+	}
+	ada := domain.WithCaller(ctx, domain.Caller{Account: "ada"})
+	u, err := e.CreateUpload(ada, strings.NewReader(cacheTable), -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := spec(0)
+	sp.Chunks, sp.UploadID, sp.ChunkRows, sp.TopK, sp.Workers = nil, u.ID, 2, 2, domain.WorkersOwn
+	laptop := key(ctx, "ada")
+	claim := engine.ClaimTasksParams{WorkerID: "laptop", Workloads: []string{"w"}, Versions: map[string]string{"w": "v1"}, Max: 10}
+	if _, err := e.ClaimTasks(laptop, claim); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := e.CreateJob(ada, sp, ""); err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := e.ClaimTasks(laptop, claim)
+	if err != nil || len(tasks) != 3 {
+		t.Fatalf("the key's claim: %d tasks, %v", len(tasks), err)
+	}
+	for _, tk := range tasks {
+		if _, err := e.CompleteTask(laptop, engine.CompleteTaskParams{TaskID: tk.ID, WorkerID: "laptop", Attempt: tk.Attempt,
+			Output: workerOutput(t, tk.ChunkIndex, 2), Version: "v1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	again, _, err := e.CreateJob(ada, sp, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Tasks.Cached != 0 {
+		t.Errorf("the same job after an untrusted key ran it: %d chunks from the cache, want 0", again.Tasks.Cached)
+	}
+}
