@@ -150,6 +150,7 @@ func newSubmitCmd() *cobra.Command {
 		req      client.JobRequest
 		params   []string
 		noHeader bool
+		noCache  bool
 		wait     bool
 		output   string
 	)
@@ -179,6 +180,10 @@ the same later for a job submitted without --wait.
 				f := false
 				req.HasHeader = &f
 			}
+			if noCache {
+				f := false
+				req.Cache = &f
+			}
 			return submit(ctx, cmd, c, args[0], &req, wait, output)
 		}),
 	}
@@ -199,6 +204,7 @@ the same later for a job submitted without --wait.
 	f.StringSliceVar(&req.Columns, "columns", nil, "input columns the result carries after the scores, comma-separated (joined by --id-column)")
 	f.StringVar(&req.IDColumn, "id-column", "", `with --columns: the column, in the input and the outputs, that joins them (default "id")`)
 	f.BoolVar(&noHeader, "no-header", false, "the table has no header line")
+	f.BoolVar(&noCache, "no-cache", false, "run every chunk, even those whose outputs the coordinator remembers, and remember none")
 	f.BoolVar(&wait, "wait", false, "wait for the job, show its progress and write its result")
 	f.StringVarP(&output, "output", "o", "", "with --wait: write the result here instead of standard output")
 	_ = cmd.MarkFlagRequired("workload")

@@ -111,6 +111,7 @@ class Client:
         quorum: Optional[int] = None,
         columns: Optional[Sequence[str]] = None,
         id_column: Optional[str] = None,
+        cache: Optional[bool] = None,
         idempotency_key: Optional[str] = None,
     ) -> "Job":
         """Uploads ``source`` and creates a job over it: score every row with
@@ -137,6 +138,10 @@ class Client:
         scores, joined by ``id_column`` (default "id"), so that each kept row
         comes with, say, its SMILES.
 
+        ``cache=False`` runs every chunk even when the coordinator
+        remembers its output from an earlier job (the default reuses them,
+        so a resubmitted job costs only what changed).
+
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
         retried without making a second job.
@@ -161,6 +166,7 @@ class Client:
             "quorum": quorum,
             "columns": list(columns) if columns is not None else None,
             "id_column": id_column,
+            "cache": cache,
         }
         spec.update({k: v for k, v in options.items() if v is not None})
         key = idempotency_key or str(uuid.uuid4())
