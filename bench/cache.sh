@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# What the chunk cache saves: a job over 1,000,000 random 2048-bit
+# fingerprints (100 chunks of 10,000, top_k 100) on the built-in
+# tanimoto, one `scimesh serve` on a fresh SQLite file and one
+# `scimesh worker --concurrency 2`. Each round runs the job, then submits
+# it again (the same table uploaded again), then again with top_k 10,
+# and prints each one's job time (created_at to finished_at: after the
+# upload and the chunking), its whole time from `scimesh submit` (the
+# upload of 520 MB included) to completion, how many chunks were claimed
+# and how many came from the cache; then the medians and the ratio of the
+# first run's job time to the resubmission's.
+# Usage: bench/cache.sh [ROUNDS]   (default 3). BIN=PATH measures another
+# build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+rounds=${1:-3}
+dir=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+bin=${BIN:-$dir/scimesh}
+[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
+. bench/lib.sh
+
+python3 - "$dir/fp.csv" <<'PY'
+import random, sys
+random.seed(1)
+with open(sys.argv[1], "w") as f:
+    f.write("id,fingerprint\n")
+    for i in range(1_000_000):
+        f.write("m%d,%0512x\n" % (i, random.getrandbits(2048)))
+PY
+query=$(python3 -c 'import random; random.seed(2); print("%0512x" % random.getrandbits(2048))')
+
+# job URL TOPK submits the table and prints its job time, claimed and
+# cached chunks once it completed.
+job() {
+	local url=$1 topk=$2 id start
+	start=$(date +%s.%N)
+	id=$(SCIMESH_COORDINATOR=$url "$bin" submit "$dir/fp.csv" --workload tanimoto --chunk-rows 10000 --top-k "$topk" \
+		--param query="$query" 2>/dev/null)
+	python3 - "$url" "$id" "$start" <<'PY'
+import json, sys, time, urllib.request
+from datetime import datetime
+url, job, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while True:
+    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
+    if j["status"] in ("completed", "failed", "cancelled"):
+        break
+    time.sleep(0.05)
+assert j["status"] == "completed", j
+tasks = json.load(urllib.request.urlopen(f"{url}/jobs/{job}/tasks?limit=1000"))["tasks"]
+t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+claimed = sum(1 for x in tasks if x["attempt"] > 0)
+print("%.3f s  whole %.2f s  claimed %d  cached %d" % ((t(j["finished_at"]) - t(j["created_at"])).total_seconds(),
+    time.time() - start, claimed, j["tasks"]["cached"]))
+PY
+}
+
+for _ in $(seq "$rounds"); do
+	port=$(freeport)
+	url=http://127.0.0.1:$port
+	rm -rf "$dir/data" "$dir/db"* "$dir/work"
+	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$dir/db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
+	server=$!
+	wait_ready "$url" "$server" "$dir/serve.log" || exit 1
+	"$bin" worker --coordinator "$url" --id w --concurrency 2 --workload tanimoto --work-dir "$dir/work" 2>"$dir/worker.log" &
+	worker=$!
+	echo "first  $(job "$url" 100)"
+	echo "again  $(job "$url" 100)"
+	echo "top10  $(job "$url" 10)"
+	kill "$worker" "$server"
+	wait "$worker" "$server" 2>/dev/null || true
+done | tee "$dir/runs.txt"
+first=$(grep '^first' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
+again=$(grep '^again' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
+top10=$(grep '^top10' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
+echo "medians: first $first s, again $again s, top_k 10 $top10 s; first/again $(python3 -c "print('%.0f' % ($first / $again))")x"
