@@ -3,6 +3,8 @@ from remembered outputs, with the same bytes; cache=False runs it."""
 
 from __future__ import annotations
 
+import time
+
 import scimesh
 
 
@@ -22,3 +24,32 @@ def test_resubmitted_job_comes_from_the_cache(client: scimesh.Client) -> None:
     assert fresh.tasks["cached"] == 0
     assert fresh.wait(progress=False, timeout=60).result() == first.result()
     assert fresh.data["cache"] is False and again.data["cache"] is True
+
+
+def test_cache_survives_a_restart(binary, tmp_path_factory) -> None:
+    """The cache is in the coordinator's database: a coordinator started
+    again on it completes a resubmitted job from what it remembered."""
+    from conftest import Coordinator  # the session's coordinator is not restarted
+
+    table = b"id,fingerprint\n" + b"".join(b"m%d,%02x\n" % (i, i) for i in range(40))
+    dir = tmp_path_factory.mktemp("restart")
+    first = Coordinator(binary, dir)
+    try:
+        first.worker("w", "tanimoto")
+        job = first.client().submit(table, workload="tanimoto", top_k=3, chunk_rows=10, params={"query": "0f"})
+        result = job.wait(progress=False, timeout=60).result()
+        assert job.tasks["cached"] == 0
+    finally:
+        first.stop()
+    again = Coordinator(binary, dir)
+    try:
+        again.worker("w2", "tanimoto")
+        c = again.client()
+        deadline = time.monotonic() + 30
+        while not c.workloads() and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the worker announced its version
+        job = c.submit(table, workload="tanimoto", top_k=3, chunk_rows=10, params={"query": "0f"})
+        assert job.tasks["cached"] == 4, job.tasks
+        assert job.wait(progress=False, timeout=60).result() == result
+    finally:
+        again.stop()
