@@ -154,7 +154,9 @@ func TestBehindTLSProxy(t *testing.T) {
 		w := start(t, dir, append(workerEnv(coordinator), trust), "worker", "--id", fmt.Sprintf("proxied-%d", i),
 			"--concurrency", "2", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
 		out := filepath.Join(dir, fmt.Sprintf("result-%d.csv", i))
-		msg, err := run(t, dir, append(clientEnv(coordinator), trust), "submit", table, "--workload", "copy",
+		// The second job is the first again: --no-cache, or the chunk
+		// cache would complete it with no worker going through the proxy.
+		msg, err := run(t, dir, append(clientEnv(coordinator), trust), "submit", table, "--workload", "copy", "--no-cache",
 			"--top-k", "20", "--chunk-rows", "250", "--max-attempts", "1", "--wait", "--output", out)
 		if err != nil {
 			t.Fatalf("submit --wait through %s: %v\n%s\nworker:\n%s", coordinator, err, msg, lastLines(w.stderr.String(), 20))
