@@ -119,8 +119,11 @@ func (e *Engine) reuseOutputs(ctx context.Context, j *domain.Job, inputs []chunk
 				continue
 			}
 			out, err := e.cachedOutput(ctx, c, keep, j.TopK)
-			if err != nil || out == nil {
+			if err != nil {
 				return n, err
+			}
+			if out == nil {
+				continue // its task went meanwhile: the chunk runs
 			}
 			if held += len(out); held > cacheHoldBytes {
 				return n, nil
