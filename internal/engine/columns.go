@@ -20,7 +20,7 @@ import (
 // in its chunk's input, or that is on rows that differ in the columns,
 // fails the task rather than the stitch.
 
-// checkOutputIDs checks that every id of output, a result for chunk task
+// checkOutputIDs checks that every id of out, a parsed result for chunk task
 // taskID of job j (which joins columns), is in the chunk's input once or
 // on rows that agree on the columns. An output without the id column is
 // an ErrInvalidArgument (the lease stays); an id the input does not give
@@ -28,11 +28,7 @@ import (
 // exist, or whose live lease (worker, attempt) does not hold, passes
 // unread, for the transaction to say so: only the worker running a chunk
 // can make the coordinator read its input.
-func (e *Engine) checkOutputIDs(ctx context.Context, j *domain.Job, taskID, worker string, attempt int, output []byte) (fault, err error) {
-	out, err := table.ParseOutput(output, j.ScoreColumn, j.TopK)
-	if err != nil {
-		return nil, fmt.Errorf("result of task %s: %w", taskID, err)
-	}
+func (e *Engine) checkOutputIDs(ctx context.Context, j *domain.Job, taskID, worker string, attempt int, out *table.Output) (fault, err error) {
 	ids, err := out.IDs(j.IDColumn)
 	if err != nil {
 		return nil, fmt.Errorf("result of task %s: %w", taskID, err)

@@ -553,12 +553,16 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			keep = append(keep, i) // no such task either: the transaction says so
 			continue
 		}
+		var parsed *table.Output
 		if err == nil {
-			rows[i], err = checkOutput(j, items[i].TaskID, items[i].Output)
+			parsed, err = checkOutput(j, items[i].TaskID, items[i].Output)
 		}
 		var fault error
-		if err == nil && len(j.Columns) > 0 {
-			fault, err = e.checkOutputIDs(ctx, j, items[i].TaskID, items[i].leaseOwner(), items[i].Attempt, items[i].Output)
+		if err == nil {
+			rows[i] = len(parsed.Rows)
+			if len(j.Columns) > 0 {
+				fault, err = e.checkOutputIDs(ctx, j, items[i].TaskID, items[i].leaseOwner(), items[i].Attempt, parsed)
+			}
 		}
 		if fault != nil {
 			// Run again, the same command on the same input gives the
@@ -623,10 +627,12 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				if err != nil {
 					return err
 				}
-				if rows[i], err = checkOutput(j, t.ID, p.Output); err != nil {
+				parsed, err := checkOutput(j, t.ID, p.Output)
+				if err != nil {
 					out[i].Err = err
 					continue
 				}
+				rows[i] = len(parsed.Rows)
 			}
 			outcome, err := domain.Complete(t, p.leaseOwner(), p.Attempt, p.Output, p.Metrics, now)
 			if err != nil {
@@ -762,14 +768,13 @@ func checkResultForm(p CompleteTaskParams) error {
 }
 
 // checkOutput checks the output of chunk task taskID against its job's
-// settings, and returns how many rows it has; a bad one is
-// ErrInvalidArgument.
-func checkOutput(j *domain.Job, taskID string, output []byte) (int, error) {
+// settings and returns it parsed; a bad one is ErrInvalidArgument.
+func checkOutput(j *domain.Job, taskID string, output []byte) (*table.Output, error) {
 	out, err := table.ParseOutput(output, j.ScoreColumn, j.TopK)
 	if err != nil {
-		return 0, fmt.Errorf("result of task %s: %w", taskID, err)
+		return nil, fmt.Errorf("result of task %s: %w", taskID, err)
 	}
-	return len(out.Rows), nil
+	return out, nil
 }
 
 // chunkJobID returns the job of a chunk task's ID, JOB-INDEX, as CreateJob
