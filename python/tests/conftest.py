@@ -184,6 +184,17 @@ def coord(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Co
         c.stop()
 
 
+@pytest.fixture(scope="module")
+def own_coord(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
+    """A coordinator for one test module alone, without workers: the
+    workers a module starts on it announce no workload to the others'."""
+    c = Coordinator(binary, tmp_path_factory.mktemp("own"))
+    try:
+        yield c
+    finally:
+        c.stop()
+
+
 @pytest.fixture()
 def client(coord: Coordinator) -> scimesh.Client:
     return coord.client()

@@ -9,7 +9,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import List, Tuple
 
 import pytest
 
@@ -85,21 +85,10 @@ def test_columns_refused(client: scimesh.Client) -> None:
     assert e.value.status == 400 and 'no column "mass"' in e.value.message
 
 
-@pytest.fixture(scope="module")
-def own(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
-    """A coordinator of this module's own, whose workers announce no
-    workload to the other tests' coordinator."""
-    c = Coordinator(binary, tmp_path_factory.mktemp("columns"))
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-def test_columns_output_id_not_in_input(own: Coordinator) -> None:
+def test_columns_output_id_not_in_input(own_coord: Coordinator) -> None:
     # A workload that names a row its input does not have.
-    own.worker("liar", "badid=cat >/dev/null; printf 'id,score\\nnope,1\\n'", concurrency=1)
-    c = own.client()
+    own_coord.worker("liar", "badid=cat >/dev/null; printf 'id,score\\nnope,1\\n'", concurrency=1)
+    c = own_coord.client()
     job = c.submit(table(), workload="badid", chunk_rows=10, columns=["smiles"])
     with pytest.raises(scimesh.JobFailed):
         job.wait(progress=False, timeout=60)

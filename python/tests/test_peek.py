@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 import subprocess
 import time
-from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import pytest
@@ -21,19 +19,8 @@ HALF = ("half=if [ \"$SCIMESH_CHUNK_INDEX\" = 0 ]; then awk -F, 'NR==1{print \"i
         "else cat >/dev/null; sleep 60; fi")
 
 
-@pytest.fixture(scope="module")
-def own(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Coordinator]:
-    """A coordinator of this module's own, whose workers announce no
-    workload to the other tests' coordinator."""
-    c = Coordinator(binary, tmp_path_factory.mktemp("peek"))
-    try:
-        yield c
-    finally:
-        c.stop()
-
-
-def test_peek_running_job(own: Coordinator) -> None:
-    coord = own
+def test_peek_running_job(own_coord: Coordinator) -> None:
+    coord = own_coord
     coord.worker("half", HALF, concurrency=3)
     c = coord.client()
     job = c.submit(b"id,x\na,1\nb,2\nc,3\nd,4\ne,5\nf,6\n", workload="half", top_k=3, chunk_rows=2)
