@@ -15,6 +15,10 @@ type CacheQuerier interface {
 	// CacheGet returns the entries remembered under keys, by key; a key
 	// not remembered is not in the map.
 	CacheGet(ctx context.Context, keys []string) (map[string]CacheEntry, error)
+	// JobAddCached adds n to the count of job id's chunks completed from
+	// the cache (domain.Job.Cached) without touching its version: no
+	// other write of a job sets that count. An unknown job is ErrNotFound.
+	JobAddCached(ctx context.Context, id string, n int) error
 }
 
 // CacheEntry is a remembered chunk output: that of chunk task TaskID,

@@ -14,7 +14,8 @@ const (
 SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::timestamptz[])
 ON CONFLICT (key) DO UPDATE SET task_id = excluded.task_id, rows = excluded.rows, top_k = excluded.top_k,
 	created_at = excluded.created_at WHERE excluded.top_k > chunk_cache.top_k`
-	sqlCacheGet = `SELECT key, task_id, rows, top_k, created_at FROM chunk_cache WHERE key = ANY($1)`
+	sqlCacheGet     = `SELECT key, task_id, rows, top_k, created_at FROM chunk_cache WHERE key = ANY($1)`
+	sqlJobAddCached = `UPDATE jobs SET cached = cached + $1 WHERE id = $2`
 )
 
 // CachePut remembers entries, in one statement.
@@ -55,4 +56,16 @@ func (q *querier) CacheGet(ctx context.Context, keys []string) (map[string]store
 		return nil, translate(err, "read %d chunk cache keys", len(keys))
 	}
 	return out, nil
+}
+
+// JobAddCached adds n to the chunks of job id the cache completed.
+func (q *querier) JobAddCached(ctx context.Context, id string, n int) error {
+	tag, err := q.db.Exec(ctx, sqlJobAddCached, n, id)
+	if err == nil && tag.RowsAffected() == 0 {
+		err = pgx.ErrNoRows
+	}
+	if err != nil {
+		return translate(err, "count %d cached chunks of job %s", n, id)
+	}
+	return nil
 }

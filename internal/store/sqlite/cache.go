@@ -16,6 +16,7 @@ var (
 	created_at = excluded.created_at WHERE excluded.top_k > chunk_cache.top_k`)
 	sqlCacheGet = newStatement(`SELECT key, task_id, rows, top_k, created_at FROM chunk_cache
 	WHERE key IN (SELECT value FROM json_each(?1))`)
+	sqlJobAddCached = newStatement(`UPDATE jobs SET cached = cached + ? WHERE id = ?`)
 )
 
 // CachePut remembers entries, in one statement.
@@ -52,4 +53,19 @@ func (q *querier) CacheGet(ctx context.Context, keys []string) (map[string]store
 		return nil, translate(err, "read %d chunk cache keys", len(keys))
 	}
 	return out, nil
+}
+
+// JobAddCached adds n to the chunks of job id the cache completed.
+func (q *querier) JobAddCached(ctx context.Context, id string, n int) error {
+	res, err := q.exec(ctx, sqlJobAddCached, n, id)
+	if err == nil {
+		var rows int64
+		if rows, err = res.RowsAffected(); err == nil && rows == 0 {
+			err = sql.ErrNoRows
+		}
+	}
+	if err != nil {
+		return translate(err, "count %d cached chunks of job %s", n, id)
+	}
+	return nil
 }

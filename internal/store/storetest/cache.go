@@ -1,9 +1,11 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/store"
 )
 
@@ -57,5 +59,38 @@ func exerciseCache(t *testing.T, newStore newFunc) {
 		}
 		get("after its task was deleted", []string{"k1", "k2"}, e2)
 		put()
+	})
+	t.Run("JobAddCached", func(t *testing.T) {
+		t.Parallel()
+		s := newStore(t)
+		ctx := t.Context()
+		j := NewJob("j1", Epoch())
+		j.Cached = 2
+		insertJobs(t, s, j)
+		before, err := s.JobGet(ctx, "j1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.JobAddCached(ctx, "j1", 3); err != nil {
+			t.Fatalf("JobAddCached: %v", err)
+		}
+		after, err := s.JobGet(ctx, "j1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Cached != 5 || after.Version != before.Version {
+			t.Errorf("after adding 3 to 2: cached %d, version %d; want 5 and version %d", after.Cached, after.Version, before.Version)
+		}
+		// A job update written meanwhile keeps the count.
+		before.Status = domain.JobRunning
+		if err := s.JobUpdate(ctx, before); err != nil {
+			t.Fatalf("JobUpdate after JobAddCached: %v", err)
+		}
+		if after, err = s.JobGet(ctx, "j1"); err != nil || after.Cached != 5 {
+			t.Errorf("after a job update: cached %d (%v), want 5", after.Cached, err)
+		}
+		if err := s.JobAddCached(ctx, "nope", 1); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("JobAddCached of an unknown job: %v, want ErrNotFound", err)
+		}
 	})
 }
