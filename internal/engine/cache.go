@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -157,4 +158,69 @@ func (e *Engine) cachedOutput(ctx context.Context, c store.CacheEntry, keep *tab
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// serveFromCache completes from the chunk cache the chunk tasks of views,
+// just leased to worker p.WorkerID, whose outputs it remembers for the
+// versions of their workloads the worker announces (p.Versions), and
+// returns the others, for the worker to run. A task the cache cannot
+// complete (its entry or output is gone, a read fails) runs.
+func (e *Engine) serveFromCache(ctx context.Context, p ClaimTasksParams, views []*TaskView) []*TaskView {
+	if len(p.Versions) == 0 {
+		return views
+	}
+	var keys []string
+	var asked []*TaskView // the task of each key
+	for _, v := range views {
+		version := p.Versions[v.Workload]
+		if v.Kind != domain.KindChunk || v.Job == nil || v.Job.NoCache || version == "" {
+			continue
+		}
+		keys = append(keys, cacheKey(v.Job, version, v.InputSHA256))
+		asked = append(asked, v)
+	}
+	if len(keys) == 0 {
+		return views
+	}
+	found, err := e.store.CacheGet(ctx, keys)
+	if err != nil {
+		e.log.WarnContext(ctx, "could not read the chunk cache for a claim; its tasks run", "tasks", len(keys), "error", err)
+		return views
+	}
+	var items []CompleteTaskParams
+	for i, key := range keys {
+		c, ok := found[key]
+		j := asked[i].Job
+		if !ok || (c.Rows < j.TopK && c.Rows >= c.TopK) {
+			continue
+		}
+		keep, err := table.NewTopK(j.ScoreColumn, j.Order, j.TopK)
+		var out []byte
+		if err == nil {
+			out, err = e.cachedOutput(ctx, c, keep, j.TopK)
+		}
+		if err != nil {
+			e.log.WarnContext(ctx, "could not read a remembered output; the task runs", "task_id", asked[i].ID, "error", err)
+		}
+		if out == nil {
+			continue
+		}
+		items = append(items, CompleteTaskParams{TaskID: asked[i].ID, WorkerID: p.WorkerID, Attempt: asked[i].Attempt,
+			Output: out, owner: p.WorkerID, fromCache: true})
+	}
+	if len(items) == 0 {
+		return views
+	}
+	res, err := e.completeTasks(ctx, items)
+	if err != nil {
+		e.log.WarnContext(ctx, "could not complete tasks from the chunk cache; they run", "tasks", len(items), "error", err)
+		return views
+	}
+	done := map[string]bool{} // no longer the worker's to run: completed, or failed by a check
+	for i, r := range res {
+		if r.Err == nil {
+			done[items[i].TaskID] = true
+		}
+	}
+	return slices.DeleteFunc(views, func(v *TaskView) bool { return done[v.ID] })
 }

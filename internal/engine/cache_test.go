@@ -184,6 +184,56 @@ func TestChunkCache(t *testing.T) {
 		version = "v2"
 		v, ran = run("ada", newSpec(up, 2))
 		check("another version of the workload", v, ran, 3, 2)
+
+		// With two versions announced, which one runs a job is not known
+		// when it is created: a worker's claim completes the chunks whose
+		// outputs its version gave, and hands out the others.
+		claim := func(worker, version string, max int) []*engine.TaskView {
+			t.Helper()
+			tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: worker, Workloads: []string{"w"},
+				Versions: map[string]string{"w": version}, Max: max})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tasks
+		}
+		claim("w-v3", "v3", 1) // a third version, never run
+		j, _, err := e.CreateJob(ada, newSpec(up, 1), "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j.Tasks.Cached != 0 {
+			t.Errorf("a job created with three versions announced: %d chunks from the cache at creation, want 0", j.Tasks.Cached)
+		}
+		runs := claim("w-v3", "v3", 1)
+		if len(runs) != 1 {
+			t.Fatalf("a claim by a version with nothing remembered: %d tasks, want 1", len(runs))
+		}
+		if got := claim("w-v1", "v1", 10); len(got) != 0 {
+			t.Errorf("a claim by v1, whose outputs are remembered for the other two chunks: %d tasks to run, want 0", len(got))
+		}
+		if _, err := e.CompleteTask(ctx, engine.CompleteTaskParams{TaskID: runs[0].ID, WorkerID: "w-v3", Attempt: runs[0].Attempt,
+			Output: workerOutput(t, runs[0].ChunkIndex, 1), Version: "v3"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.StitchReadyJobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = e.GetJob(ada, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if v.Status != domain.JobCompleted {
+			t.Fatalf("the job completed at claims is %s (%s)", v.Status, v.Error)
+		}
+		check("chunks completed from the cache at claims", v, 1, 1, 1)
+		sp := newSpec(up, 1)
+		sp.NoCache = true
+		if _, _, err := e.CreateJob(ada, sp, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := claim("w-v1", "v1", 10); len(got) != 3 {
+			t.Errorf("a claim by v1 of a job with cache false: %d tasks to run, want 3", len(got))
+		}
 	})
 }
 

@@ -75,7 +75,7 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	// Untrusted workers claim what is open to them (claimOpen). Trusted
 	// ones claim as always and, finding nothing, the replicas of chunks
 	// being voted on, whose outputs they settle alone.
-	claim := func(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
+	leased := func(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 		if !pr.Trusted {
 			return e.claimOpen(ctx, p, pr)
 		}
@@ -84,6 +84,19 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 			return tasks, err
 		}
 		return e.claimOpen(ctx, p, pr)
+	}
+	// Tasks the chunk cache completes are not handed out; a claim they
+	// all were claims again.
+	claim := func(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
+		for {
+			tasks, err := leased(ctx, p)
+			if err != nil || len(tasks) == 0 {
+				return tasks, err
+			}
+			if tasks = e.serveFromCache(ctx, p, tasks); len(tasks) > 0 {
+				return tasks, nil
+			}
+		}
 	}
 	if p.Wait == 0 {
 		return claim(ctx, p)
@@ -462,8 +475,9 @@ type CompleteTaskParams struct {
 	// Empty: the output is not remembered.
 	Version string
 
-	owner   string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
-	trusted bool   // whether that principal is trusted
+	owner     string // the lease owner WorkerID is, for the worker principal that sent it (CompleteTasks)
+	trusted   bool   // whether that principal is trusted
+	fromCache bool   // Output is the chunk cache's, not the worker's (serveFromCache)
 }
 
 // leaseOwner is the lease owner p's lease is held by.
@@ -601,6 +615,7 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		completed, added, closed = 0, added[:0], closed[:0]
 		changed, voted = changed[:0], voted[:0]
 		var remember []store.CacheEntry // outputs the chunk cache keeps
+		cached := map[string]int{}      // job ID → its chunks the cache completed
 		now := e.now()
 		tasks, err := e.leaseTasks(ctx, q, leases, now, runs)
 		if err != nil {
@@ -644,7 +659,11 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 				continue
 			}
 			charge(q, t, now)
-			workerDid(q, p.leaseOwner(), now)
+			if p.fromCache {
+				cached[t.JobID]++
+			} else {
+				workerDid(q, p.leaseOwner(), now)
+			}
 			changed = append(changed, t)
 			if t.Kind == domain.KindReplica {
 				ended[t.ID] = p.trusted // its vote is tallied below
@@ -666,6 +685,11 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		if err := q.CachePut(ctx, remember); err != nil {
 			return err
+		}
+		for _, job := range sortedKeys(cached) {
+			if err := q.JobAddCached(ctx, job, cached[job]); err != nil {
+				return err
+			}
 		}
 		// A vote's chunk is locked before its replicas are written
 		// (lockVotes); the verdicts are written with them.
