@@ -42,6 +42,9 @@ type JobSpec struct {
 	IDColumn string   `json:",omitempty"`
 	// NoCache is "cache": false.
 	NoCache bool `json:",omitempty"`
+	// SpeculateAfter is nil for DefaultSpeculateAfter, so that a request
+	// made before it existed replays to the same job.
+	SpeculateAfter *float64 `json:",omitempty"`
 }
 
 // ChunkRef is one input chunk: where a worker downloads it and its checksum.
@@ -128,6 +131,9 @@ func (s *JobSpec) Validate() error {
 	}
 	if err := s.checkColumns(); err != nil {
 		return err
+	}
+	if v := s.SpeculateAfter; v != nil && *v != 0 && !(*v >= MinSpeculateAfter && *v <= MaxSpeculateAfter) {
+		return Invalidf("speculate_after is %v; it must be 0 (no backups) or between %v and %v", *v, MinSpeculateAfter, MaxSpeculateAfter)
 	}
 	if s.UploadID != "" {
 		if !ValidID(s.UploadID) {
@@ -286,6 +292,11 @@ func CheckLease(t *Task, worker string, attempt int, now time.Time) error {
 	if t.State == TaskCancelled || t.State == TaskFailed {
 		return fmt.Errorf("task %s is %s and its job is over; stop working on it: %w", t.ID, t.State, ErrCancelled)
 	}
+	if t.State == TaskLeased && t.Second.holds(worker, attempt) {
+		c := *t
+		Focus(&c, worker, attempt)
+		return CheckLease(&c, worker, attempt, now)
+	}
 	if t.HoldsLease(worker, attempt, now) {
 		return nil
 	}
@@ -317,6 +328,7 @@ func CheckLogWrite(t *Task, worker string, attempt int, now time.Time) error {
 func Lease(t *Task, worker string, now time.Time) {
 	t.State = TaskLeased
 	t.LeaseOwner = worker
+	t.Second = nil
 	t.Attempt++
 	t.AttemptDeadline = time.Time{}
 	if t.TimeoutSeconds > 0 {
@@ -378,6 +390,10 @@ const (
 // the recorded result by the same attempt changes nothing and reports
 // Replayed; a different result for a completed task is ErrConflict.
 func Complete(t *Task, worker string, attempt int, output []byte, metrics json.RawMessage, now time.Time) (CompleteOutcome, error) {
+	Focus(t, worker, attempt)
+	if t.State == TaskCompleted && t.Second.holds(worker, attempt) {
+		return 0, fmt.Errorf("task %s was completed by its other attempt, %d: %w", t.ID, t.Attempt, ErrLeaseLost)
+	}
 	if t.State == TaskCompleted {
 		if !bytes.Equal(t.Result, output) {
 			return 0, fmt.Errorf("task %s already completed with a different result: %w", t.ID, ErrConflict)
@@ -402,8 +418,13 @@ func Complete(t *Task, worker string, attempt int, output []byte, metrics json.R
 
 // Retry ends t's current attempt with reason. While attempts remain (and the
 // failure is retryable) t goes back to pending, runnable after wait; otherwise
-// it fails for good. It reports whether t failed for good.
+// it fails for good. It reports whether t failed for good. A retryable
+// failure of one of two attempts (Speculate) while the other is live
+// leaves t leased to the other.
 func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.Time) (final bool) {
+	if retryable && drop(t, reason, now) {
+		return false // the other attempt goes on
+	}
 	t.Error = reason
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt = now
@@ -420,8 +441,12 @@ func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.
 // Release gives t back without holding its attempt against it: a worker
 // shutting down hands over a task it could not finish. t goes back to
 // pending at once, and a release never fails it: when it held its last
-// attempt, MaxAttempts grows by one.
+// attempt, MaxAttempts grows by one. When t's other attempt (Speculate)
+// is live, t stays leased to it instead.
 func Release(t *Task, reason string, now time.Time) {
+	if drop(t, reason, now) {
+		return // the other attempt goes on
+	}
 	t.Error = reason
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt = now

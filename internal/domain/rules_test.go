@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"regexp"
 	"strings"
 	"testing"
@@ -228,3 +229,20 @@ func TestValidName(t *testing.T) {
 		}
 	}
 }
+
+func TestValidateSpeculateAfter(t *testing.T) {
+	for _, c := range []struct {
+		v  *float64
+		ok bool
+	}{{nil, true}, {ptr(0.0), true}, {ptr(1.0), true}, {ptr(3.5), true}, {ptr(100.0), true},
+		{ptr(0.5), false}, {ptr(-1.0), false}, {ptr(100.5), false}, {ptr(math.NaN()), false}, {ptr(math.Inf(1)), false}} {
+		s := validSpec()
+		s.SpeculateAfter = c.v
+		err := s.Validate()
+		if (err == nil) != c.ok {
+			t.Errorf("speculate_after %v: Validate() = %v, want ok %v", c.v, err, c.ok)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

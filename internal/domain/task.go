@@ -43,6 +43,9 @@ type Task struct {
 	FinishedAt       time.Time // zero until the task reaches a final state
 	Version          int64     // optimistic-concurrency counter, bumped by every write
 	Ballots          []Ballot  // of a chunk being voted on: its replicas (see Ballot)
+	// Second is the other attempt of a chunk leased twice, a straggler
+	// and its backup (see Speculate); nil when it is leased once.
+	Second *SecondLease
 }
 
 // LeaseLive reports whether the task is leased, its lease has not expired

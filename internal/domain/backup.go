@@ -1,0 +1,97 @@
+package domain
+
+import "time"
+
+// Backups of stragglers. A chunk leased for much longer than its job's
+// other chunks took may be leased a second time, to another worker,
+// while its first attempt goes on (Speculate): the first result of
+// either completes it, and the other attempt's calls get ErrLeaseLost.
+//
+// The task's lease fields hold one of the two attempts and Second the
+// other. Focus swaps them before a write by the attempt in Second, so
+// that the rules written for one lease (Renew, Complete, Retry, Release,
+// ExpireLease) serve both; CheckLease accepts either. An attempt that
+// ends without a result (a retryable failure, an expiry, a release)
+// while the other is live leaves the task leased to the other (drop).
+
+// Bounds of a job's speculate_after: a chunk gets a backup once leased
+// for that many times the median time of its job's completed chunks.
+const (
+	DefaultSpeculateAfter = 3.0
+	MinSpeculateAfter     = 1.0
+	MaxSpeculateAfter     = 100.0
+	// SpeculateMinCompleted is how many chunks of a job must have
+	// completed before any of its chunks gets a backup: a median of
+	// fewer says little.
+	SpeculateMinCompleted = 5
+)
+
+// SecondLease is the other live attempt of a chunk leased twice.
+type SecondLease struct {
+	Owner     string
+	Attempt   int
+	LeasedAt  time.Time
+	ExpiresAt time.Time
+	Deadline  time.Time // the attempt's deadline; zero when none
+}
+
+// live reports whether s is a lease that has neither expired nor timed
+// out at now.
+func (s *SecondLease) live(now time.Time) bool {
+	return s != nil && now.Before(s.ExpiresAt) && (s.Deadline.IsZero() || now.Before(s.Deadline))
+}
+
+// holds reports whether s is the lease of (worker, attempt).
+func (s *SecondLease) holds(worker string, attempt int) bool {
+	return s != nil && s.Owner == worker && s.Attempt == attempt
+}
+
+// CanSpeculate reports whether chunk t may be leased a second time to
+// worker at now: its one lease is live and not worker's, and an attempt
+// is left for the backup.
+func CanSpeculate(t *Task, worker string, now time.Time) bool {
+	return t.Kind == KindChunk && t.LeaseLive(now) && t.LeaseOwner != worker &&
+		!t.Second.live(now) && t.Attempt < t.MaxAttempts
+}
+
+// Speculate leases t a second time to worker at now (see CanSpeculate):
+// the backup, the next attempt, takes t's lease fields, and the attempt
+// that runs goes to Second.
+func Speculate(t *Task, worker string, now time.Time) {
+	first := current(t)
+	Lease(t, worker, now)
+	t.Second = first
+}
+
+// Focus makes (worker, attempt), when it is the lease in t.Second of a
+// leased t, the one in t's lease fields, and the other the second.
+func Focus(t *Task, worker string, attempt int) {
+	if t.State != TaskLeased || !t.Second.holds(worker, attempt) {
+		return
+	}
+	s := t.Second
+	t.Second = current(t)
+	t.LeaseOwner, t.Attempt, t.LeasedAt, t.LeaseExpiresAt, t.AttemptDeadline = s.Owner, s.Attempt, s.LeasedAt, s.ExpiresAt, s.Deadline
+}
+
+// current is the lease in t's lease fields as a SecondLease. It is always
+// a new value: a task copied by value (a snapshot) shares Second.
+func current(t *Task) *SecondLease {
+	return &SecondLease{Owner: t.LeaseOwner, Attempt: t.Attempt, LeasedAt: t.LeasedAt, ExpiresAt: t.LeaseExpiresAt, Deadline: t.AttemptDeadline}
+}
+
+// drop ends the attempt in t's lease fields, over without a result for
+// reason, when the attempt in t.Second is live at now: t stays leased,
+// to that one. It reports whether it did; when it did not, t has no
+// second lease any more.
+func drop(t *Task, reason string, now time.Time) bool {
+	s := t.Second
+	t.Second = nil
+	if t.State != TaskLeased || !s.live(now) {
+		return false
+	}
+	t.LeaseOwner, t.Attempt, t.LeasedAt, t.LeaseExpiresAt, t.AttemptDeadline = s.Owner, s.Attempt, s.LeasedAt, s.ExpiresAt, s.Deadline
+	t.Error = reason
+	t.UpdatedAt = now
+	return true
+}
