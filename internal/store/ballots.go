@@ -83,3 +83,38 @@ func fromMicros(us int64) time.Time {
 	}
 	return time.UnixMicro(us).UTC()
 }
+
+// storedSecond is a task's second lease as the store keeps it, in JSON,
+// with the names and times of storedBallot.
+type storedSecond struct {
+	O string `json:"o"`
+	A int    `json:"a"`
+	L int64  `json:"l,omitempty"`
+	E int64  `json:"e,omitempty"`
+	D int64  `json:"d,omitempty"`
+}
+
+// EncodeSecondLease is what a task's second lease is stored as: nil
+// (NULL) for a task without one.
+func EncodeSecondLease(s *domain.SecondLease) []byte {
+	if s == nil {
+		return nil
+	}
+	b, err := json.Marshal(storedSecond{O: s.Owner, A: s.Attempt, L: micros(s.LeasedAt), E: micros(s.ExpiresAt), D: micros(s.Deadline)})
+	if err != nil {
+		panic("store: a second lease does not encode: " + err.Error()) // plain fields: cannot happen
+	}
+	return b
+}
+
+// DecodeSecondLease reads what EncodeSecondLease wrote.
+func DecodeSecondLease(b []byte) (*domain.SecondLease, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var s storedSecond
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fmt.Errorf("second lease: %w", err)
+	}
+	return &domain.SecondLease{Owner: s.O, Attempt: s.A, LeasedAt: fromMicros(s.L), ExpiresAt: fromMicros(s.E), Deadline: fromMicros(s.D)}, nil
+}

@@ -23,7 +23,7 @@ const taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, ma
 	lease_seconds, lease_owner, lease_expires_at, run_after, priority, job_created_at,
 	input_uri, input_sha256, input_bytes, result, metrics, error, downstream_id,
 	pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters, ballots`
+	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters, ballots, second_lease`
 
 // taskColumnNames are taskColumns as a list, for COPY.
 var taskColumnNames = strings.Fields(strings.ReplaceAll(taskColumns, ",", " "))
@@ -61,7 +61,7 @@ ORDER BY chunk_index LIMIT $4`
 	sqlTaskUpdate = `UPDATE tasks
 SET state = $2, attempt = $3, lease_owner = $4, lease_expires_at = $5, run_after = $6,
 	result = COALESCE($7, result), metrics = $8, error = $9, pending_upstreams = $10, updated_at = $11,
-	finished_at = $12, max_attempts = $14, attempt_deadline = $15, leased_at = $16, ballots = $17, voters = $18, version = version + 1
+	finished_at = $12, max_attempts = $14, attempt_deadline = $15, leased_at = $16, ballots = $17, voters = $18, second_lease = $19, version = version + 1
 WHERE id = $1 AND version = $13`
 
 	sqlTaskUpdateMany = `UPDATE tasks AS t
@@ -69,12 +69,12 @@ SET state = u.state, attempt = u.attempt, lease_owner = u.lease_owner, lease_exp
 	run_after = u.run_after, result = COALESCE(u.result, t.result), metrics = u.metrics, error = u.error,
 	pending_upstreams = u.pending_upstreams, updated_at = u.updated_at, finished_at = u.finished_at,
 	max_attempts = u.max_attempts, attempt_deadline = u.attempt_deadline, leased_at = u.leased_at,
-	ballots = u.ballots, voters = u.voters, version = t.version + 1
+	ballots = u.ballots, voters = u.voters, second_lease = u.second_lease, version = t.version + 1
 FROM unnest($1::text[], $2::text[], $3::integer[], $4::text[], $5::timestamptz[], $6::timestamptz[],
 	$7::bytea[], $8::bytea[], $9::text[], $10::integer[], $11::timestamptz[], $12::timestamptz[], $13::bigint[], $14::integer[],
-	$15::timestamptz[], $16::timestamptz[], $17::jsonb[], $18::text[])
+	$15::timestamptz[], $16::timestamptz[], $17::jsonb[], $18::text[], $19::jsonb[])
 	AS u(id, state, attempt, lease_owner, lease_expires_at, run_after, result, metrics, error, pending_upstreams,
-		updated_at, finished_at, version, max_attempts, attempt_deadline, leased_at, ballots, voters)
+		updated_at, finished_at, version, max_attempts, attempt_deadline, leased_at, ballots, voters, second_lease)
 WHERE t.id = u.id AND t.version = u.version
 RETURNING t.id`
 
@@ -83,7 +83,7 @@ RETURNING t.id`
 	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
 
 	sqlTaskRetryJob = `UPDATE tasks
-SET state = 'pending', max_attempts = attempt + $2, run_after = NULL, lease_expires_at = NULL,
+SET state = 'pending', max_attempts = attempt + $2, run_after = NULL, lease_expires_at = NULL, second_lease = NULL,
 	finished_at = NULL, updated_at = $3, version = version + 1
 WHERE job_id = $1 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
 
@@ -179,7 +179,7 @@ func taskRow(row []any, t *domain.Task) {
 	row[22], row[23], row[24], row[25] = timeArg(t.CreatedAt), timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version+1
 	row[26], row[27], row[28], row[29] = t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline)
 	row[30], row[31], row[32], row[33] = t.Owner, timeArg(t.LeasedAt), string(t.Workers), t.Voters
-	row[34] = jsonbArg(store.EncodeBallots(t.Ballots))
+	row[34], row[35] = jsonbArg(store.EncodeBallots(t.Ballots)), jsonbArg(store.EncodeSecondLease(t.Second))
 }
 
 // insertValuesMax is the most tasks a transaction inserts with one
@@ -440,6 +440,7 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 		expires, runAfter, updated, fin = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		deadlines, leased               = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
 		results, metrics, ballots       = make([][]byte, n), make([][]byte, n), make([]any, n)
+		seconds                         = make([]any, n)
 		voters                          = make([]string, n)
 	)
 	ts := func(t time.Time) pgtype.Timestamptz { return pgtype.Timestamptz{Time: t, Valid: !t.IsZero()} }
@@ -452,9 +453,10 @@ func (q *querier) TaskUpdateMany(ctx context.Context, tasks []*domain.Task) erro
 		deadlines[i], leased[i] = ts(t.AttemptDeadline), ts(t.LeasedAt)
 		results[i], metrics[i] = t.Result, t.Metrics
 		ballots[i], voters[i] = jsonbArg(store.EncodeBallots(t.Ballots)), t.Voters
+		seconds[i] = jsonbArg(store.EncodeSecondLease(t.Second))
 	}
 	rows, err := q.db.Query(ctx, sqlTaskUpdateMany, ids, states, attempts, owners, expires, runAfter,
-		results, metrics, errs, pending, updated, fin, versions, maxAttempts, deadlines, leased, ballots, voters)
+		results, metrics, errs, pending, updated, fin, versions, maxAttempts, deadlines, leased, ballots, voters, seconds)
 	if err != nil {
 		return translate(err, "update %d tasks", n)
 	}
@@ -493,7 +495,7 @@ func taskUpdateArgs(t *domain.Task) []any {
 	return []any{t.ID, string(t.State), t.Attempt, t.LeaseOwner,
 		timeArg(t.LeaseExpiresAt), timeArg(t.RunAfter), bytesArg(t.Result), bytesArg(t.Metrics), t.Error,
 		t.PendingUpstreams, timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.Version, t.MaxAttempts,
-		timeArg(t.AttemptDeadline), timeArg(t.LeasedAt), jsonbArg(store.EncodeBallots(t.Ballots)), t.Voters}
+		timeArg(t.AttemptDeadline), timeArg(t.LeasedAt), jsonbArg(store.EncodeBallots(t.Ballots)), t.Voters, jsonbArg(store.EncodeSecondLease(t.Second))}
 }
 
 // TaskRetryJob puts the job's failed and cancelled chunk tasks back to
@@ -603,18 +605,21 @@ func scanTask(row pgx.Row) (*domain.Task, error) {
 		leaseExpires, runAfter, jobCreated pgtype.Timestamptz
 		created, updated, finished         pgtype.Timestamptz
 		deadline, leased                   pgtype.Timestamptz
-		metrics, ballots                   []byte
+		metrics, ballots, second           []byte
 		workers                            string
 	)
 	err := row.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &leaseExpires, &runAfter, &t.Priority, &jobCreated,
 		&t.InputURI, &t.InputSHA256, &t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID,
 		&t.PendingUpstreams, &created, &updated, &finished, &t.Version, &t.InputOffset, &t.InputLength,
-		&t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters, &ballots)
+		&t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters, &ballots, &second)
 	if err != nil {
 		return nil, err
 	}
 	if t.Ballots, err = store.DecodeBallots(ballots); err != nil {
+		return nil, fmt.Errorf("read task %s: %w", t.ID, err)
+	}
+	if t.Second, err = store.DecodeSecondLease(second); err != nil {
 		return nil, fmt.Errorf("read task %s: %w", t.ID, err)
 	}
 	t.Kind, t.Workers = domain.TaskKind(kind), domain.WorkerMode(workers)

@@ -58,7 +58,7 @@ func TestClaimUsesPartialIndex(t *testing.T) {
 		{sqlTaskListOpen, []any{"a", "[]", 10, 0, "[]", "[]"}, "tasks_claim_open"},
 		{sqlTaskDecrementUpstreams, []any{1, 1, "t"}, "sqlite_autoindex_tasks_1"},
 		{sqlTaskGet, []any{"t"}, "sqlite_autoindex_tasks_1"},
-		{sqlTaskUpdate, make([]any, 18), "sqlite_autoindex_tasks_1"},
+		{sqlTaskUpdate, make([]any, 19), "sqlite_autoindex_tasks_1"},
 		{sqlTaskRetryJob, []any{1, 1, "j1"}, "tasks_job_kind"},
 		{sqlTaskLogLast, []any{"t", 1}, "task_logs_seq"},
 		{sqlJobList[jobListForm{}], []any{10}, "jobs_created"},

@@ -16,8 +16,8 @@ const (
 	taskColumns = `id, job_id, kind, workload, chunk_index, state, attempt, max_attempts, lease_seconds, lease_owner,
 	lease_expires_at, run_after, priority, job_created_at, input_uri, input_sha256, input_bytes, result, metrics,
 	error, downstream_id, pending_upstreams, created_at, updated_at, finished_at, version, input_offset, input_length,
-	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters, ballots`
-	taskNumColumns = 35
+	timeout_seconds, attempt_deadline, owner, leased_at, workers, voters, ballots, second_lease`
+	taskNumColumns = 36
 
 	// taskBatch is the rows of one multi-row INSERT; a batch of n tasks runs
 	// as full batches, then batches of taskSmallBatch, then the rest in one
@@ -40,7 +40,7 @@ var (
 
 	sqlTaskUpdate = newStatement(`UPDATE tasks SET state = ?, attempt = ?, lease_owner = ?, lease_expires_at = ?, run_after = ?,
 	result = coalesce(?, result), metrics = ?, error = ?, pending_upstreams = ?, updated_at = ?, finished_at = ?, max_attempts = ?,
-	attempt_deadline = ?, leased_at = ?, ballots = ?, voters = ?, version = version + 1
+	attempt_deadline = ?, leased_at = ?, ballots = ?, voters = ?, second_lease = ?, version = version + 1
 	WHERE id = ? AND version = ?`)
 
 	sqlTaskGetMany  = newStatement(`SELECT ` + taskColumns + ` FROM tasks WHERE id IN (SELECT value FROM json_each(?))`)
@@ -51,7 +51,7 @@ var (
 	sqlTaskListExpired = newStatement(`SELECT ` + taskListColumns + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`)
 	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = NULL,
-	lease_expires_at = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
+	lease_expires_at = NULL, second_lease = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
 	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`)
 	sqlTaskCancelJob = newStatement(`UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1
 	WHERE job_id = ?2 AND state IN ('waiting', 'pending', 'leased') AND id <> ?3`)
@@ -145,7 +145,7 @@ func (q *querier) insertTaskRows(ctx context.Context, tasks []*domain.Task, args
 			timeArg(t.JobCreatedAt), t.InputURI, t.InputSHA256, t.InputBytes, bytesArg(t.Result), jsonArg(t.Metrics),
 			t.Error, t.DownstreamID, t.PendingUpstreams, timeArg(t.CreatedAt), timeArg(t.UpdatedAt),
 			timeArg(t.FinishedAt), t.Version+1, t.InputOffset, t.InputLength, t.TimeoutSeconds, timeArg(t.AttemptDeadline), t.Owner,
-			timeArg(t.LeasedAt), string(t.Workers), t.Voters, jsonArg(store.EncodeBallots(t.Ballots)))
+			timeArg(t.LeasedAt), string(t.Workers), t.Voters, jsonArg(store.EncodeBallots(t.Ballots)), jsonArg(store.EncodeSecondLease(t.Second)))
 	}
 	_, err := q.exec(ctx, sqlTaskInsert[len(tasks)], args...)
 	return err
@@ -229,7 +229,7 @@ func (q *querier) TaskUpdate(ctx context.Context, t *domain.Task) error {
 	res, err := q.exec(ctx, sqlTaskUpdate, string(t.State), t.Attempt, t.LeaseOwner, timeArg(t.LeaseExpiresAt),
 		timeArg(t.RunAfter), bytesArg(t.Result), jsonArg(t.Metrics), t.Error, t.PendingUpstreams,
 		timeArg(t.UpdatedAt), timeArg(t.FinishedAt), t.MaxAttempts, timeArg(t.AttemptDeadline), timeArg(t.LeasedAt),
-		jsonArg(store.EncodeBallots(t.Ballots)), t.Voters, t.ID, t.Version)
+		jsonArg(store.EncodeBallots(t.Ballots)), t.Voters, jsonArg(store.EncodeSecondLease(t.Second)), t.ID, t.Version)
 	if err != nil {
 		return translate(err, "update task %s", t.ID)
 	}
@@ -377,7 +377,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	var (
 		t                             domain.Task
 		kind, state                   string
-		metrics, ballots              []byte
+		metrics, ballots, second      []byte
 		expires, runAfter, jobCreated sql.NullInt64
 		created, updated, finished    sql.NullInt64
 		deadline, leased              sql.NullInt64
@@ -386,7 +386,7 @@ func scanTask(r scanner) (*domain.Task, error) {
 	err := r.Scan(&t.ID, &t.JobID, &kind, &t.Workload, &t.ChunkIndex, &state, &t.Attempt, &t.MaxAttempts,
 		&t.LeaseSeconds, &t.LeaseOwner, &expires, &runAfter, &t.Priority, &jobCreated, &t.InputURI, &t.InputSHA256,
 		&t.InputBytes, &t.Result, &metrics, &t.Error, &t.DownstreamID, &t.PendingUpstreams, &created, &updated,
-		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters, &ballots)
+		&finished, &t.Version, &t.InputOffset, &t.InputLength, &t.TimeoutSeconds, &deadline, &t.Owner, &leased, &workers, &t.Voters, &ballots, &second)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err
@@ -398,6 +398,9 @@ func scanTask(r scanner) (*domain.Task, error) {
 	t.CreatedAt, t.UpdatedAt, t.FinishedAt = timeOf(created), timeOf(updated), timeOf(finished)
 	t.AttemptDeadline, t.LeasedAt = timeOf(deadline), timeOf(leased)
 	if t.Ballots, err = store.DecodeBallots(ballots); err != nil {
+		return nil, fmt.Errorf("read task %s: %w", t.ID, err)
+	}
+	if t.Second, err = store.DecodeSecondLease(second); err != nil {
 		return nil, fmt.Errorf("read task %s: %w", t.ID, err)
 	}
 	return &t, nil

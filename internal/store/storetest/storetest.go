@@ -199,6 +199,11 @@ func valueDiff(got, want any) string {
 			return fmt.Sprintf("got %s, want %s", g, w)
 		}
 		return ""
+	case *domain.SecondLease:
+		if g, w := store.EncodeSecondLease(got.(*domain.SecondLease)), store.EncodeSecondLease(w); !bytes.Equal(g, w) {
+			return fmt.Sprintf("got %s, want %s", g, w)
+		}
+		return ""
 	case []string:
 		if g := got.([]string); !slices.Equal(g, w) || (g == nil) != (w == nil) {
 			return fmt.Sprintf("got %q (nil %t), want %q (nil %t)", g, g == nil, w, w == nil)

@@ -56,6 +56,8 @@ func fullTask(id string) *domain.Task {
 				LeaseExpiresAt: at.Add(45 * time.Second), AttemptDeadline: at.Add(4 * time.Minute), Voters: ",ada,",
 				Error: "an earlier \"error\"", CreatedAt: at.Add(-3 * time.Minute), UpdatedAt: at},
 		},
+		Second: &domain.SecondLease{Owner: "worker-\"3\"", Attempt: 1, LeasedAt: at.Add(-2*time.Minute + time.Microsecond),
+			ExpiresAt: at.Add(30 * time.Second), Deadline: at.Add(3 * time.Minute)},
 	}
 }
 
