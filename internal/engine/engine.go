@@ -149,12 +149,13 @@ type Engine struct {
 	// change; under jobsMu too.
 	uploadKeys map[string]string
 
-	seenLog   seenLog
-	held      *held // the leases handed out here, as last written
-	votes     *held // the chunks being voted on, as last written here
-	blobOwner blobOwner
-	peeks     chan struct{} // PeekJobResult's turns, maxPeeks at once
-	peeked    peekCache     // PeekJobResult's merges, kept between looks
+	seenLog    seenLog
+	held       *held      // the leases handed out here, as last written
+	chunkTimes chunkTimes // the median chunk times of jobs, for backups
+	votes      *held      // the chunks being voted on, as last written here
+	blobOwner  blobOwner
+	peeks      chan struct{} // PeekJobResult's turns, maxPeeks at once
+	peeked     peekCache     // PeekJobResult's merges, kept between looks
 
 	// stitchPageHook, when set (by tests only), is called after the
 	// stitcher merged each page of a job's chunk outputs.

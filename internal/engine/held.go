@@ -191,3 +191,20 @@ func (e *Engine) leaseTasks(ctx context.Context, q store.Querier, leases []lease
 	}
 	return m, nil
 }
+
+// chunksLeasedBefore returns the chunks of workloads (any when empty)
+// leased here before at and live at now, not to worker: the leases a
+// backup may be due for (claimBackup), oldest first.
+func (h *held) chunksLeasedBefore(at, now time.Time, workloads []string, worker string) []domain.Task {
+	h.mu.Lock()
+	var out []domain.Task
+	for _, t := range h.m {
+		if t.Kind == domain.KindChunk && t.LeasedAt.Before(at) && t.LeaseLive(now) && t.LeaseOwner != worker &&
+			(len(workloads) == 0 || slices.Contains(workloads, t.Workload)) {
+			out = append(out, t)
+		}
+	}
+	h.mu.Unlock()
+	slices.SortFunc(out, func(a, b domain.Task) int { return a.LeasedAt.Compare(b.LeasedAt) })
+	return out
+}

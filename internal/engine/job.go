@@ -108,6 +108,7 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		Workers:        spec.Workers,
 		Quorum:         spec.Quorum,
 		NoCache:        spec.NoCache,
+		SpeculateAfter: domain.DefaultSpeculateAfter,
 		Columns:        spec.Columns,
 		IDColumn:       spec.IDColumn,
 		Status:         domain.JobPending,
@@ -120,6 +121,9 @@ func (e *Engine) CreateJob(ctx context.Context, spec *domain.JobSpec, idempotenc
 		CreatedAt:      now,
 		UpdatedAt:      now,
 		Creating:       true,
+	}
+	if spec.SpeculateAfter != nil {
+		job.SpeculateAfter = *spec.SpeculateAfter
 	}
 	if job.Cached, err = e.reuseOutputs(ctx, job, inputs); err != nil {
 		return nil, false, err

@@ -90,6 +90,9 @@ func (e *Engine) ClaimTasks(ctx context.Context, p ClaimTasksParams) ([]*TaskVie
 	claim := func(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 		for {
 			tasks, err := leased(ctx, p)
+			if err == nil && len(tasks) == 0 && pr.Trusted && cmp.Or(p.kind, domain.KindChunk) == domain.KindChunk {
+				tasks, err = e.claimBackup(ctx, p)
+			}
 			if err != nil || len(tasks) == 0 {
 				return tasks, err
 			}
@@ -265,7 +268,11 @@ func releaseLeases(ctx context.Context, q store.Querier, tasks []*domain.Task, n
 	var released []*domain.Task
 	for _, t := range tasks {
 		s := stored[t.ID]
-		if s == nil || domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
+		if s == nil {
+			continue
+		}
+		domain.Focus(s, t.LeaseOwner, t.Attempt)
+		if domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
 			continue
 		}
 		charge(q, s, now)
@@ -427,6 +434,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 				out[i].err = fmt.Errorf("task %q does not exist: %w", c.taskID, domain.ErrNotFound)
 				continue
 			}
+			domain.Focus(t, c.worker, c.attempt)
 			if err := domain.CheckLease(t, c.worker, c.attempt, now); err != nil {
 				out[i].err = err
 				continue
@@ -850,6 +858,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 			return notFound(err, "task %q", p.TaskID)
 		}
 		now := e.now()
+		domain.Focus(t, p.WorkerID, p.Attempt)
 		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
 			return err
 		}
