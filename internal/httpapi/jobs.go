@@ -31,6 +31,7 @@ type createJobRequest struct {
 	Columns        []string        `json:"columns"`
 	IDColumn       *string         `json:"id_column"`
 	Cache          *bool           `json:"cache"`
+	SpeculateAfter *float64        `json:"speculate_after"`
 }
 
 type inputRequest struct {
@@ -61,6 +62,7 @@ func (r *createJobRequest) spec() (*domain.JobSpec, error) {
 		TimeoutSeconds: orDefault(r.TimeoutSeconds, 0), // no timeout
 		Quorum:         orDefault(r.Quorum, 0),
 		NoCache:        !orDefault(r.Cache, true),
+		SpeculateAfter: r.SpeculateAfter,
 	}
 	// The default mode is stored as "", and only "any" has a quorum (see
 	// domain.JobSpec).

@@ -238,6 +238,8 @@ type job struct {
 	ScoreColumn   string          `json:"score_column"`
 	Order         string          `json:"order"`
 	Parameters    json.RawMessage `json:"parameters"`
+	// SpeculateAfter is a pointer so that a missing field shows.
+	SpeculateAfter *float64 `json:"speculate_after"`
 }
 
 type task struct {

@@ -38,6 +38,7 @@ type jobJSON struct {
 	Columns        []string          `json:"columns"`   // [] when none
 	IDColumn       *string           `json:"id_column"` // with columns only
 	Cache          bool              `json:"cache"`     // whether it uses the chunk cache
+	SpeculateAfter float64           `json:"speculate_after"`
 	ResultSHA256   *string           `json:"result_sha256"`
 }
 
@@ -51,7 +52,7 @@ func jobView(v *engine.JobView) *jobJSON {
 		ScoreColumn: j.ScoreColumn, Order: j.Order, MaxAttempts: j.MaxAttempts,
 		LeaseSeconds: j.LeaseSeconds, TimeoutSeconds: j.TimeoutSeconds, ResultSHA256: strPtr(j.ResultSHA256),
 		Workers: cmp.Or(j.Workers, domain.WorkersTrusted), Columns: j.Columns,
-		IDColumn: strPtr(j.IDColumn), Cache: !j.NoCache,
+		IDColumn: strPtr(j.IDColumn), Cache: !j.NoCache, SpeculateAfter: j.SpeculateAfter,
 	}
 	if out.Columns == nil {
 		out.Columns = []string{}
