@@ -151,6 +151,7 @@ func newSubmitCmd() *cobra.Command {
 		params   []string
 		noHeader bool
 		noCache  bool
+		backups  float64
 		wait     bool
 		output   string
 	)
@@ -184,6 +185,9 @@ the same later for a job submitted without --wait.
 				f := false
 				req.Cache = &f
 			}
+			if cmd.Flags().Changed("speculate-after") {
+				req.SpeculateAfter = &backups
+			}
 			return submit(ctx, cmd, c, args[0], &req, wait, output)
 		}),
 	}
@@ -205,6 +209,7 @@ the same later for a job submitted without --wait.
 	f.StringVar(&req.IDColumn, "id-column", "", `with --columns: the column, in the input and the outputs, that joins them (default "id")`)
 	f.BoolVar(&noHeader, "no-header", false, "the table has no header line")
 	f.BoolVar(&noCache, "no-cache", false, "run every chunk, even those whose outputs the coordinator remembers, and remember none")
+	f.Float64Var(&backups, "speculate-after", 3, "a chunk leased this many times the median chunk time gets a backup on another worker; 0 for none")
 	f.BoolVar(&wait, "wait", false, "wait for the job, show its progress and write its result")
 	f.StringVarP(&output, "output", "o", "", "with --wait: write the result here instead of standard output")
 	_ = cmd.MarkFlagRequired("workload")

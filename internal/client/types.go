@@ -69,6 +69,10 @@ type JobRequest struct {
 	// Cache false runs every chunk, whatever the chunk cache remembers,
 	// and remembers none of the job's outputs; nil is true.
 	Cache *bool `json:"cache,omitempty"`
+	// SpeculateAfter is after how many times the median chunk time a
+	// straggling chunk gets a backup attempt; 0 turns backups off, nil is
+	// the default, 3.
+	SpeculateAfter *float64 `json:"speculate_after,omitempty"`
 }
 
 // JobInput names a job's input: an upload, or chunks hosted elsewhere.

@@ -112,6 +112,7 @@ class Client:
         columns: Optional[Sequence[str]] = None,
         id_column: Optional[str] = None,
         cache: Optional[bool] = None,
+        speculate_after: Optional[float] = None,
         idempotency_key: Optional[str] = None,
     ) -> "Job":
         """Uploads ``source`` and creates a job over it: score every row with
@@ -142,6 +143,11 @@ class Client:
         remembers its output from an earlier job (the default reuses them,
         so a resubmitted job costs only what changed).
 
+        ``speculate_after`` (default 3; 0 for never): once no chunk waits
+        and at least 5 completed, a chunk running longer than this many
+        times their median time is run a second time on another worker,
+        and the first result counts.
+
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
         retried without making a second job.
@@ -167,6 +173,7 @@ class Client:
             "columns": list(columns) if columns is not None else None,
             "id_column": id_column,
             "cache": cache,
+            "speculate_after": speculate_after,
         }
         spec.update({k: v for k, v in options.items() if v is not None})
         key = idempotency_key or str(uuid.uuid4())
