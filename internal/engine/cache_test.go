@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/domain"
@@ -233,6 +234,39 @@ func TestChunkCache(t *testing.T) {
 		}
 		if got := claim("w-v1", "v1", 10); len(got) != 3 {
 			t.Errorf("a claim by v1 of a job with cache false: %d tasks to run, want 3", len(got))
+		}
+		if _, err := e.CancelJob(ada, j.ID); err != nil {
+			t.Fatal(err)
+		}
+
+		// Another coordinator on the same database finds what this one
+		// remembered.
+		other := newEngine(s, engine.Config{Blobs: blobs})
+		if j, _, err = other.CreateJob(ada, newSpec(up, 2), ""); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := other.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w-v1", Workloads: []string{"w"},
+			Versions: map[string]string{"w": "v1"}, Max: 10}); err != nil || len(got) != 0 {
+			t.Errorf("a claim by v1 on another coordinator: %d tasks to run (%v), want 0", len(got), err)
+		}
+		if _, err := other.StitchReadyJobs(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v, err = other.GetJob(ada, j.ID); err != nil || v.Status != domain.JobCompleted {
+			t.Fatalf("the job on another coordinator: %v (%v)", v.Status, err)
+		}
+		check("on another coordinator", v, 0, 0, 2)
+
+		// Retention deletes the jobs, and the entries of their outputs go
+		// with them: the same job runs every chunk again.
+		if _, err := e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: time.Nanosecond}); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err = e.CreateJob(ada, newSpec(up, 2), ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := claim("w-v1", "v1", 10); len(got) != 3 {
+			t.Errorf("a claim by v1 after retention deleted the remembered outputs: %d tasks to run, want 3", len(got))
 		}
 	})
 }
