@@ -127,6 +127,8 @@ formargs() {
 	batch50) echo --batch 50 ;;
 	single_lean) echo --batch 1 --load lean ;;
 	batch50_lean) echo --batch 50 --load lean ;;
+	single_versioned) echo --batch 1 --workload-version v1 ;;
+	batch50_versioned) echo --batch 50 --workload-version v1 ;;
 	grpc) echo --protocol grpc ;;
 	*) echo "unknown form $1" >&2; exit 1 ;;
 	esac

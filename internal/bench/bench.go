@@ -66,6 +66,12 @@ type Config struct {
 	// (`scimesh serve`, in another process): Run seeds its own job, or
 	// trees, there instead of starting a server, and DB is not used.
 	Coordinator string
+	// Version, when set, is the version of their workload the workers
+	// announce in claims and send with results, as `scimesh worker`
+	// does: the coordinator then remembers each output in its chunk
+	// cache and looks claimed chunks up in it. It needs workloads named
+	// (Coordinator set).
+	Version string
 	// WorkerToken and ClientToken are the coordinator's
 	// WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN; empty sends none.
 	WorkerToken, ClientToken string
@@ -144,6 +150,9 @@ func Run(ctx context.Context, out io.Writer, c Config) error {
 	}
 	if (len(c.WorkerTokens) > 0 || c.JobWorkers != "" || c.Quorum > 0) && (c.Coordinator == "" || c.Load == LoadLean || c.Protocol == ProtocolGRPC || c.Accounts > 0) {
 		return fmt.Errorf("--worker-tokens, --job-workers and --quorum drive one job on a coordinator of another process (--coordinator) with the client load generator over REST")
+	}
+	if c.Version != "" && (c.Coordinator == "" || c.Protocol == ProtocolGRPC) {
+		return fmt.Errorf("--workload-version drives a coordinator of another process (--coordinator) over REST")
 	}
 	if c.Accounts > 0 && (c.Coordinator == "" || c.Protocol == ProtocolGRPC || c.JobsPerAccount < 1) {
 		return fmt.Errorf("--accounts drives a coordinator of another process over REST (--coordinator), with --jobs-per-account ≥ 1")
@@ -251,7 +260,7 @@ func database(ctx context.Context, db string) (string, func(), error) {
 func seedBacklog(ctx context.Context, eng *engine.Engine, n int) (string, error) {
 	chunks := make([]domain.ChunkRef, n)
 	for i := range chunks {
-		chunks[i] = domain.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: strings.Repeat("0", 64)}
+		chunks[i] = domain.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: fmt.Sprintf("%064x", i)}
 	}
 	v, _, err := eng.CreateJob(ctx, &domain.JobSpec{
 		Name: "bench", Workload: "noop", Parameters: json.RawMessage("{}"), Chunks: chunks,
@@ -316,6 +325,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 	}
 	defer hc.CloseIdleConnections()
 	reqCtx := context.WithoutCancel(ctx)
+	versions := workloadVersions(workloads, c.Version)
 	try := func(f func() error) (time.Duration, int, error) { return retry(client.IsRetryable, f) }
 	return work(ctx, c, func(id string, n int) (lifecycle, error) {
 		cl := clients[workerNumber(id)%len(clients)]
@@ -323,7 +333,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		// form.
 		var tasks []client.Task
 		claimed, claimRetried, err := try(func() (err error) {
-			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads}, n)
+			tasks, err = cl.ClaimMany(reqCtx, client.ClaimRequest{WorkerID: id, Workloads: workloads, WorkloadVersions: versions}, n)
 			return err
 		})
 		// An account's workers find nothing to claim while the votes
@@ -344,7 +354,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		if c.Batch == 1 {
 			t := tasks[0]
 			if took, retried, err = try(func() error {
-				_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput})
+				_, err := cl.Complete(reqCtx, t.TaskID, client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput, WorkloadVersion: c.Version})
 				return err
 			}); err != nil {
 				return lifecycle{}, err
@@ -352,7 +362,7 @@ func drive(ctx context.Context, base, token string, workloads []string, c Config
 		} else {
 			items := make([]client.Result, len(tasks))
 			for i, t := range tasks {
-				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
+				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput, WorkloadVersion: c.Version}
 			}
 			var statuses []client.ResultStatus
 			took, retried, err = try(func() (err error) {
@@ -536,4 +546,17 @@ func startProfile(path string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		f.Close()
 	}, nil
+}
+
+// workloadVersions is what the workers of workloads announce in their
+// claims when they run version: nil when version is "".
+func workloadVersions(workloads []string, version string) map[string]string {
+	if version == "" {
+		return nil
+	}
+	m := make(map[string]string, len(workloads))
+	for _, w := range workloads {
+		m[w] = version
+	}
+	return m
 }

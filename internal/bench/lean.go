@@ -172,11 +172,12 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 		client.ClaimRequest
 		MaxTasks int `json:"max_tasks,omitempty"`
 	}
+	versions := workloadVersions(workloads, c.Version)
 	try := func(f func() error) (time.Duration, int, error) { return retry(leanRetryable, f) }
 	return work(ctx, c, func(id string, n int) (lifecycle, error) {
 		var tasks []claimed
 		took, claimRetried, err := try(func() error {
-			body := claimBody{ClaimRequest: client.ClaimRequest{WorkerID: id, Workloads: workloads}}
+			body := claimBody{ClaimRequest: client.ClaimRequest{WorkerID: id, Workloads: workloads, WorkloadVersions: versions}}
 			if n == 1 {
 				var t claimed
 				status, err := call("/tasks/claim", body, &t)
@@ -207,13 +208,13 @@ func driveLean(ctx context.Context, base, token string, workloads []string, c Co
 			t := tasks[0]
 			var task struct{} // the task as recorded: only its status counts
 			resultTook, retried, err = try(func() error {
-				_, err := call("/tasks/"+url.PathEscape(t.TaskID)+"/result", client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput}, &task)
+				_, err := call("/tasks/"+url.PathEscape(t.TaskID)+"/result", client.Result{WorkerID: id, Attempt: t.Attempt, Output: noopOutput, WorkloadVersion: c.Version}, &task)
 				return err
 			})
 		} else {
 			items := make([]client.Result, len(tasks))
 			for i, t := range tasks {
-				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput}
+				items[i] = client.Result{TaskID: t.TaskID, WorkerID: id, Attempt: t.Attempt, Output: noopOutput, WorkloadVersion: c.Version}
 			}
 			var out struct {
 				Results []struct {

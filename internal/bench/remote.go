@@ -124,7 +124,7 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 func seedJob(ctx context.Context, base string, c Config, workload string, n int) (string, error) {
 	chunks := make([]client.ChunkRef, n)
 	for i := range chunks {
-		chunks[i] = client.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: strings.Repeat("0", 64)}
+		chunks[i] = client.ChunkRef{URI: fmt.Sprintf("https://bench.invalid/%d", i), SHA256: fmt.Sprintf("%064x", i)}
 	}
 	cl := client.New(base, c.ClientToken, client.WithTimeout(0))
 	defer cl.CloseIdleConnections()
