@@ -28,6 +28,7 @@ type Job struct {
 	IDColumn       string     // the column that joins outputs to input rows; "" when Columns is nil
 	NoCache        bool       // the job neither reuses remembered chunk outputs nor adds to them
 	Cached         int        // chunks completed from remembered outputs, not run
+	CacheVersion   string     // the workload version whose remembered outputs its creation looked up; "" when none
 	SpeculateAfter float64    // a chunk leased this many times its job's median chunk time gets a backup; 0 for none
 	Status         JobStatus
 	Error          string // names the task that failed the job

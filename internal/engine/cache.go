@@ -90,7 +90,7 @@ func (e *Engine) announcedVersion(ctx context.Context, workload string) (string,
 // cache remembers for the version of j's workload that connected workers
 // announce, and returns how many it set: each output as a fresh run would
 // give it, the best top_k rows of one that kept at least that many, or
-// every row.
+// every row. It sets j.CacheVersion to the version it looked up.
 func (e *Engine) reuseOutputs(ctx context.Context, j *domain.Job, inputs []chunkInput) (int, error) {
 	if j.NoCache {
 		return 0, nil
@@ -99,6 +99,7 @@ func (e *Engine) reuseOutputs(ctx context.Context, j *domain.Job, inputs []chunk
 	if err != nil || version == "" {
 		return 0, err
 	}
+	j.CacheVersion = version
 	keep, err := table.NewTopK(j.ScoreColumn, j.Order, j.TopK)
 	if err != nil {
 		return 0, err
@@ -164,7 +165,10 @@ func (e *Engine) cachedOutput(ctx context.Context, c store.CacheEntry, keep *tab
 // just leased to worker p.WorkerID, whose outputs it remembers for the
 // versions of their workloads the worker announces (p.Versions), and
 // returns the others, for the worker to run. A task the cache cannot
-// complete (its entry or output is gone, a read fails) runs.
+// complete (its entry or output is gone, a read fails) runs. The chunks
+// of a job created while its workers announced that version were looked
+// up then, and are not looked up again: a claim pays for no lookup that
+// the job's creation made already.
 func (e *Engine) serveFromCache(ctx context.Context, p ClaimTasksParams, views []*TaskView) []*TaskView {
 	if len(p.Versions) == 0 {
 		return views
@@ -173,7 +177,7 @@ func (e *Engine) serveFromCache(ctx context.Context, p ClaimTasksParams, views [
 	var asked []*TaskView // the task of each key
 	for _, v := range views {
 		version := p.Versions[v.Workload]
-		if v.Kind != domain.KindChunk || v.Job == nil || v.Job.NoCache || version == "" {
+		if v.Kind != domain.KindChunk || v.Job == nil || v.Job.NoCache || version == "" || version == v.Job.CacheVersion {
 			continue
 		}
 		keys = append(keys, cacheKey(v.Job, version, v.InputSHA256))

@@ -146,6 +146,9 @@ func TestChunkCache(t *testing.T) {
 		up := upload("ada", cacheTable)
 		v, ran := run("ada", newSpec(up, 2))
 		check("the first run", v, ran, 3, 2)
+		if v.CacheVersion != "v1" {
+			t.Errorf("a job created with v1 announced alone was looked up under %q, want v1", v.CacheVersion)
+		}
 		v, ran = run("ada", newSpec(upload("ada", cacheTable), 2))
 		check("the same job on the same table uploaded again", v, ran, 0, 2)
 		v, ran = run("ada", newSpec(up, 1))
@@ -203,8 +206,8 @@ func TestChunkCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if j.Tasks.Cached != 0 {
-			t.Errorf("a job created with three versions announced: %d chunks from the cache at creation, want 0", j.Tasks.Cached)
+		if j.Tasks.Cached != 0 || j.CacheVersion != "" {
+			t.Errorf("a job created with three versions announced: %d chunks from the cache at creation, looked up under %q; want none", j.Tasks.Cached, j.CacheVersion)
 		}
 		runs := claim("w-v3", "v3", 1)
 		if len(runs) != 1 {

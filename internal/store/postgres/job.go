@@ -18,7 +18,7 @@ import (
 const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k,
 	score_column, sort_order, max_attempts, lease_seconds, priority, status, error,
 	root_task_id, chunk_count, idempotency_key, request_hash, result, result_sha256,
-	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating, owner, workers, quorum, columns, id_column, no_cache, cached, speculate_after`
+	created_at, updated_at, finished_at, version, upload_id, input_header, timeout_seconds, creating, owner, workers, quorum, columns, id_column, no_cache, cached, speculate_after, cache_version`
 
 // jobSelectColumns are jobColumns as reads select them: the final CSV's
 // size in place of the CSV, which only JobResultRead reads. octet_length
@@ -31,7 +31,7 @@ var (
 	// ON CONFLICT DO NOTHING reports a taken ID or idempotency key as zero
 	// rows instead of an error that would abort the caller's transaction.
 	sqlJobInsert = `INSERT INTO jobs (` + jobColumns + `)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30, $31, $32, $33, $34, $35, $36, $37)
 ON CONFLICT DO NOTHING`
 
 	sqlJobGet = `SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = $1`
@@ -74,7 +74,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		j.RootTaskID, j.ChunkCount, textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
 		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, j.Creating, j.Owner, string(j.Workers), j.Quorum,
-		store.EncodeColumns(j.Columns), j.IDColumn, j.NoCache, j.Cached, j.SpeculateAfter)
+		store.EncodeColumns(j.Columns), j.IDColumn, j.NoCache, j.Cached, j.SpeculateAfter, j.CacheVersion)
 	if err != nil {
 		return translate(err, "insert job %s", j.ID)
 	}
@@ -228,7 +228,7 @@ func scanJob(row pgx.Row) (*domain.Job, error) {
 	err := row.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK,
 		&j.ScoreColumn, &order, &j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error,
 		&j.RootTaskID, &j.ChunkCount, &key, &j.RequestHash, &j.ResultBytes, &j.ResultSHA256,
-		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner, &workers, &j.Quorum, &columns, &j.IDColumn, &j.NoCache, &j.Cached, &j.SpeculateAfter)
+		&created, &updated, &finished, &j.Version, &j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner, &workers, &j.Quorum, &columns, &j.IDColumn, &j.NoCache, &j.Cached, &j.SpeculateAfter, &j.CacheVersion)
 	if err != nil {
 		return nil, err
 	}

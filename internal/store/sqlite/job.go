@@ -15,7 +15,7 @@ import (
 const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_k, score_column, sort_order,
 	max_attempts, lease_seconds, priority, status, error, root_task_id, chunk_count, idempotency_key,
 	request_hash, result, result_sha256, created_at, updated_at, finished_at, version, upload_id, input_header,
-	timeout_seconds, creating, owner, workers, quorum, columns, id_column, no_cache, cached, speculate_after`
+	timeout_seconds, creating, owner, workers, quorum, columns, id_column, no_cache, cached, speculate_after, cache_version`
 
 // jobSelectColumns are jobColumns as reads select them: the final CSV's size in
 // place of the CSV, which only JobResultRead reads. length() of a BLOB
@@ -23,7 +23,7 @@ const jobColumns = `id, name, workload, parameters, chunk_rows, has_header, top_
 var jobSelectColumns = strings.Replace(jobColumns, "request_hash, result,", "request_hash, coalesce(length(result), 0),", 1)
 
 var (
-	sqlJobInsert = newStatement(`INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(36) + `)`)
+	sqlJobInsert = newStatement(`INSERT INTO jobs (` + jobColumns + `) VALUES (` + placeholders(37) + `)`)
 
 	sqlJobGet = newStatement(`SELECT ` + jobSelectColumns + ` FROM jobs WHERE id = ?`)
 
@@ -92,7 +92,7 @@ func (q *querier) JobInsert(ctx context.Context, j *domain.Job) error {
 		textArg(j.IdempotencyKey), j.RequestHash, bytesArg(j.Result), j.ResultSHA256,
 		timeArg(j.CreatedAt), timeArg(j.UpdatedAt), timeArg(j.FinishedAt), j.Version+1,
 		j.UploadID, bytesArg(j.InputHeader), j.TimeoutSeconds, boolArg(j.Creating), j.Owner, string(j.Workers), j.Quorum,
-		store.EncodeColumns(j.Columns), j.IDColumn, boolArg(j.NoCache), j.Cached, j.SpeculateAfter)
+		store.EncodeColumns(j.Columns), j.IDColumn, boolArg(j.NoCache), j.Cached, j.SpeculateAfter, j.CacheVersion)
 	if err != nil {
 		return translate(err, "insert job %s", j.ID)
 	}
@@ -211,7 +211,7 @@ func scanJob(r scanner) (*domain.Job, error) {
 	err := r.Scan(&j.ID, &j.Name, &j.Workload, &params, &j.ChunkRows, &j.HasHeader, &j.TopK, &j.ScoreColumn, &order,
 		&j.MaxAttempts, &j.LeaseSeconds, &j.Priority, &status, &j.Error, &j.RootTaskID, &j.ChunkCount, &key,
 		&j.RequestHash, &j.ResultBytes, &j.ResultSHA256, &created, &updated, &finished, &j.Version,
-		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner, &workers, &j.Quorum, &columns, &j.IDColumn, &j.NoCache, &j.Cached, &j.SpeculateAfter)
+		&j.UploadID, &j.InputHeader, &j.TimeoutSeconds, &j.Creating, &j.Owner, &workers, &j.Quorum, &columns, &j.IDColumn, &j.NoCache, &j.Cached, &j.SpeculateAfter, &j.CacheVersion)
 	if err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, err

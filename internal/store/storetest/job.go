@@ -46,6 +46,7 @@ func fullJob(id string) *domain.Job {
 		NoCache:        true,
 		Cached:         17,
 		SpeculateAfter: 2.5,
+		CacheVersion:   "sha256:ab+1",
 		IdempotencyKey: "idem-" + id,
 		RequestHash:    strings.Repeat("ab", 32),
 		Result:         []byte("id,score\n1,0.5\n\x00\xff\n"),
