@@ -9,7 +9,13 @@
 # batch50_lean are single and batch50 driven by the lean load generator
 # (`bench --load lean`: fasthttp's requests on connections of its own, a
 # fraction of net/http's CPU per request), so that less of the two cores
-# the load generator shares with serve goes to the client.
+# the load generator shares with serve goes to the client. The forms
+# single_versioned and batch50_versioned send a workload version with
+# every claim and result, as every `scimesh worker` does, announced before
+# the job is created (its creation looks the chunks up in the chunk cache,
+# and each result remembers its output); single_late and batch50_late
+# announce it only with the first claims, so each claim looks its chunks
+# up too.
 # Usage: bench/load.sh [ROUNDS]   (default 3; prints every run, then medians)
 # TASKS (50000), BACKLOG (10000), WORKERS (64), STORES ("sqlite postgres")
 # and FORMS ("single batch50 grpc") change what is run; the form "river"
@@ -129,6 +135,8 @@ formargs() {
 	batch50_lean) echo --batch 50 --load lean ;;
 	single_versioned) echo --batch 1 --workload-version v1 ;;
 	batch50_versioned) echo --batch 50 --workload-version v1 ;;
+	single_late) echo --batch 1 --workload-version v1 --announce-late ;;
+	batch50_late) echo --batch 50 --workload-version v1 --announce-late ;;
 	grpc) echo --protocol grpc ;;
 	*) echo "unknown form $1" >&2; exit 1 ;;
 	esac

@@ -68,6 +68,7 @@ CLIENT_AUTH_TOKEN from the environment unless --worker-token and
 	f.DurationVar(&c.TaskTime, "task-time", 0, "how long a worker holds each task before its result")
 	f.StringSliceVar(&c.WorkerTokens, "worker-tokens", nil, "with --coordinator, the tokens the workers use in turn (worker keys of several accounts, say) in place of --worker-token")
 	f.StringVar(&c.Version, "workload-version", "", "with --coordinator, the workload version the workers announce and send with results, as scimesh worker does (the chunk cache then remembers every output)")
+	f.BoolVar(&c.AnnounceLate, "announce-late", false, "with --workload-version, announce the version only with the workers' first claims, after the job is created, so that every claim looks its chunks up in the chunk cache")
 	f.StringVar(&c.JobWorkers, "job-workers", "", `with --coordinator, the seeded job's workers: trusted, own or any`)
 	f.IntVar(&c.Quorum, "quorum", 0, `with --coordinator and --job-workers any, the seeded job's quorum`)
 	return cmd

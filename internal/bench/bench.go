@@ -70,8 +70,12 @@ type Config struct {
 	// announce in claims and send with results, as `scimesh worker`
 	// does: the coordinator then remembers each output in its chunk
 	// cache and looks claimed chunks up in it. It needs workloads named
-	// (Coordinator set).
-	Version string
+	// (Coordinator set). The workers announce it before the job is
+	// created, so that its creation looks its chunks up in the cache and
+	// claims need not; AnnounceLate leaves that out, so that every claim
+	// looks its chunks up.
+	Version      string
+	AnnounceLate bool
 	// WorkerToken and ClientToken are the coordinator's
 	// WORKER_AUTH_TOKEN and CLIENT_AUTH_TOKEN; empty sends none.
 	WorkerToken, ClientToken string

@@ -54,7 +54,12 @@ func runRemote(ctx context.Context, out io.Writer, c Config) (*seeded, error) {
 	case c.Accounts > 0:
 		owner, weights, err = seedAccounts(ctx, c, s.workload, n)
 	default:
-		s.jobID, err = seedJob(ctx, base, c, s.workload, n)
+		if c.Version != "" && !c.AnnounceLate {
+			err = announce(ctx, base, c, s.workload)
+		}
+		if err == nil {
+			s.jobID, err = seedJob(ctx, base, c, s.workload, n)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -263,4 +268,16 @@ func countTrees(ctx context.Context, base, token string, ids []string, workers i
 	}
 	wg.Wait()
 	return counts, first
+}
+
+// announce makes the coordinator at base know that c's workers run
+// c.Version of workload before the job is created, as workers that are
+// connected when a job is submitted have said: a claim that finds
+// nothing.
+func announce(ctx context.Context, base string, c Config, workload string) error {
+	cl := client.New(base, c.WorkerToken)
+	defer cl.CloseIdleConnections()
+	_, err := cl.ClaimMany(ctx, client.ClaimRequest{WorkerID: "bench-announce", Workloads: []string{workload},
+		WorkloadVersions: workloadVersions([]string{workload}, c.Version)}, 1)
+	return err
 }
