@@ -47,11 +47,12 @@ func (s *SecondLease) holds(worker string, attempt int) bool {
 }
 
 // CanSpeculate reports whether chunk t may be leased a second time to
-// worker at now: its one lease is live and not worker's, and an attempt
-// is left for the backup.
+// worker at now: its one lease is live and not worker's, an attempt is
+// left for the backup, and it is not being voted on (its replicas are
+// leased one by one, and its own lease is nobody's).
 func CanSpeculate(t *Task, worker string, now time.Time) bool {
-	return t.Kind == KindChunk && t.LeaseLive(now) && t.LeaseOwner != worker &&
-		!t.Second.live(now) && t.Attempt < t.MaxAttempts
+	return t.Kind == KindChunk && t.LeaseLive(now) && t.LeaseOwner != worker && t.LeaseOwner != QuorumLeaseOwner &&
+		len(t.Ballots) == 0 && !t.Second.live(now) && t.Attempt < t.MaxAttempts
 }
 
 // Speculate leases t a second time to worker at now (see CanSpeculate):

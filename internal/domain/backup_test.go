@@ -39,6 +39,14 @@ func TestSpeculate(t *testing.T) {
 	if CanSpeculate(&Task{Kind: KindChunk, State: TaskLeased, LeaseOwner: "w", Attempt: 3, MaxAttempts: 3, LeaseExpiresAt: now.Add(time.Minute)}, "x", now) {
 		t.Error("CanSpeculate of a chunk on its last attempt: true")
 	}
+	voted := &Task{Kind: KindChunk, State: TaskLeased, LeaseOwner: QuorumLeaseOwner, Attempt: 1, MaxAttempts: 3, LeaseExpiresAt: now.Add(time.Minute),
+		Ballots: []Ballot{{N: 1, State: TaskLeased, Attempt: 1, LeaseOwner: "k", LeaseExpiresAt: now.Add(time.Minute)}}}
+	if CanSpeculate(voted, "x", now) {
+		t.Error("CanSpeculate of a chunk being voted on: true")
+	}
+	if !CanSpeculate(&Task{Kind: KindChunk, State: TaskLeased, LeaseOwner: "w", Attempt: 1, MaxAttempts: 3, LeaseExpiresAt: now.Add(time.Minute)}, "x", now) {
+		t.Error("CanSpeculate of a chunk leased once, live, to another worker: false")
+	}
 
 	// A heartbeat of the first attempt renews it, not the backup.
 	Focus(tk, "slow", 1)
