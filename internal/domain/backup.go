@@ -52,7 +52,18 @@ func (s *SecondLease) holds(worker string, attempt int) bool {
 // leased one by one, and its own lease is nobody's).
 func CanSpeculate(t *Task, worker string, now time.Time) bool {
 	return t.Kind == KindChunk && t.LeaseLive(now) && t.LeaseOwner != worker && t.LeaseOwner != QuorumLeaseOwner &&
-		len(t.Ballots) == 0 && !t.Second.live(now) && t.Attempt < t.MaxAttempts
+		len(t.Ballots) == 0 && !t.Second.live(now) && t.attempts() < t.MaxAttempts
+}
+
+// attempts is how many attempts t has handed out: the highest number of
+// its lease and its second's. A second lease that ended keeps its number
+// taken, so that no later attempt of t has the fencing token of an
+// earlier one.
+func (t *Task) attempts() int {
+	if t.Second != nil && t.Second.Attempt > t.Attempt {
+		return t.Second.Attempt
+	}
+	return t.Attempt
 }
 
 // Speculate leases t a second time to worker at now (see CanSpeculate):
@@ -64,10 +75,10 @@ func Speculate(t *Task, worker string, now time.Time) {
 	t.Second = first
 }
 
-// Focus makes (worker, attempt), when it is the lease in t.Second of a
-// leased t, the one in t's lease fields, and the other the second.
-func Focus(t *Task, worker string, attempt int) {
-	if t.State != TaskLeased || !t.Second.holds(worker, attempt) {
+// Focus makes (worker, attempt), when it is the live lease in t.Second
+// of a leased t, the one in t's lease fields, and the other the second.
+func Focus(t *Task, worker string, attempt int, now time.Time) {
+	if t.State != TaskLeased || !t.Second.holds(worker, attempt) || !t.Second.live(now) {
 		return
 	}
 	s := t.Second
@@ -83,16 +94,40 @@ func current(t *Task) *SecondLease {
 
 // drop ends the attempt in t's lease fields, over without a result for
 // reason, when the attempt in t.Second is live at now: t stays leased,
-// to that one. It reports whether it did; when it did not, t has no
-// second lease any more.
+// to that one, and the ended attempt stays in Second with no lease, its
+// number taken. It reports whether it did; when it did not, t has no
+// second lease any more, and t.Attempt is the highest it handed out.
 func drop(t *Task, reason string, now time.Time) bool {
 	s := t.Second
-	t.Second = nil
 	if t.State != TaskLeased || !s.live(now) {
+		settle(t)
 		return false
 	}
+	ended := current(t)
+	ended.ExpiresAt, ended.Deadline = time.Time{}, time.Time{}
 	t.LeaseOwner, t.Attempt, t.LeasedAt, t.LeaseExpiresAt, t.AttemptDeadline = s.Owner, s.Attempt, s.LeasedAt, s.ExpiresAt, s.Deadline
+	t.Second = ended
 	t.Error = reason
 	t.UpdatedAt = now
 	return true
+}
+
+// settle leaves t with no second lease, and its Attempt the highest it
+// handed out: t is leased no more, and its next lease is numbered after
+// every attempt before.
+func settle(t *Task) {
+	t.Attempt, t.Second = t.attempts(), nil
+}
+
+// SecondTask returns the attempt in t.Second as t would show it leased
+// to that attempt, for charging its time; nil when t has no second
+// lease, or one that ended (and was charged) already.
+func SecondTask(t *Task) *Task {
+	s := t.Second
+	if s == nil || s.ExpiresAt.IsZero() {
+		return nil
+	}
+	c := *t
+	c.LeaseOwner, c.Attempt, c.LeasedAt, c.LeaseExpiresAt, c.AttemptDeadline, c.Second = s.Owner, s.Attempt, s.LeasedAt, s.ExpiresAt, s.Deadline, nil
+	return &c
 }

@@ -49,7 +49,7 @@ func TestSpeculate(t *testing.T) {
 	}
 
 	// A heartbeat of the first attempt renews it, not the backup.
-	Focus(tk, "slow", 1)
+	Focus(tk, "slow", 1, now)
 	Renew(tk, now)
 	if tk.LeaseOwner != "slow" || !tk.LeaseExpiresAt.Equal(now.Add(120*time.Second)) || tk.Second.Owner != "fast" ||
 		!tk.Second.ExpiresAt.Equal(t0.Add(3*time.Minute)) {
@@ -96,20 +96,23 @@ func TestSpeculateOneEnds(t *testing.T) {
 	now := t0.Add(90 * time.Second)
 	ends := map[string]func(tk *Task, worker string, attempt int, now time.Time){
 		"a retryable failure": func(tk *Task, w string, a int, now time.Time) {
-			Focus(tk, w, a)
+			Focus(tk, w, a, now)
 			Retry(tk, "exit 1", true, time.Second, now)
 		},
-		"a release": func(tk *Task, w string, a int, now time.Time) { Focus(tk, w, a); Release(tk, "shutting down", now) },
+		"a release": func(tk *Task, w string, a int, now time.Time) { Focus(tk, w, a, now); Release(tk, "shutting down", now) },
 		"an expiry": func(tk *Task, w string, a int, now time.Time) {
-			Focus(tk, w, a)
+			Focus(tk, w, a, now)
 			ExpireLease(tk, "stopped heartbeating", time.Second, now)
 		},
 	}
 	for what, end := range ends {
 		tk := straggler(t0)
 		end(tk, "slow", 1, now)
-		if tk.State != TaskLeased || tk.LeaseOwner != "fast" || tk.Attempt != 2 || tk.Second != nil {
-			t.Errorf("%s of the first attempt: %s to %s/%d, second %+v; want leased to fast/2 alone", what, tk.State, tk.LeaseOwner, tk.Attempt, tk.Second)
+		if tk.State != TaskLeased || tk.LeaseOwner != "fast" || tk.Attempt != 2 || tk.Second == nil || tk.Second.live(now) {
+			t.Errorf("%s of the first attempt: %s to %s/%d, second %+v; want leased to fast/2, the first ended", what, tk.State, tk.LeaseOwner, tk.Attempt, tk.Second)
+		}
+		if err := CheckLease(tk, "slow", 1, now); !errors.Is(err, ErrLeaseLost) {
+			t.Errorf("%s of the first attempt: its lease: %v, want ErrLeaseLost", what, err)
 		}
 		if err := CheckLease(tk, "fast", 2, now); err != nil {
 			t.Errorf("%s of the first attempt: the backup's lease: %v", what, err)
@@ -122,18 +125,61 @@ func TestSpeculateOneEnds(t *testing.T) {
 	// The backup ends while the first attempt's lease has run out: the
 	// chunk is pending again.
 	tk := straggler(t0)
-	Focus(tk, "fast", 2)
+	Focus(tk, "fast", 2, t0.Add(100*time.Second))
 	Retry(tk, "exit 1", true, 0, t0.Add(150*time.Second))
 	if tk.State != TaskPending {
 		t.Errorf("the backup failed after the first attempt's lease ran out: %s, want pending", tk.State)
 	}
 	// A failure for good fails the chunk whatever the other attempt does.
 	tk = straggler(t0)
-	Focus(tk, "slow", 1)
+	Focus(tk, "slow", 1, now)
 	if !Retry(tk, "bad line 3", false, 0, now) || tk.State != TaskFailed {
 		t.Errorf("a failure for good of one attempt: %s, want failed", tk.State)
 	}
 	if err := CheckLease(tk, "fast", 2, now); !errors.Is(err, ErrCancelled) {
 		t.Errorf("the other attempt after a failure for good: %v, want ErrCancelled", err)
+	}
+}
+
+// TestSpeculateAttemptNumbers: no attempt of a chunk ever takes the
+// number of one before it, and backups count against max_attempts.
+func TestSpeculateAttemptNumbers(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(90 * time.Second)
+	failBoth := func(maxAttempts int) *Task {
+		tk := straggler(t0)
+		tk.MaxAttempts = maxAttempts
+		Focus(tk, "fast", 2, now)
+		Retry(tk, "exit 1", true, 0, now)
+		Focus(tk, "slow", 1, now)
+		Retry(tk, "exit 1", true, 0, now)
+		return tk
+	}
+	if tk := failBoth(2); tk.State != TaskFailed || tk.Attempt != 2 {
+		t.Errorf("max_attempts 2, the backup then the first failed: %s at attempt %d; want failed at 2", tk.State, tk.Attempt)
+	}
+	tk := failBoth(3)
+	if tk.State != TaskPending || tk.Attempt != 2 || tk.Second != nil {
+		t.Errorf("max_attempts 3, both failed: %s at attempt %d, second %+v; want pending at 2", tk.State, tk.Attempt, tk.Second)
+	}
+	Lease(tk, "fast", now)
+	if tk.Attempt != 3 {
+		t.Errorf("the lease after both failed: attempt %d, want 3", tk.Attempt)
+	}
+	// A backup whose lease ran out is followed by one numbered after it.
+	tk = straggler(t0)
+	tk.MaxAttempts = 4
+	Focus(tk, "slow", 1, t0.Add(100*time.Second)) // the first attempt heartbeats: its lease runs to 220 s
+	Renew(tk, t0.Add(100*time.Second))
+	later := t0.Add(200 * time.Second) // the backup's, to 180 s, ran out
+	if !CanSpeculate(tk, "fast", later) {
+		t.Fatal("CanSpeculate after the backup's lease ran out: false")
+	}
+	Speculate(tk, "fast", later)
+	if tk.Attempt != 3 || tk.Second.Owner != "slow" || tk.Second.Attempt != 1 {
+		t.Errorf("the second backup: attempt %d, second %+v; want 3 and slow/1", tk.Attempt, tk.Second)
+	}
+	if err := CheckLease(tk, "fast", 2, later); !errors.Is(err, ErrLeaseLost) {
+		t.Errorf("the lapsed backup's lease: %v, want ErrLeaseLost", err)
 	}
 }

@@ -292,10 +292,16 @@ func CheckLease(t *Task, worker string, attempt int, now time.Time) error {
 	if t.State == TaskCancelled || t.State == TaskFailed {
 		return fmt.Errorf("task %s is %s and its job is over; stop working on it: %w", t.ID, t.State, ErrCancelled)
 	}
-	if t.State == TaskLeased && t.Second.holds(worker, attempt) {
-		c := *t
-		Focus(&c, worker, attempt)
-		return CheckLease(&c, worker, attempt, now)
+	if s := t.Second; t.State == TaskLeased && s.holds(worker, attempt) {
+		switch {
+		case s.live(now):
+			return nil
+		case !s.Deadline.IsZero() && !now.Before(s.Deadline):
+			return fmt.Errorf("task %s: attempt %d %s (its deadline was %s); stop working on it: %w",
+				t.ID, attempt, TimeoutError(t.TimeoutSeconds), s.Deadline.UTC().Format(time.RFC3339), ErrLeaseLost)
+		}
+		return fmt.Errorf("task %s: the lease of worker %q attempt %d ended; attempt %d runs: %w",
+			t.ID, worker, attempt, t.Attempt, ErrLeaseLost)
 	}
 	if t.HoldsLease(worker, attempt, now) {
 		return nil
@@ -328,8 +334,8 @@ func CheckLogWrite(t *Task, worker string, attempt int, now time.Time) error {
 func Lease(t *Task, worker string, now time.Time) {
 	t.State = TaskLeased
 	t.LeaseOwner = worker
+	t.Attempt = t.attempts() + 1
 	t.Second = nil
-	t.Attempt++
 	t.AttemptDeadline = time.Time{}
 	if t.TimeoutSeconds > 0 {
 		t.AttemptDeadline = now.Add(time.Duration(t.TimeoutSeconds) * time.Second)
@@ -390,7 +396,7 @@ const (
 // the recorded result by the same attempt changes nothing and reports
 // Replayed; a different result for a completed task is ErrConflict.
 func Complete(t *Task, worker string, attempt int, output []byte, metrics json.RawMessage, now time.Time) (CompleteOutcome, error) {
-	Focus(t, worker, attempt)
+	Focus(t, worker, attempt, now)
 	if t.State == TaskCompleted && t.Second.holds(worker, attempt) {
 		return 0, fmt.Errorf("task %s was completed by its other attempt, %d: %w", t.ID, t.Attempt, ErrLeaseLost)
 	}
@@ -425,6 +431,7 @@ func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.
 	if retryable && drop(t, reason, now) {
 		return false // the other attempt goes on
 	}
+	settle(t)
 	t.Error = reason
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt = now

@@ -271,7 +271,7 @@ func releaseLeases(ctx context.Context, q store.Querier, tasks []*domain.Task, n
 		if s == nil {
 			continue
 		}
-		domain.Focus(s, t.LeaseOwner, t.Attempt)
+		domain.Focus(s, t.LeaseOwner, t.Attempt, now)
 		if domain.CheckLease(s, t.LeaseOwner, t.Attempt, now) != nil {
 			continue
 		}
@@ -434,7 +434,7 @@ func (e *Engine) renewLeases(ctx context.Context, calls []renewCall) ([]renewAns
 				out[i].err = fmt.Errorf("task %q does not exist: %w", c.taskID, domain.ErrNotFound)
 				continue
 			}
-			domain.Focus(t, c.worker, c.attempt)
+			domain.Focus(t, c.worker, c.attempt, now)
 			if err := domain.CheckLease(t, c.worker, c.attempt, now); err != nil {
 				out[i].err = err
 				continue
@@ -858,7 +858,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 			return notFound(err, "task %q", p.TaskID)
 		}
 		now := e.now()
-		domain.Focus(t, p.WorkerID, p.Attempt)
+		domain.Focus(t, p.WorkerID, p.Attempt, now)
 		if err := domain.CheckLease(t, p.WorkerID, p.Attempt, now); err != nil {
 			return err
 		}
