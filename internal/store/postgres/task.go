@@ -83,7 +83,8 @@ RETURNING t.id`
 	sqlTaskExists = `SELECT EXISTS (SELECT 1 FROM tasks WHERE id = $1)`
 
 	sqlTaskRetryJob = `UPDATE tasks
-SET state = 'pending', max_attempts = attempt + $2, run_after = NULL, lease_expires_at = NULL, second_lease = NULL,
+SET state = 'pending', attempt = GREATEST(attempt, COALESCE((second_lease ->> 'a')::int, 0)),
+	max_attempts = GREATEST(attempt, COALESCE((second_lease ->> 'a')::int, 0)) + $2, run_after = NULL, lease_expires_at = NULL, second_lease = NULL,
 	finished_at = NULL, updated_at = $3, version = version + 1
 WHERE job_id = $1 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`
 

@@ -50,7 +50,11 @@ var (
 
 	sqlTaskListExpired = newStatement(`SELECT ` + taskListColumns + ` FROM tasks
 	WHERE state = 'leased' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`)
-	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending', max_attempts = attempt + ?1, run_after = NULL,
+	// A second lease's attempt counts among those handed out (see
+	// domain.SecondLease): the next attempt is numbered after it.
+	sqlTaskRetryJob = newStatement(`UPDATE tasks SET state = 'pending',
+	attempt = max(attempt, coalesce(second_lease ->> '$.a', 0)),
+	max_attempts = max(attempt, coalesce(second_lease ->> '$.a', 0)) + ?1, run_after = NULL,
 	lease_expires_at = NULL, second_lease = NULL, finished_at = NULL, updated_at = ?2, version = version + 1
 	WHERE job_id = ?3 AND kind = 'chunk' AND state IN ('failed', 'cancelled')`)
 	sqlTaskCancelJob = newStatement(`UPDATE tasks SET state = 'cancelled', lease_expires_at = NULL, finished_at = ?1, updated_at = ?1, version = version + 1

@@ -113,6 +113,8 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		tasks[2].LeaseOwner, tasks[2].Error = "w", "boom"
 		tasks[3].State, tasks[3].FinishedAt, tasks[3].Attempt = domain.TaskCancelled, Epoch(), 1
 		tasks[3].LeaseOwner, tasks[3].LeaseExpiresAt = "w2", Epoch().Add(time.Minute)
+		// Cancelled while a backup, attempt 2, ran: the next attempt is 3.
+		tasks[3].Second = &domain.SecondLease{Owner: "w3", Attempt: 2, LeasedAt: Epoch(), ExpiresAt: Epoch().Add(time.Minute)}
 		// tasks[4] stays pending
 		otherTasks := NewTasks(other, 1)
 		otherTasks[1].State, otherTasks[1].FinishedAt = domain.TaskFailed, Epoch()
@@ -134,8 +136,11 @@ func exerciseLifecycle(t *testing.T, newStore newFunc) {
 		for id, b := range before {
 			want := cloneTask(b)
 			if moved[id] {
-				want.State, want.MaxAttempts, want.RunAfter, want.UpdatedAt = domain.TaskPending, b.Attempt+2, time.Time{}, now
-				want.LeaseExpiresAt, want.FinishedAt, want.Version = time.Time{}, time.Time{}, b.Version+1
+				if b.Second != nil {
+					want.Attempt = b.Second.Attempt
+				}
+				want.State, want.MaxAttempts, want.RunAfter, want.UpdatedAt = domain.TaskPending, want.Attempt+2, time.Time{}, now
+				want.LeaseExpiresAt, want.FinishedAt, want.Version, want.Second = time.Time{}, time.Time{}, b.Version+1, nil
 			}
 			checkTask(t, "after TaskRetryJob", getTask(t, s, id), want)
 		}
