@@ -30,23 +30,34 @@ const minBackupAge = 500 * time.Millisecond
 func (e *Engine) claimBackup(ctx context.Context, p ClaimTasksParams) ([]*TaskView, error) {
 	now := e.now()
 	for _, c := range e.held.chunksLeasedBefore(now.Add(-minBackupAge), now, p.Workloads, p.WorkerID) {
+		if !domain.CanSpeculate(&c, p.WorkerID, now) {
+			continue // backed up already, or on its last attempt
+		}
 		j, err := e.jobSettings(ctx, c.JobID)
-		if err != nil || j.SpeculateAfter == 0 || c.Attempt >= c.MaxAttempts {
+		if err != nil || j.SpeculateAfter == 0 {
 			continue
 		}
 		median, err := e.chunkTimes.median(ctx, e.store, j.ID, now)
 		if err != nil {
-			return nil, err
+			e.log.WarnContext(ctx, "could not read a job's chunk times for backups", "job_id", j.ID, "error", err)
+			continue
 		}
 		if median == 0 || now.Sub(c.LeasedAt) <= time.Duration(j.SpeculateAfter*float64(median)) {
 			continue
 		}
 		t, err := e.speculate(ctx, c.ID, p.WorkerID)
-		if err != nil || t == nil {
+		if err != nil {
 			return nil, err
 		}
+		if t == nil {
+			continue // changed since this engine's snapshot
+		}
 		views, err := e.claimViews(ctx, []*domain.Task{t})
+		if err == nil {
+			err = ctx.Err() // the caller went away: it never receives the backup
+		}
 		if err != nil {
+			e.releaseUnreceived(ctx, []*domain.Task{t}, err)
 			return nil, err
 		}
 		e.log.InfoContext(ctx, "backup leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID,
@@ -70,6 +81,7 @@ func (e *Engine) speculate(ctx context.Context, id, worker string) (*domain.Task
 		if !domain.CanSpeculate(t, worker, now) {
 			return nil
 		}
+		chargeLapsed(q, t, now) // the backup before, if any, whose lease ran out
 		domain.Speculate(t, worker, now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
 			return err

@@ -202,3 +202,50 @@ func TestBackupOff(t *testing.T) {
 		}
 	})
 }
+
+// TestBackupEach: each straggling chunk gets a backup, one after the
+// other, whichever was backed up first; and a chunk whose backup failed
+// gets another, numbered after it.
+func TestBackupEach(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		ctx := t.Context()
+		c := enginetest.NewClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
+		e := newEngine(s, engine.Config{Now: c.Now})
+		if _, _, err := e.CreateJob(ctx, spec(8), ""); err != nil {
+			t.Fatal(err)
+		}
+		slow1 := claimN(t, e, "slow1", 1)
+		c.Advance(time.Second)
+		slow2 := claimN(t, e, "slow2", 1)
+		fast := claimN(t, e, "fast", 6)
+		c.Advance(10 * time.Second)
+		for _, tk := range fast {
+			completeChunk(t, e, "fast", tk, "f")
+		}
+		c.Advance(21 * time.Second)
+		first := claimN(t, e, "fast", 1)
+		if len(first) != 1 || first[0].ID != slow1[0].ID {
+			t.Fatalf("the first backup: %+v, want one of %s", first, slow1[0].ID)
+		}
+		if _, err := e.RenewLease(ctx, slow1[0].ID, "slow1", slow1[0].Attempt); err != nil {
+			t.Fatal(err)
+		}
+		second := claimN(t, e, "fast2", 1)
+		if len(second) != 1 || second[0].ID != slow2[0].ID {
+			t.Fatalf("the second backup: %+v, want one of %s", second, slow2[0].ID)
+		}
+		// The first backup fails; its straggler goes on and gets another.
+		if _, err := e.FailTask(ctx, engine.FailTaskParams{TaskID: first[0].ID, WorkerID: "fast", Attempt: first[0].Attempt,
+			Error: "exit 1", Retryable: true}); err != nil {
+			t.Fatal(err)
+		}
+		again := claimN(t, e, "fast3", 1)
+		if len(again) != 1 || again[0].ID != slow1[0].ID || again[0].Attempt != 3 {
+			t.Fatalf("after the backup failed: %+v, want a backup of %s, attempt 3", again, slow1[0].ID)
+		}
+		if _, err := e.RenewLease(ctx, first[0].ID, "fast", first[0].Attempt); !errors.Is(err, domain.ErrLeaseLost) {
+			t.Errorf("the failed backup's heartbeat: %v, want ErrLeaseLost", err)
+		}
+	})
+}

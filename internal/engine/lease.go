@@ -246,7 +246,7 @@ func (e *Engine) releaseUnreceived(ctx context.Context, tasks []*domain.Task, wh
 			"tasks", len(tasks), "error", err)
 		return
 	}
-	e.held.forget(tasks...)
+	e.held.refresh(released...) // still leased when a task's other attempt goes on
 	e.released(released)
 	e.log.InfoContext(ctx, "tasks of an unanswered claim given back", "tasks", len(released), "reason", why)
 }
@@ -276,6 +276,7 @@ func releaseLeases(ctx context.Context, q store.Querier, tasks []*domain.Task, n
 			continue
 		}
 		charge(q, s, now)
+		chargeLapsed(q, s, now)
 		domain.Release(s, why(t), now)
 		released = append(released, s)
 	}
@@ -666,10 +667,14 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			if outcome == domain.Replayed {
 				continue
 			}
-			charge(q, t, now)
 			if p.fromCache {
+				t.LeasedAt = time.Time{} // not run: no time to charge, and none among the job's chunk times
 				cached[t.JobID]++
 			} else {
+				charge(q, t, now)
+				if s := domain.SecondTask(t); s != nil {
+					charge(q, s, now) // the other attempt, which lost
+				}
 				workerDid(q, p.leaseOwner(), now)
 			}
 			changed = append(changed, t)
@@ -867,6 +872,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 		}
 		task = t
 		charge(q, t, now)
+		chargeLapsed(q, t, now)
 		if p.Release {
 			domain.Release(t, p.Error, now)
 			return q.TaskUpdate(ctx, t)
@@ -876,7 +882,7 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 	if err != nil {
 		return nil, fmt.Errorf("record failure: %w", err)
 	}
-	e.held.forget(task)
+	e.held.refresh(task) // still leased when the task's other attempt goes on
 	if task.State == domain.TaskPending && !task.RunAfter.After(e.now()) {
 		e.notifyWork(task.Kind, task.Workload, 1) // after the commit, so that woken claimers see the task
 	}
@@ -1073,6 +1079,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 			reason = fmt.Sprintf("stitch lease of attempt %d expired: coordinator %q stopped", t.Attempt, t.LeaseOwner)
 		}
 		charge(q, t, now) // as ended when its lease ran out
+		chargeLapsed(q, t, now)
 		var final bool
 		timedOut, final = domain.ExpireLease(t, reason, domain.Backoff(t.Attempt, e.cfg.Jitter()), now)
 		if err := q.TaskUpdate(ctx, t); err != nil {
@@ -1092,7 +1099,7 @@ func (e *Engine) expire(ctx context.Context, id string) (bool, error) {
 	if ended == nil {
 		return false, nil
 	}
-	e.held.forget(ended)
+	e.held.refresh(ended) // still leased when the task's other attempt goes on
 	e.jobChanged(ended)
 	if timedOut {
 		e.cfg.Observer.Failed(ended.Kind, ended.State == domain.TaskFailed)

@@ -56,6 +56,15 @@ func charge(q store.Querier, t *domain.Task, end time.Time) {
 	m.charge(t, end)
 }
 
+// chargeLapsed charges, in the transaction of q, the attempt in t's
+// second lease (domain.SecondTask) when that lease ran out by now: the
+// change about to be made drops it, and nothing else would charge it.
+func chargeLapsed(q store.Querier, t *domain.Task, now time.Time) {
+	if s := domain.SecondTask(t); s != nil && !now.Before(s.LeaseExpiresAt) {
+		charge(q, s, now)
+	}
+}
+
 func (m *metered) charge(t *domain.Task, end time.Time) {
 	if t.Kind == domain.KindStitch || t.LeasedAt.IsZero() || t.LeaseOwner == domain.QuorumLeaseOwner {
 		return // the coordinators' own work; or leased before leases were timed; or a vote, whose replicas are charged

@@ -100,7 +100,7 @@ func (e *Engine) RevokeWorkerKey(ctx context.Context, name string) (int, error) 
 		return 0, mapStoreErr(fmt.Errorf("revoke worker key %s: %w", name, err))
 	}
 	e.authChanged()
-	e.held.forget(released...)
+	e.held.refresh(released...) // still leased when a task's other attempt goes on
 	e.released(released)
 	return len(released), nil
 }
