@@ -128,6 +128,7 @@ func (e *Engine) reuseOutputs(ctx context.Context, j *domain.Job, inputs []chunk
 				continue // its task went meanwhile: the chunk runs
 			}
 			if held += len(out); held > cacheHoldBytes {
+				j.CacheVersion = "" // the rest were not looked up: claims look them up
 				return n, nil
 			}
 			batch[i].Cached = out

@@ -699,11 +699,6 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		if err := q.CachePut(ctx, remember); err != nil {
 			return err
 		}
-		for _, job := range sortedKeys(cached) {
-			if err := q.JobAddCached(ctx, job, cached[job]); err != nil {
-				return err
-			}
-		}
 		// A vote's chunk is locked before its replicas are written
 		// (lockVotes); the verdicts are written with them.
 		locked, err := e.lockVotes(ctx, q, changed...)
@@ -722,6 +717,12 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 		}
 		if err := q.TaskUpdateMany(ctx, append(changed, v.writes...)); err != nil {
 			return err
+		}
+		// After the tasks, in the order failJob takes a job and its tasks.
+		for _, job := range sortedKeys(cached) {
+			if err := q.JobAddCached(ctx, job, cached[job]); err != nil {
+				return err
+			}
 		}
 		if err := e.finishVotes(ctx, q, v, now); err != nil {
 			return err
