@@ -30,13 +30,9 @@ SH
 # set, the slow one; runs the job with --speculate-after SPECULATE and
 # prints its time and how many chunks got a backup.
 run() {
-	local slow=$1 speculate=$2 port url server id pids=()
-	port=$(freeport)
-	url=http://127.0.0.1:$port
-	rm -rf "$dir/data" "$dir/db"* "$dir"/work-*
-	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$dir/db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
-	server=$!
-	wait_ready "$url" "$server" "$dir/serve.log" || exit 1
+	local slow=$1 speculate=$2 url server id pids=()
+	rm -rf "$dir"/work-*
+	serve_fresh "$dir" || exit 1
 	for w in f1 f2 f3 ${slow:+slow}; do
 		local secs=1
 		[ "$w" = slow ] && secs=10

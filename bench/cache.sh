@@ -20,15 +20,7 @@ bin=${BIN:-$dir/scimesh}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
 . bench/lib.sh
 
-python3 - "$dir/fp.csv" <<'PY'
-import random, sys
-random.seed(1)
-with open(sys.argv[1], "w") as f:
-    f.write("id,fingerprint\n")
-    for i in range(1_000_000):
-        f.write("m%d,%0512x\n" % (i, random.getrandbits(2048)))
-PY
-query=$(python3 -c 'import random; random.seed(2); print("%0512x" % random.getrandbits(2048))')
+query=$(fingerprints "$dir/fp.csv" 1000000 2048)
 
 # job URL TOPK submits the table and prints its job time, claimed and
 # cached chunks once it completed.
@@ -56,12 +48,8 @@ PY
 }
 
 for _ in $(seq "$rounds"); do
-	port=$(freeport)
-	url=http://127.0.0.1:$port
-	rm -rf "$dir/data" "$dir/db"* "$dir/work"
-	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$dir/db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
-	server=$!
-	wait_ready "$url" "$server" "$dir/serve.log" || exit 1
+	rm -rf "$dir/work"
+	serve_fresh "$dir" || exit 1
 	"$bin" worker --coordinator "$url" --id w --concurrency 2 --workload tanimoto --work-dir "$dir/work" 2>"$dir/worker.log" &
 	worker=$!
 	echo "first  $(job "$url" 100)"

@@ -8,6 +8,37 @@ median() {
 		awk -v f="${1:-%.0f}" '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf f, m}'
 }
 
+# fingerprints FILE ROWS BITS writes to FILE a table (id,fingerprint) of
+# ROWS random fingerprints of BITS bits in hex, the same at every call,
+# and prints a query fingerprint of BITS bits.
+fingerprints() {
+	python3 - "$@" <<'PY'
+import random, sys
+path, rows, bits = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+random.seed(1)
+with open(path, "w") as f:
+    f.write("id,fingerprint\n")
+    for i in range(rows):
+        f.write("m%d,%0*x\n" % (i, bits // 4, random.getrandbits(bits)))
+random.seed(2)
+print("%0*x" % (bits // 4, random.getrandbits(bits)))
+PY
+}
+
+# serve_fresh DIR starts $bin serve on a free port of loopback with a new
+# SQLite database and data directory in DIR, logging warnings to
+# DIR/serve.log, waits until it is ready, and sets url and server (its
+# PID).
+serve_fresh() {
+	local port
+	port=$(freeport)
+	url=http://127.0.0.1:$port
+	rm -rf "$1/data" "$1/db"*
+	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$1/db" --data-dir "$1/data" --log-level warn 2>"$1/serve.log" &
+	server=$!
+	wait_ready "$url" "$server" "$1/serve.log"
+}
+
 # freeport prints a TCP port free on loopback.
 freeport() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 

@@ -22,26 +22,13 @@ bin=${BIN:-$dir/scimesh}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
 . bench/lib.sh
 
-python3 - "$dir/fp.csv" <<'PY'
-import random, sys
-random.seed(1)
-with open(sys.argv[1], "w") as f:
-    f.write("id,fingerprint\n")
-    for i in range(5_000_000):
-        f.write("m%d,%064x\n" % (i, random.getrandbits(256)))
-PY
-query=$(python3 -c 'import random; random.seed(2); print("%064x" % random.getrandbits(256))')
+query=$(fingerprints "$dir/fp.csv" 5000000 256)
 
 # run MODE prints one line: the job's time, and with MODE poll the
 # partial answers' latencies.
 run() {
-	local mode=$1 port url server worker job poller=
-	port=$(freeport)
-	url=http://127.0.0.1:$port
-	rm -rf "$dir/data" "$dir/db"*
-	"$bin" serve --addr 127.0.0.1:"$port" --db "sqlite:$dir/db" --data-dir "$dir/data" --log-level warn 2>"$dir/serve.log" &
-	server=$!
-	wait_ready "$url" "$server" "$dir/serve.log" || exit 1
+	local mode=$1 url server worker job poller=
+	serve_fresh "$dir" || exit 1
 	rm -f "$dir/job"
 	if [ "$mode" = poll ]; then
 		# Started before the job, so that its start-up is not the job's.

@@ -15,16 +15,9 @@ workload=${WORKLOAD:-tanimoto}
 dir=$(mktemp -d)
 bin=${BIN:-$dir/scimesh}
 [ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
+. bench/lib.sh
 
-python3 - "$dir/fp.csv" <<'PY'
-import random, sys
-random.seed(1)
-with open(sys.argv[1], "w") as f:
-    f.write("id,fingerprint\n")
-    for i in range(4000):
-        f.write("m%d,%0512x\n" % (i, random.getrandbits(2048)))
-PY
-query=$(python3 -c 'import random; random.seed(2); print("%0512x" % random.getrandbits(2048))')
+query=$(fingerprints "$dir/fp.csv" 4000 2048)
 cat >"$dir/slow.sh" <<'SH'
 #!/bin/sh
 cat >/dev/null
@@ -34,7 +27,6 @@ echo a,1
 SH
 chmod +x "$dir/slow.sh"
 
-. bench/lib.sh
 port=${PORT:-$(freeport)}
 url=http://127.0.0.1:$port
 "$bin" serve --addr 127.0.0.1:$port --data-dir "$dir/data" --db "sqlite:$dir/data/scimesh.db" >"$dir/serve.log" 2>&1 &
