@@ -99,7 +99,10 @@ func TestSpeculateOneEnds(t *testing.T) {
 			Focus(tk, w, a, now)
 			Retry(tk, "exit 1", true, time.Second, now)
 		},
-		"a release": func(tk *Task, w string, a int, now time.Time) { Focus(tk, w, a, now); Release(tk, "shutting down", now) },
+		"a release": func(tk *Task, w string, a int, now time.Time) {
+			Focus(tk, w, a, now)
+			Release(tk, "shutting down", now)
+		},
 		"an expiry": func(tk *Task, w string, a int, now time.Time) {
 			Focus(tk, w, a, now)
 			ExpireLease(tk, "stopped heartbeating", time.Second, now)
