@@ -7,6 +7,7 @@ test: fmt vet lint unit python
 
 build:
 	go build -o bin/scimesh ./cmd/scimesh
+	go build -o bin/scimesh-bench ./cmd/scimesh-bench
 
 # The release archives and SHA256SUMS under dist/, for the four platforms
 # or for PLATFORMS (make release PLATFORMS=linux/amd64); see tools/release.sh.

@@ -3,7 +3,7 @@
 # --scheduling fifo` and `--scheduling fair` in turn (which goes first
 # alternates by round), each on a fresh database (a new SQLite file, or a
 # new database of one throwaway PostgreSQL cluster from bin/river-bench
-# -serve), driven from a second process by `scimesh bench --coordinator`.
+# -serve), driven from a second process by `scimesh-bench --coordinator`.
 # Cases (CASES, default all):
 #   one_single, one_batch50  one account's one job (the admin's, created
 #                            over REST), the single and the batch 50 forms
@@ -31,6 +31,7 @@ cases=${CASES:-one_single one_batch50 many_single many_batch50 two_single weight
 load=${LOAD:-client}
 
 go build -o bin/scimesh ./cmd/scimesh
+go build -o bin/scimesh-bench ./cmd/scimesh-bench
 (cd bench/river && go build -o ../../bin/river-bench .)
 
 . bench/lib.sh
@@ -48,7 +49,7 @@ run() {
 		--data-dir "$work/$name.data" 2>"$work/serve.log" &
 	server=$!
 	wait_ready "$url" "$server" "$work/serve.log" || exit 1
-	local b=(bin/scimesh bench --coordinator "$url" --workers "$workers" --load "$load")
+	local b=(bin/scimesh-bench --coordinator "$url" --workers "$workers" --load "$load")
 	case $case in
 	one_single) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 1 ;;
 	one_batch50) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 50 ;;
@@ -56,7 +57,7 @@ run() {
 	many_batch50) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 50 --accounts 100 --jobs-per-account 10 --seed-db "$db" ;;
 	two_single) "${b[@]}" --tasks "$tasks" --backlog "$backlog" --batch 1 --accounts 2 --jobs-per-account 1 --seed-db "$db" ;;
 	weights) "${b[@]}" --tasks $((tasks / 5)) --backlog "$backlog" --batch 1 --accounts 2 --weights 1,3 --task-time 20ms --seed-db "$db" ;;
-	small) bin/scimesh bench small --coordinator "$url" --seed-db "$db" ;;
+	small) bin/scimesh-bench small --coordinator "$url" --seed-db "$db" ;;
 	*) echo "unknown case $case" >&2; exit 1 ;;
 	esac 2>&1 | grep -v seeded || true
 	echo "serve $(grep VmHWM "/proc/$server/status" | tr -s ' \t' ' ')"

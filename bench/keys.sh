@@ -3,7 +3,7 @@
 # turn (which goes first alternates by round), each on a fresh database (a
 # new SQLite file, or a new database of one throwaway PostgreSQL cluster
 # from bin/river-bench -serve) and a fresh `scimesh serve`, driven from a
-# second process by `scimesh bench --coordinator`.
+# second process by `scimesh-bench --coordinator`.
 # Cases (CASES, default all):
 #   key_single, key_batch50  the pool's WORKER_AUTH_TOKEN against a trusted
 #                            worker key (looked up on every request), the
@@ -27,6 +27,7 @@ stores=${STORES:-sqlite postgres}
 cases=${CASES:-key_single key_batch50 quorum_single quorum_batch20}
 
 go build -o bin/scimesh ./cmd/scimesh
+go build -o bin/scimesh-bench ./cmd/scimesh-bench
 (cd bench/river && go build -o ../../bin/river-bench .)
 
 . bench/lib.sh
@@ -51,7 +52,7 @@ run() {
 		--data-dir "$work/$name.data" 2>"$work/serve.log" &
 	server=$!
 	wait_ready "$url" "$server" "$work/serve.log" || exit 1
-	local b=(bin/scimesh bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog")
+	local b=(bin/scimesh-bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog")
 	case $case in
 	key_single | key_batch50)
 		[ "$case" = key_single ] && b+=(--batch 1) || b+=(--batch 50)

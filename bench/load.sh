@@ -3,7 +3,7 @@
 # run starts `scimesh serve` on a fresh database (a new SQLite file, or a
 # new database of one throwaway PostgreSQL cluster, from bin/river-bench
 # -serve), with tokens, and drives it from a second process with
-# `scimesh bench --coordinator`: REST single form (claim, then result),
+# `scimesh-bench --coordinator`: REST single form (claim, then result),
 # REST batch 50 (max_tasks 50, POST /tasks/results) and gRPC (Worker.Poll,
 # then Done, on single-task trees). The forms single_lean and
 # batch50_lean are single and batch50 driven by the lean load generator
@@ -55,6 +55,7 @@ builds=now
 [ -z "$before" ] || builds="now before"
 
 go build -o bin/scimesh ./cmd/scimesh
+go build -o bin/scimesh-bench ./cmd/scimesh-bench
 go build -o bin/floor ./bench/floor
 (cd bench/river && go build -o ../../bin/river-bench .)
 
@@ -142,8 +143,8 @@ formargs() {
 	esac
 }
 
-load_bin=bin/scimesh
-bench() { "$load_bin" bench --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
+loadgen=(bin/scimesh-bench)
+bench() { "${loadgen[@]}" --coordinator "$url" --workers "$workers" --tasks "$tasks" --backlog "$backlog" "$@"; }
 
 # cputicks PID… prints "PID TICKS" for each process: the CPU time (clock
 # ticks) it used so far.
@@ -162,7 +163,7 @@ cputicks() {
 bench_cpu() {
 	local store=$1 load hz before
 	shift
-	/usr/bin/time -f '%U %S' -o "$work/time" "$load_bin" bench --coordinator "$url" --workers "$workers" \
+	/usr/bin/time -f '%U %S' -o "$work/time" "${loadgen[@]}" --coordinator "$url" --workers "$workers" \
 		--tasks "$tasks" --backlog "$backlog" "$@" >"$work/bench.out" &
 	load=$!
 	until grep -q seeded "$work/bench.out"; do
@@ -253,8 +254,9 @@ for round in $(seq "$rounds"); do
 				[ "$store" != floor ] || [ "$build" = now ] || continue
 				serve_bin=bin/scimesh
 				[ "$build" = now ] || serve_bin=$before
-				load_bin=bin/scimesh
-				[ "$build" = now ] || [ -z "${BEFORE_LOAD:-}" ] || load_bin=$before
+				loadgen=(bin/scimesh-bench)
+				# An earlier build carries the load generator as scimesh bench.
+				[ "$build" = now ] || [ -z "${BEFORE_LOAD:-}" ] || loadgen=("$before" bench)
 				name=scimesh_${round}_${form}_$build
 				db=$(newdb "$store" "$name")
 				serve_start "$db"

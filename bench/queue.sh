@@ -6,11 +6,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
 go build -o bin/scimesh ./cmd/scimesh
+go build -o bin/scimesh-bench ./cmd/scimesh-bench
 for db in sqlite postgres; do
 	for backlog in 10000 1000000; do
 		for batch in 1 32; do
 			for _ in $(seq "$runs"); do
-				./bin/scimesh bench --db "$db" --workers 32 --tasks 30000 --backlog "$backlog" --batch "$batch" | tail -1 | sed "s/^/$db /"
+				./bin/scimesh-bench --db "$db" --workers 32 --tasks 30000 --backlog "$backlog" --batch "$batch" | tail -1 | sed "s/^/$db /"
 			done
 		done
 	done

@@ -11,7 +11,7 @@
 //
 // table writes about BYTES of CSV, id,fingerprint,note (a 256-digit hex
 // fingerprint; one row in 50 has a quoted note with a comma), the table of
-// `scimesh bench upload`. bucket creates an S3 bucket at endpoint (path-style, keys from the AWS
+// `scimesh-bench upload`. bucket creates an S3 bucket at endpoint (path-style, keys from the AWS
 // environment variables). upload sends TABLE to POST /upload, then POST
 // /jobs over it with chunk_rows N, and prints one line of key=value
 // pairs: each step's seconds and MB/s (of TABLE's size), the first

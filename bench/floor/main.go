@@ -1,5 +1,5 @@
 // Command floor is the HTTP floor of bench/load.sh's REST forms: a server
-// that answers the calls `scimesh bench --coordinator` makes (POST /jobs,
+// that answers the calls `scimesh-bench --coordinator` makes (POST /jobs,
 // POST /tasks/claim, POST /tasks/{id}/result, POST /tasks/results, GET
 // /jobs/{id}) with bodies like a coordinator's (internal/client's
 // types), checking the bearer token

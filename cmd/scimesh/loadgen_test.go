@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// TestBenchCoordinator runs `scimesh bench --coordinator` as a process of
+// TestBenchCoordinator runs `scimesh-bench --coordinator` as a process of
 // its own against a coordinator in another, with the tokens from the
 // environment, over REST single and batch forms and gRPC: each run reports
 // its lifecycles, and the coordinator counts every measured chunk task of
@@ -21,8 +21,8 @@ func TestBenchCoordinator(t *testing.T) {
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
 	seededRe := regexp.MustCompile(`seeded 220 pending (?:chunk tasks of job (\S+)|single-task trees) in `)
 	for _, form := range [][]string{{"--batch", "1"}, {"--batch", "50"}, {"--protocol", "grpc"}} {
-		args := append([]string{"bench", "--coordinator", p.url, "--workers", "4", "--tasks", "200", "--backlog", "20"}, form...)
-		out, err := run(t, dir, tokenEnv, args...)
+		args := append([]string{"--coordinator", p.url, "--workers", "4", "--tasks", "200", "--backlog", "20"}, form...)
+		out, err := runBinary(benchBinary, dir, tokenEnv, args...)
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", form, err, out)
 		}

@@ -31,6 +31,9 @@ import (
 // binary is the scimesh binary built once for the end-to-end tests.
 var binary string
 
+// benchBinary is scimesh-bench, built beside it.
+var benchBinary string
+
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "scimesh-bin-")
 	if err != nil {
@@ -46,6 +49,13 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build scimesh:", err)
+		os.Exit(1)
+	}
+	benchBinary = filepath.Join(dir, "scimesh-bench")
+	build = exec.Command("go", "build", "-o", benchBinary, "../scimesh-bench")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "build scimesh-bench:", err)
 		os.Exit(1)
 	}
 	code := s3test.Run(s3test.RunFunc(func() int { return pgtest.Run(m) }))
@@ -207,7 +217,12 @@ func serveWith(t *testing.T, hc *http.Client, dir, addr string, env []string, ar
 // run runs `scimesh args…` to the end and returns its combined output.
 func run(t *testing.T, dir string, env []string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	return runBinary(binary, dir, env, args...)
+}
+
+// runBinary is run for the binary at path.
+func runBinary(path, dir string, env []string, args ...string) (string, error) {
+	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
 	out, err := cmd.CombinedOutput()

@@ -14,7 +14,7 @@ deterministic final CSV.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newBenchCmd(), newWorkerCmd())
+	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newWorkerCmd())
 	root.AddCommand(newClientCmds()...)
 	root.AddCommand(newAccountCmd())
 	root.AddCommand(newWorkerKeyCmd())

@@ -6,7 +6,7 @@
 // do (or, with Config.Load LoadLean, through a leaner client, lean.go);
 // or, with Config.Coordinator, Run drives a coordinator already
 // running in another process (remote.go), so that the load and the server
-// do not share one process. `scimesh bench` is its command;
+// do not share one process. `scimesh-bench` is its command;
 // docs/PERFORMANCE.md quotes its output lines and the commands that print
 // them.
 package bench

@@ -61,7 +61,7 @@ func TestRunRefuses(t *testing.T) {
 	}
 }
 
-// TestCreateChunks runs `scimesh bench --create-chunks` small, on SQLite:
+// TestCreateChunks runs `scimesh-bench --create-chunks` small, on SQLite:
 // the big job is created while the workers run, and each window reports
 // lifecycles and heartbeats.
 func TestCreateChunks(t *testing.T) {

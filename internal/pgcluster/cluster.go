@@ -6,7 +6,7 @@
 // postgres user, since initdb refuses to run as root.
 //
 // The test helper internal/pgtest starts one per test binary;
-// `scimesh bench --db postgres` starts one to measure against. It is not a
+// `scimesh-bench --db postgres` starts one to measure against. It is not a
 // way to run PostgreSQL in production: by default the cluster runs without
 // fsync, and Stop throws its data away.
 package pgcluster

@@ -3,7 +3,7 @@
 // the engine with its metrics and its peers, mounts every transport (REST,
 // the scimesh.v1 RPC services, the dashboard, /metrics) on one port behind
 // the authentication gate, and runs the engine's background loops beside
-// the listener. `scimesh serve`, `scimesh demo` and `scimesh bench` all
+// the listener. `scimesh serve`, `scimesh demo` and `scimesh-bench` all
 // build their coordinator here, so there is one way to build one.
 //
 // It does not read flags, the environment or .env: the command turns those

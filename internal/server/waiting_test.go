@@ -172,7 +172,7 @@ func TestWaitForDatabaseNotSQLite(t *testing.T) {
 }
 
 // TestNoWaitWithoutOption: without WaitForDatabase, a database that does
-// not answer fails New, as `scimesh bench` needs (it uses the engine as
+// not answer fails New, as `scimesh-bench` needs (it uses the engine as
 // soon as New returns).
 func TestNoWaitWithoutOption(t *testing.T) {
 	t.Parallel()
