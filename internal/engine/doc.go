@@ -18,6 +18,36 @@
 // own settings take no verb (Shard), and those that run the engine itself
 // take no noun (Run, Ping).
 //
+// Where each operation lives, one subject a file:
+//
+//	job.go         CreateJob, GetJob, ListJobs, CancelJob, RetryJob
+//	upload.go      CreateUpload: a table streamed, checked and cut into chunks
+//	claim.go       ClaimTasks: fair or FIFO claims, long polls, claims run together
+//	renew.go       RenewLease: heartbeats, written together
+//	complete.go    CompleteTask, CompleteTasks: results, checked and recorded
+//	fail.go        FailTask: failures and releases; a job failed by its task
+//	expire.go      Sweep, ExpireLeases, MakeRunnable: the reaper's work
+//	lease.go       what those share: run sizes, leases given back
+//	stitch.go      StitchReadyJobs: the final CSV, merged from the outputs
+//	result.go      OpenJobResult: reading the final CSV
+//	peek.go        PeekJobResult: the best rows of the chunks completed so far
+//	columns.go     input columns joined to the final CSV, ids checked
+//	cache.go       the chunk cache: keys, reuse at creation, hits at claims
+//	backup.go      backups of straggling chunks (domain.Speculate)
+//	vote.go        untrusted workers' claims and the votes on their outputs
+//	ballot.go      a voted chunk's replicas, kept as ballots in its row
+//	held.go        the leases this engine handed out, remembered
+//	group.go       calls that arrive together, run as one transaction
+//	tree.go        task trees; outbox.go, propagate.go across shards
+//	logs.go        task logs; task.go reads of tasks; jobwait.go WaitJob
+//	account.go, workerkey.go, keycache.go, session.go, owner.go, quota.go
+//	               accounts, worker keys, sessions, ownership, quotas
+//	usage.go, audit.go   accounting and the audit trail
+//	retention.go   PruneExpired; loops.go Run, the background loops
+//	worker.go      workers seen, for GET /workers and the cache's versions
+//
+// The task and job state machines are drawn in ARCHITECTURE.md.
+//
 // The rules:
 //
 //   - Every operation is one transaction that reads the rows it needs,
