@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/scimesh/scimesh/internal/slurm"
 	"github.com/scimesh/scimesh/internal/testenv"
 )
 
@@ -289,7 +290,7 @@ func TestRDKitExample(t *testing.T) {
 
 	p := serveSQLite(t, dir)
 	start(t, dir, workerEnv(p.url), "worker", "--id", "rdkit-1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
-		"--workload", "morgan=PYTHONPATH="+shellQuote(pkg)+" "+python+" "+shellQuote(filepath.Join(example, "score.py")))
+		"--workload", "morgan=PYTHONPATH="+slurm.ShellQuote(pkg)+" "+python+" "+slurm.ShellQuote(filepath.Join(example, "score.py")))
 	out := filepath.Join(dir, "out.csv")
 	msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "morgan", "--param", "query="+query,
 		"--top-k", k, "--chunk-rows", "1000", "--wait", "--output", out)
