@@ -8,6 +8,13 @@ the body failed. The coordinator is reached directly: HTTP_PROXY and the
 like are not used. Redirects are not followed (an API call that is
 redirected is an error that names where it was sent).
 
+Connections are kept open between calls (HTTP keep-alive): an answer read
+to its end gives its connection back for the next call, up to
+MAX_IDLE of them, until Transport.close. A kept connection that the
+coordinator closed meanwhile (it closes those idle for two minutes) fails
+at once, and a call that may be sent again is then sent on a new one,
+which is not counted as a retry.
+
 A token sent over plain http:// to a host that is not loopback crosses
 the network in the clear: the first call that does so says it on stderr,
 once per process and coordinator address, however many clients send it.
@@ -25,7 +32,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
 
 from .errors import APIError, NetworkError
 
@@ -36,6 +43,9 @@ RETRY_STATUSES = frozenset({502, 503, 504})
 
 # The longest Retry-After honoured; a longer one is cut to this.
 MAX_RETRY_AFTER = 300.0
+
+# The most connections a transport keeps open between calls.
+MAX_IDLE = 4
 
 BodyFactory = Callable[[], Iterable[bytes]]
 
@@ -91,9 +101,10 @@ class Body:
 class Response:
     """A streamed 2xx answer: read it like a binary file, then close it."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse, release: Callable[..., None]) -> None:
         self._conn = conn
         self._resp = resp
+        self._release = release
         self.status = resp.status
         self.headers = resp.headers
 
@@ -103,8 +114,7 @@ class Response:
         return self._resp.read(None if n < 0 else n)
 
     def close(self) -> None:
-        self._resp.close()
-        self._conn.close()
+        self._release(self._conn, self._resp)
 
     def __enter__(self) -> "Response":
         return self
@@ -153,6 +163,27 @@ class Transport:
         self.max_backoff = max_backoff
         self.user_agent = user_agent
         self.sleep: Callable[[float], None] = time.sleep  # tests replace it
+        self._idle: List[http.client.HTTPConnection] = []  # kept open, most recent last
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        """Closes the connections kept open. The transport stays usable: a
+        later call opens a new one."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+
+    def _release(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        """Keeps conn for the next call when resp was read to its end and
+        the coordinator keeps the connection open; else closes it."""
+        if resp.isclosed() and not resp.will_close:
+            with self._lock:
+                if len(self._idle) < MAX_IDLE:
+                    self._idle.append(conn)
+                    return
+        resp.close()
+        conn.close()
 
     def _target(self, path: str, query: Optional[Mapping[str, Any]]) -> str:
         target = self._prefix + path
@@ -199,14 +230,14 @@ class Transport:
         attempt = 0
         while True:
             try:
-                conn, resp = self._send(method, target, hdrs, payload, body, timeout)
+                conn, resp = self._send(method, target, hdrs, payload, body, timeout, retryable)
                 if 200 <= resp.status <= 299:
                     if stream:
-                        return Response(conn, resp)
+                        return Response(conn, resp, self._release)
                     try:
                         return resp.read()
                     finally:
-                        conn.close()
+                        self._release(conn, resp)
                 hint = ""
                 if resp.status in (301, 302, 303, 307, 308):
                     hint = f"; the coordinator URL {self.url!r} is redirected to {resp.getheader('Location')!r}: use that URL"
@@ -241,8 +272,36 @@ class Transport:
         payload: Optional[bytes],
         body: Optional[Body],
         timeout: Optional[float],
+        may_resend: bool,
     ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
-        conn = self._connect(self.timeout if timeout is None else timeout)
+        t = self.timeout if timeout is None else timeout
+        # A call that may not be sent twice goes on a new connection: on a
+        # kept one, a failure could not tell a connection closed while idle
+        # from an answer lost after the call took effect.
+        if may_resend:
+            with self._lock:
+                kept = self._idle.pop() if self._idle else None
+            if kept is not None:
+                kept.timeout = t
+                if kept.sock is not None:
+                    kept.sock.settimeout(t)
+                try:
+                    return self._exchange(kept, method, target, hdrs, payload, body)
+                except (OSError, http.client.HTTPException):
+                    pass  # closed by the coordinator while kept: a new one
+        return self._exchange(self._connect(t), method, target, hdrs, payload, body)
+
+    def _exchange(
+        self,
+        conn: http.client.HTTPConnection,
+        method: str,
+        target: str,
+        hdrs: Dict[str, str],
+        payload: Optional[bytes],
+        body: Optional[Body],
+    ) -> Tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
+        """Sends one request on conn and returns its answer's head; conn is
+        closed when that fails."""
         headers = dict(hdrs)
         chunked = False
         data: Any = payload

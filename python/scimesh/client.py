@@ -80,6 +80,19 @@ class Client:
     def __repr__(self) -> str:
         return f"scimesh.Client({self.url!r})"
 
+    def close(self) -> None:
+        """Closes the connections the client keeps open between calls (it
+        reuses them: one per call at a time, up to four kept). The client
+        stays usable; a later call connects again. ``with Client() as c:``
+        closes them at the end of the block."""
+        self._t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
     # Uploads and jobs.
 
     def upload(self, source: Source) -> Dict[str, Any]:

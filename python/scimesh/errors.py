@@ -22,7 +22,12 @@ _CODES = {
 }
 
 
-class APIError(Exception):
+class Error(Exception):
+    """The base of every error the package raises: ``except scimesh.Error``
+    catches them all."""
+
+
+class APIError(Error):
     """An error answer of the coordinator.
 
     ``status`` is the HTTP status (404), ``code`` the error code of the
@@ -59,17 +64,17 @@ class APIError(Exception):
         return "internal" if status >= 500 else "unknown"
 
 
-class SourceError(Exception):
+class SourceError(Error):
     """What is being uploaded could not be read (a file that cannot be
     opened or read): not the network's fault, so never retried."""
 
 
-class NetworkError(ConnectionError):
+class NetworkError(Error, ConnectionError):
     """The coordinator could not be reached (connection refused, reset,
     timed out), after the retries the call was allowed."""
 
 
-class JobFailed(Exception):
+class JobFailed(Error):
     """A job ended ``failed`` or ``cancelled`` while it was waited for.
 
     ``job`` is the :class:`scimesh.Job` as it ended (``job.status``,

@@ -28,6 +28,8 @@ import sys
 import traceback
 from typing import IO, Any, Callable, Dict, Iterable, Optional
 
+from .errors import Error
+
 __all__ = ["run_workload", "ScoreFunc"]
 
 ScoreFunc = Callable[[Dict[str, str], Dict[str, Any]], Optional[float]]
@@ -48,7 +50,7 @@ _TASK_ENV = {
 }
 
 
-class WorkloadError(Exception):
+class WorkloadError(Error):
     """A chunk that cannot be scored: a missing id column, a bad score."""
 
 

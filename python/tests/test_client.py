@@ -298,3 +298,33 @@ def test_unreadable_source_is_not_a_network_error(client: scimesh.Client, tmp_pa
 
     with pytest.raises(scimesh.SourceError):
         client.submit(Unreadable(), workload="tanimoto")
+
+
+def test_errors_share_a_base(client: scimesh.Client) -> None:
+    for e in (scimesh.APIError, scimesh.NetworkError, scimesh.SourceError, scimesh.JobFailed, scimesh.WorkloadError):
+        assert issubclass(e, scimesh.Error), e
+    with pytest.raises(scimesh.Error) as caught:
+        client.job("s0:no-such-job")
+    assert isinstance(caught.value, scimesh.APIError) and caught.value.status == 404
+
+
+def test_connections_are_kept_open(coord) -> None:
+    """Calls reuse one connection; close() lets it go and the next call
+    connects again; a kept connection closed under it is replaced at once."""
+    import socket
+
+    with coord.client() as c:
+        opened = []
+        connect = c._t._connect
+        c._t._connect = lambda timeout: opened.append(timeout) or connect(timeout)
+        for _ in range(5):
+            c.jobs()
+        c.workloads()
+        assert len(opened) == 1, opened
+        c.close()
+        c.jobs()
+        assert len(opened) == 2, opened
+        c._t._idle[-1].sock.shutdown(socket.SHUT_RDWR)  # as the coordinator closing it while idle
+        assert isinstance(c.jobs(), list)
+        assert len(opened) == 3, opened
+    assert c._t._idle == []
