@@ -262,8 +262,34 @@ func TestChunkCache(t *testing.T) {
 
 		// Retention deletes the jobs, and the entries of their outputs go
 		// with them: the same job runs every chunk again.
+		dj, err := s.JobGet(ctx, j.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		chunks, err := s.TaskList(ctx, &store.TaskListParams{JobID: j.ID, Kind: domain.KindChunk, Limit: 10, AfterIndex: -1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, c := range chunks {
+			keys = append(keys, engine.CacheKey(dj, "v1", c.InputSHA256))
+		}
+		remembered := func() int {
+			t.Helper()
+			got, err := s.CacheGet(ctx, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return len(got)
+		}
+		if n := remembered(); n != 3 {
+			t.Fatalf("before retention, %d of the job's 3 chunks are remembered under v1", n)
+		}
 		if _, err := e.PruneExpired(ctx, engine.PruneExpiredParams{Retention: time.Nanosecond}); err != nil {
 			t.Fatal(err)
+		}
+		if n := remembered(); n != 0 {
+			t.Errorf("after retention deleted the jobs, %d entries remain", n)
 		}
 		if _, _, err = e.CreateJob(ada, newSpec(up, 2), ""); err != nil {
 			t.Fatal(err)

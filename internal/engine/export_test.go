@@ -92,3 +92,9 @@ func (e *Engine) ClaimOpenTogether(principals []domain.Principal, workers []stri
 	}
 	return out, nil
 }
+
+// CacheKey is the chunk cache's key of a chunk of j with the input
+// inputSHA256 run by version, for tests that read the cache in the store.
+func CacheKey(j *domain.Job, version, inputSHA256 string) string {
+	return cacheKey(j, version, inputSHA256)
+}
