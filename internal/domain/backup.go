@@ -95,12 +95,10 @@ func current(t *Task) *SecondLease {
 // drop ends the attempt in t's lease fields, over without a result for
 // reason, when the attempt in t.Second is live at now: t stays leased,
 // to that one, and the ended attempt stays in Second with no lease, its
-// number taken. It reports whether it did; when it did not, t has no
-// second lease any more, and t.Attempt is the highest it handed out.
+// number taken. It reports whether it did.
 func drop(t *Task, reason string, now time.Time) bool {
 	s := t.Second
 	if t.State != TaskLeased || !s.live(now) {
-		settle(t)
 		return false
 	}
 	ended := current(t)

@@ -454,6 +454,7 @@ func Release(t *Task, reason string, now time.Time) {
 	if drop(t, reason, now) {
 		return // the other attempt goes on
 	}
+	settle(t)
 	t.Error = reason
 	t.LeaseExpiresAt = time.Time{}
 	t.UpdatedAt = now
