@@ -14,11 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
-bin=${BIN:-$dir/scimesh}
-[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
 . bench/lib.sh
+scratch_build
 
 python3 -c 'print("id,text"); [print("r%d,%s" % (i, "x" * (i * 7 % 11 + 1))) for i in range(400)]' >"$dir/table.csv"
 cat >"$dir/rank.sh" <<'SH'

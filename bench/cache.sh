@@ -14,11 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-3}
-dir=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
-bin=${BIN:-$dir/scimesh}
-[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
 . bench/lib.sh
+scratch_build
 
 query=$(fingerprints "$dir/fp.csv" 1000000 2048)
 

@@ -8,6 +8,16 @@ median() {
 		awk -v f="${1:-%.0f}" '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf f, m}'
 }
 
+# scratch_build sets dir, a new directory removed at exit with every
+# background process of the script, and bin, this tree's scimesh built
+# there (or $BIN, to measure another build).
+scratch_build() {
+	dir=$(mktemp -d)
+	trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$dir"' EXIT
+	bin=${BIN:-$dir/scimesh}
+	[ -n "${BIN:-}" ] || go build -o "$bin" ./cmd/scimesh
+}
+
 # fingerprints FILE ROWS BITS writes to FILE a table (id,fingerprint) of
 # ROWS random fingerprints of BITS bits in hex, the same at every call,
 # and prints a query fingerprint of BITS bits.
