@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/show"
 )
 
 // newAccountCmd is `scimesh account …`: admins manage accounts, their
@@ -131,14 +128,7 @@ func newAccountListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tADMIN\tDISABLED\tWEIGHT\tMAX_RUNNING\tMAX_JOBS\tMAX_STORAGE\tCREATED")
-			for _, a := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", a.Name, yesNo(a.Admin), yesNo(a.Disabled), a.Weight,
-					limit(int64(a.MaxRunning), strconv.Itoa(a.MaxRunning)), limit(int64(a.MaxJobs), strconv.Itoa(a.MaxJobs)), limit(a.MaxStorage, domain.SizeText(a.MaxStorage)),
-					a.CreatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return show.Accounts(cmd.OutOrStdout(), list)
 		}),
 	}
 	cf.register(cmd)
@@ -164,7 +154,7 @@ func newAccountShowCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return showAccount(cmd.OutOrStdout(), a)
+			return show.Account(cmd.OutOrStdout(), a)
 		}),
 	}
 	cf.register(cmd)
@@ -227,7 +217,7 @@ func updateAccount(cmd *cobra.Command, cf *clientFlags, name string, s client.Ac
 	if err != nil {
 		return err
 	}
-	return showAccount(cmd.OutOrStdout(), a)
+	return show.Account(cmd.OutOrStdout(), a)
 }
 
 func newAccountTokenCmd() *cobra.Command {
@@ -256,40 +246,4 @@ func newAccountTokenCmd() *cobra.Command {
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&revokeOthers, "revoke-others", false, "revoke every other token of the account, at once")
 	return cmd
-}
-
-// showAccount writes a, one setting a line, with its use when it has it.
-func showAccount(w io.Writer, a *client.Account) error {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "name\t%s\n", a.Name)
-	fmt.Fprintf(tw, "admin\t%s\n", yesNo(a.Admin))
-	fmt.Fprintf(tw, "disabled\t%s\n", yesNo(a.Disabled))
-	fmt.Fprintf(tw, "weight\t%d\n", a.Weight)
-	running, jobs, storage := "", "", ""
-	if u := a.Usage; u != nil {
-		running = fmt.Sprintf(" (%d running now)", u.Running)
-		jobs = fmt.Sprintf(" (%d unfinished now)", u.Jobs)
-		storage = fmt.Sprintf(" (%s used now)", domain.SizeText(u.StorageBytes))
-	}
-	fmt.Fprintf(tw, "max_running\t%s%s\n", limit(int64(a.MaxRunning), strconv.Itoa(a.MaxRunning)), running)
-	fmt.Fprintf(tw, "max_jobs\t%s%s\n", limit(int64(a.MaxJobs), strconv.Itoa(a.MaxJobs)), jobs)
-	fmt.Fprintf(tw, "max_storage\t%s%s\n", limit(a.MaxStorage, domain.SizeText(a.MaxStorage)), storage)
-	fmt.Fprintf(tw, "created\t%s\n", a.CreatedAt.UTC().Format(time.RFC3339))
-	fmt.Fprintf(tw, "updated\t%s\n", a.UpdatedAt.UTC().Format(time.RFC3339))
-	return tw.Flush()
-}
-
-func yesNo(b bool) string {
-	if b {
-		return "yes"
-	}
-	return "no"
-}
-
-// limit writes a quota: "none" for 0, else text.
-func limit(n int64, text string) string {
-	if n == 0 {
-		return "none"
-	}
-	return text
 }

@@ -2,20 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
-	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/show"
 )
-
-// poolLabel shows the worker account of the installation's own workers,
-// "" in the API; no account name has parentheses.
-const poolLabel = "(pool)"
 
 func newUsageCmd() *cobra.Command {
 	var (
@@ -50,29 +43,7 @@ A worker account of (pool) is the installation's own workers.`,
 			if asJSON {
 				return json.NewEncoder(out).Encode(map[string]any{"usage": rows})
 			}
-			by := strings.Split(opts.By, ",")
-			if opts.By == "" {
-				by = []string{"account"}
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			for _, f := range by {
-				fmt.Fprintf(tw, "%s\t", strings.ToUpper(strings.TrimSpace(f)))
-			}
-			fmt.Fprintln(tw, "TASKS\tWORKER_SECONDS\tWORKER_HOURS")
-			var tasks int64
-			var secs float64
-			for _, u := range rows {
-				for _, f := range by {
-					fmt.Fprintf(tw, "%s\t", usageField(u, strings.TrimSpace(f)))
-				}
-				fmt.Fprintf(tw, "%d\t%.1f\t%.2f\n", u.Tasks, u.WorkerSeconds, u.WorkerSeconds/3600)
-				tasks += u.Tasks
-				secs += u.WorkerSeconds
-			}
-			if len(rows) > 1 {
-				fmt.Fprintf(tw, "TOTAL%s\t%d\t%.1f\t%.2f\n", strings.Repeat("\t", len(by)-1), tasks, secs, secs/3600)
-			}
-			return tw.Flush()
+			return show.Usage(out, rows, opts.By)
 		},
 	}
 	cf.register(cmd)
@@ -82,28 +53,6 @@ A worker account of (pool) is the installation's own workers.`,
 	f.StringVar(&opts.By, "by", "account", "sum by any of account, workload, day, worker_account, comma-separated")
 	f.BoolVar(&asJSON, "json", false, "print the usage as JSON")
 	return cmd
-}
-
-// usageField is the value of field f of u as the table shows it.
-func usageField(u client.Usage, f string) string {
-	var v *string
-	switch f {
-	case "account":
-		v = u.Account
-	case "workload":
-		v = u.Workload
-	case "day":
-		v = u.Day
-	case "worker_account":
-		if u.WorkerAccount != nil && *u.WorkerAccount == "" {
-			return poolLabel
-		}
-		v = u.WorkerAccount
-	}
-	if v == nil {
-		return "-"
-	}
-	return *v
 }
 
 func newAuditCmd() *cobra.Command {
@@ -131,15 +80,7 @@ It takes an admin's token. docs/api.md lists the actions.`,
 			if err != nil {
 				return err
 			}
-			return printPage(cmd, asJSON, list, list.NextCursor, "TIME\tACCOUNT\tACTION\tTARGET\tDETAIL", func(tw io.Writer) {
-				for _, e := range list.Entries {
-					account := e.Account
-					if account == "" {
-						account = "(coordinator)"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", e.Time.Format(time.RFC3339), account, e.Action, e.Target, e.Detail)
-				}
-			})
+			return printPage(cmd, asJSON, list, list.NextCursor, func(w io.Writer) error { return show.Audit(w, list.Entries) })
 		},
 	}
 	cf.register(cmd)

@@ -13,13 +13,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"syscall"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/domain"
+	"github.com/scimesh/scimesh/internal/show"
 )
 
 const defaultCoordinator = "http://127.0.0.1:8080"
@@ -113,19 +112,15 @@ func pageFlags(cmd *cobra.Command, what string, limit *int, cursor *string, asJS
 	f.BoolVar(asJSON, "json", false, "print the page as JSON")
 }
 
-// printPage prints a page of a listing: with asJSON, page as JSON; else a
-// table of header's columns and the rows that rows writes (each ending in
-// a newline, columns apart by tabs), then, when there is a next page, on
-// standard error how to list it.
-func printPage(cmd *cobra.Command, asJSON bool, page any, next, header string, rows func(tw io.Writer)) error {
+// printPage prints a page of a listing: with asJSON, page as JSON; else
+// as table writes it, then, when there is a next page, on standard error
+// how to list it.
+func printPage(cmd *cobra.Command, asJSON bool, page any, next string, table func(io.Writer) error) error {
 	out := cmd.OutOrStdout()
 	if asJSON {
 		return json.NewEncoder(out).Encode(page)
 	}
-	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	rows(tw)
-	if err := tw.Flush(); err != nil {
+	if err := table(out); err != nil {
 		return err
 	}
 	if next != "" {
@@ -258,7 +253,7 @@ func submit(ctx context.Context, cmd *cobra.Command, c *client.Client, path stri
 // cancelled is an error that names its status and its error.
 func followJob(ctx context.Context, cmd *cobra.Command, c *client.Client, job *client.Job, output string) error {
 	fmt.Fprintf(cmd.ErrOrStderr(), "job %s: %d chunks\n", job.JobID, job.Tasks.Total)
-	job, err := waitJob(ctx, c, job.JobID, newProgress(cmd.ErrOrStderr()))
+	job, err := show.Follow(ctx, c, job.JobID, cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -276,51 +271,6 @@ func newIdempotencyKey() string {
 	b := make([]byte, 16)
 	_, _ = rand.Read(b)
 	return "scimesh-cli-" + hex.EncodeToString(b)
-}
-
-// jobWait is how long each of waitJob's calls waits on the coordinator.
-const jobWait = 30 * time.Second
-
-// waitJob follows the job until it is final, reporting progress.
-func waitJob(ctx context.Context, c *client.Client, id string, p *progress) (*client.Job, error) {
-	// Each call long-polls the coordinator for the next change since the
-	// progress token last seen; the coordinator paces its answers (about
-	// one a second while the job runs, at once when it ends), so asking
-	// again at once is right. A coordinator that answers at once with
-	// nothing new (one that holds all its streams, or knows no tokens) is
-	// polled again after poll, short at first and up to a second.
-	poll := 100 * time.Millisecond
-	after := ""
-	for {
-		asked := time.Now()
-		job, err := c.WaitJob(ctx, id, after, jobWait)
-		switch {
-		case err == nil:
-			p.show(job)
-			if job.Final() {
-				p.done()
-				return job, nil
-			}
-			changed := job.ProgressToken != after
-			after = job.ProgressToken
-			if after != "" && (changed || time.Since(asked) >= jobWait/2) {
-				poll = 100 * time.Millisecond
-				continue // it waited, or there is news: ask again at once
-			}
-		case ctx.Err() != nil: // stopped while the coordinator held the call
-		case client.IsRetryable(err):
-			p.note(fmt.Sprintf("coordinator unreachable, retrying: %v", err))
-		default:
-			return nil, fmt.Errorf("follow job %s: %w", id, err)
-		}
-		select {
-		case <-ctx.Done():
-			p.done()
-			return nil, fmt.Errorf("stopped waiting for job %s (it goes on; see 'scimesh status %s'): %w", id, id, ctx.Err())
-		case <-time.After(poll):
-			poll = min(poll*3/2, time.Second)
-		}
-	}
 }
 
 func writeResult(ctx context.Context, cmd *cobra.Command, c *client.Client, id, output string) error {
@@ -399,25 +349,7 @@ func newStatusCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(out).Encode(job)
 			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "job\t%s\n", job.JobID)
-			if job.Name != "" {
-				fmt.Fprintf(tw, "name\t%s\n", job.Name)
-			}
-			fmt.Fprintf(tw, "owner\t%s\n", job.Owner)
-			fmt.Fprintf(tw, "workload\t%s\n", job.Workload)
-			fmt.Fprintf(tw, "status\t%s\n", job.Status)
-			fmt.Fprintf(tw, "progress\t%.1f%% (%d of %d chunks)\n", 100*job.Progress, job.Tasks.Completed, job.Tasks.Total)
-			fmt.Fprintf(tw, "tasks\tpending %d, leased %d, completed %d, failed %d, cancelled %d\n",
-				job.Tasks.Pending, job.Tasks.Leased, job.Tasks.Completed, job.Tasks.Failed, job.Tasks.Cancelled)
-			fmt.Fprintf(tw, "created\t%s\n", job.CreatedAt.Format(time.RFC3339))
-			if job.FinishedAt != nil {
-				fmt.Fprintf(tw, "finished\t%s (%s)\n", job.FinishedAt.Format(time.RFC3339), job.FinishedAt.Sub(job.CreatedAt).Round(time.Millisecond))
-			}
-			if job.Error != "" {
-				fmt.Fprintf(tw, "error\t%s\n", job.Error)
-			}
-			return tw.Flush()
+			return show.Job(out, job)
 		},
 	}
 	cf.register(cmd)
@@ -444,11 +376,7 @@ func newJobsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return printPage(cmd, asJSON, list, list.NextCursor, "JOB\tOWNER\tSTATUS\tPROGRESS\tWORKLOAD\tNAME\tCREATED", func(tw io.Writer) {
-				for _, j := range list.Jobs {
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%.1f%%\t%s\t%s\t%s\n", j.JobID, j.Owner, j.Status, 100*j.Progress, j.Workload, j.Name, j.CreatedAt.Format(time.RFC3339))
-				}
-			})
+			return printPage(cmd, asJSON, list, list.NextCursor, func(w io.Writer) error { return show.Jobs(w, list.Jobs) })
 		},
 	}
 	cf.register(cmd)

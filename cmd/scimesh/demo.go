@@ -17,6 +17,7 @@ import (
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/demo"
 	"github.com/scimesh/scimesh/internal/server"
+	"github.com/scimesh/scimesh/internal/show"
 	"github.com/scimesh/scimesh/internal/worker"
 	"github.com/scimesh/scimesh/internal/worker/tanimoto"
 )
@@ -139,7 +140,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, c demoConfig) (err e
 		return fmt.Errorf("create the job: %w", err)
 	}
 	fmt.Fprintf(stderr, "job %s: %d chunks of %d rows, created %v after the upload began\n", job.JobID, job.Tasks.Total, c.ChunkRows, time.Since(jobStart).Round(time.Millisecond))
-	job, err = waitJob(ctx, cl, job.JobID, newProgress(stderr))
+	job, err = show.Follow(ctx, cl, job.JobID, stderr)
 	if err != nil {
 		return err
 	}

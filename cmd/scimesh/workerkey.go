@@ -5,12 +5,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/show"
 )
 
 // newWorkerKeyCmd is `scimesh worker-key …`: any account enrols its own
@@ -64,12 +63,7 @@ func newWorkerKeyListCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ACCOUNT\tNAME\tTRUSTED\tCREATED")
-			for _, k := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", k.Account, k.Name, yesNo(k.Trusted), k.CreatedAt.UTC().Format(time.RFC3339))
-			}
-			return tw.Flush()
+			return show.WorkerKeys(cmd.OutOrStdout(), list)
 		}),
 	}
 	cf.register(cmd)
@@ -122,7 +116,7 @@ func newWorkerKeyTrustCmd(use string, trusted bool) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "worker key %s/%s: trusted %s\n", k.Account, k.Name, yesNo(k.Trusted))
+			show.KeyTrust(cmd.OutOrStdout(), k)
 			return nil
 		},
 	}
@@ -156,19 +150,7 @@ listed, untrusted, until they are forgotten.`,
 			if err != nil {
 				return err
 			}
-			return printPage(cmd, asJSON, list, list.NextCursor, "ID\tACCOUNT\tKEY\tTRUSTED\tWORKLOADS\tLAST SEEN\tTASKS DONE", func(tw io.Writer) {
-				for _, w := range list.Workers {
-					account, key, workloads := w.Account, w.Key, strings.Join(w.Workloads, ",")
-					if account == "" {
-						account, key = poolLabel, "-"
-					}
-					if workloads == "" {
-						workloads = "any"
-					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\n", w.ID, account, key, yesNo(w.Trusted), workloads,
-						w.LastSeen.UTC().Format(time.RFC3339), w.TasksDone)
-				}
-			})
+			return printPage(cmd, asJSON, list, list.NextCursor, func(w io.Writer) error { return show.Workers(w, list.Workers) })
 		}),
 	}
 	cf.register(cmd)

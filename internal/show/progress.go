@@ -1,6 +1,7 @@
-package main
+package show
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,9 +11,9 @@ import (
 	"github.com/scimesh/scimesh/internal/client"
 )
 
-// progress draws a job's progress on a terminal as one redrawn line, or,
-// when w is not a terminal, as a line every few seconds.
-type progress struct {
+// Progress draws a job's progress on a terminal as one redrawn line, or,
+// when its writer is not a terminal, as a line every few seconds.
+type Progress struct {
 	w       io.Writer
 	tty     bool
 	start   time.Time
@@ -21,19 +22,21 @@ type progress struct {
 	drawn   bool
 }
 
-func newProgress(w io.Writer) *progress {
+// NewProgress returns a Progress that draws on w.
+func NewProgress(w io.Writer) *Progress {
 	tty := false
 	if f, ok := w.(*os.File); ok {
 		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
 			tty = true
 		}
 	}
-	return &progress{w: w, tty: tty, start: time.Now(), lastPct: -1}
+	return &Progress{w: w, tty: tty, start: time.Now(), lastPct: -1}
 }
 
 const barWidth = 30
 
-func (p *progress) show(j *client.Job) {
+// Show draws j.
+func (p *Progress) Show(j *client.Job) {
 	pct := int(100 * j.Progress)
 	filled := int(float64(barWidth) * j.Progress)
 	line := fmt.Sprintf("[%s%s] %3d%%  %d/%d chunks  %s  %s",
@@ -50,7 +53,8 @@ func (p *progress) show(j *client.Job) {
 	}
 }
 
-func (p *progress) note(msg string) {
+// Note writes msg on a line of its own, below the bar.
+func (p *Progress) Note(msg string) {
 	if p.drawn {
 		fmt.Fprintln(p.w)
 		p.drawn = false
@@ -58,9 +62,18 @@ func (p *progress) note(msg string) {
 	fmt.Fprintln(p.w, msg)
 }
 
-func (p *progress) done() {
+// Done ends the bar's line: what is written next starts a line of its own.
+func (p *Progress) Done() {
 	if p.drawn {
 		fmt.Fprintln(p.w)
 		p.drawn = false
 	}
+}
+
+// Follow follows job id with c until it is final, drawing its progress on
+// w, and returns it.
+func Follow(ctx context.Context, c *client.Client, id string, w io.Writer) (*client.Job, error) {
+	p := NewProgress(w)
+	defer p.Done()
+	return c.Follow(ctx, id, p.Show, func(err error) { p.Note(fmt.Sprintf("coordinator unreachable, retrying: %v", err)) })
 }
