@@ -1,8 +1,7 @@
-// Package demo is what `scimesh demo` computes without the queue: its data
-// set of random fingerprints (WriteFingerprints) and the answer of its
-// similarity search computed in one process (DirectTopK), against which
-// the distributed result is checked. The command itself, which runs a
-// coordinator and workers and submits the job, is in cmd/scimesh.
+// Package demo is `scimesh demo`: Run starts a coordinator and workers in
+// one process, submits a similarity search over a data set of random
+// fingerprints (WriteFingerprints), and checks its result against the same
+// search computed in one process without the queue (DirectTopK).
 package demo
 
 import (
