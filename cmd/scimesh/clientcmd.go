@@ -17,11 +17,10 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/domain"
 	"github.com/scimesh/scimesh/internal/show"
 )
-
-const defaultCoordinator = "http://127.0.0.1:8080"
 
 // clientFlags are the flags every client command takes.
 type clientFlags struct {
@@ -30,7 +29,7 @@ type clientFlags struct {
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.coordinator, "coordinator", defaultCoordinator, "coordinator URL (env SCIMESH_COORDINATOR)")
+	cmd.Flags().StringVar(&f.coordinator, "coordinator", config.DefaultCoordinator, "coordinator URL (env SCIMESH_COORDINATOR)")
 	cmd.Flags().StringVar(&f.token, "token", "", "your account's token, or the client token (env SCIMESH_TOKEN)")
 }
 
@@ -38,12 +37,12 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 // .env) and returns a client of it, which warns on stderr once when it
 // sends the token over plain http beyond loopback.
 func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
-	e, err := loadEnv()
+	e, err := config.Load(cmd.Flags())
 	if err != nil {
 		return nil, err
 	}
-	base := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", defaultCoordinator)
-	token := e.setting(cmd, "token", "SCIMESH_TOKEN", "")
+	base := e.Setting("coordinator", "SCIMESH_COORDINATOR", config.DefaultCoordinator)
+	token := e.Setting("token", "SCIMESH_TOKEN", "")
 	stderr := cmd.ErrOrStderr()
 	warn := func(msg string) { fmt.Fprintln(stderr, "warning: "+msg) }
 	return client.New(base, token, client.WithUserAgent("scimesh-cli"), client.WithWarn(warn)), nil

@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
@@ -20,15 +21,15 @@ PostgreSQL needs 'scimesh migrate up' or 'scimesh serve --migrate'.`,
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"up", "down", "status"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			e, err := loadEnv()
+			e, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			url := e.setting(cmd, "db", "DATABASE_URL", defaultDB)
+			url := e.Setting("db", "DATABASE_URL", config.DefaultDB)
 			return runMigrate(cmd.Context(), cmd, url, args[0])
 		},
 	}
-	cmd.Flags().String("db", defaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
+	cmd.Flags().String("db", config.DefaultDB, "database: sqlite:PATH or postgres://… (env DATABASE_URL)")
 	return cmd
 }
 

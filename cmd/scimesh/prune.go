@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/store/storeopen"
 )
@@ -35,25 +36,25 @@ database stops there, deleting nothing.
 With --dry-run it deletes nothing and prints what it would delete.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := loadEnv()
+			e, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
 			}
 			if orphanAge <= 0 {
 				return fmt.Errorf("--orphan-age %v must be positive, such as 1h", orphanAge)
 			}
-			sc := resolveStorage(cmd, e)
-			rc, err := resolveRetention(cmd, e, "older-than")
+			sc := e.Storage()
+			rc, err := e.Retention("older-than")
 			if err != nil {
 				return err
 			}
 			return runPrune(cmd.Context(), cmd.OutOrStdout(), sc, engine.PruneExpiredParams{
-				Retention: rc.Retention, UploadRetention: rc.UploadRetention, DryRun: dryRun, OrphanAge: orphanAge,
+				Retention: rc.Jobs, UploadRetention: rc.Uploads, DryRun: dryRun, OrphanAge: orphanAge,
 			})
 		},
 	}
-	addStorageFlags(cmd)
-	addRetentionFlags(cmd, "older-than", "delete jobs final (and trees finished) for longer than this; 0 keeps them "+
+	config.AddStorageFlags(cmd.Flags())
+	config.AddRetentionFlags(cmd.Flags(), "older-than", "delete jobs final (and trees finished) for longer than this; 0 keeps them "+
 		"(default: SCIMESH_RETENTION, else 720h)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "delete nothing; print what would be deleted")
 	cmd.Flags().DurationVar(&orphanAge, "orphan-age", engine.OrphanAge, "remove files no row names, and unfinished writes of blobs, "+
@@ -65,7 +66,7 @@ With --dry-run it deletes nothing and prints what it would delete.`,
 // what it deleted (or would) to out. It works on a database that is there
 // (a missing one is refused, not made) and on a blob store bound to it
 // (or to none yet: the pass binds it); otherwise it deletes nothing.
-func runPrune(ctx context.Context, out io.Writer, sc storageConfig, p engine.PruneExpiredParams) error {
+func runPrune(ctx context.Context, out io.Writer, sc config.Storage, p engine.PruneExpiredParams) error {
 	st, err := storeopen.Open(ctx, sc.DB, storeopen.Options{Existing: true})
 	if err != nil {
 		return fmt.Errorf("prune works on an existing database (check --db or DATABASE_URL): %w", err)

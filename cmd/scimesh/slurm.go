@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/slurm"
 	"github.com/scimesh/scimesh/internal/worker"
 )
@@ -59,17 +60,17 @@ nothing.`,
     --workload tanimoto --jobs 100 --time 04:00:00 --cpus-per-task 8 --partition short`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := loadEnv()
+			e, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			o.Coordinator = e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", "")
+			o.Coordinator = e.Setting("coordinator", "SCIMESH_COORDINATOR", "")
 			if err := o.check(cmd); err != nil {
 				return err
 			}
 			token := ""
 			if o.TokenFile == "" {
-				if token = e.get("SCIMESH_TOKEN"); token == "" {
+				if token = e.Get("SCIMESH_TOKEN"); token == "" {
 					return errors.New("no worker token: give --token-file FILE (readable by you only) or set SCIMESH_TOKEN; a token never goes on a command line")
 				}
 			}
@@ -113,7 +114,7 @@ func (o *slurmOptions) check(cmd *cobra.Command) error {
 	if u, err := url.Parse(o.Coordinator); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return fmt.Errorf("--coordinator %q: give an http:// or https:// URL", o.Coordinator)
 	}
-	if _, err := parseWorkloads(o.Workloads); err != nil {
+	if _, err := worker.ParseWorkloads(o.Workloads, nil, nil); err != nil {
 		return err
 	}
 	if o.Jobs < 1 {

@@ -1,14 +1,11 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
-	"regexp"
-	"slices"
-	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -16,13 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/client"
+	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/rpc"
 	"github.com/scimesh/scimesh/internal/worker"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
-
-// workerDefaultWorkDir is where `scimesh worker` runs commands by default.
-const workerDefaultWorkDir = "./scimesh-work"
 
 func newWorkerCmd() *cobra.Command {
 	var (
@@ -70,44 +65,25 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
     --workload tanimoto --workload 'dock=/opt/dock/score.sh --fast'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			e, err := loadEnv()
+			e, err := config.Load(cmd.Flags())
 			if err != nil {
 				return err
 			}
-			coordinator := e.setting(cmd, "coordinator", "SCIMESH_COORDINATOR", defaultCoordinator)
+			coordinator := e.Setting("coordinator", "SCIMESH_COORDINATOR", config.DefaultCoordinator)
 			// A worker next to its coordinator may share its .env: the
 			// worker token is the fallback.
-			token := e.setting(cmd, "token", "SCIMESH_TOKEN", e.get("WORKER_AUTH_TOKEN"))
-			id := e.setting(cmd, "id", "SCIMESH_WORKER_ID", workerDefaultID())
-			workDir := e.setting(cmd, "work-dir", "SCIMESH_WORK_DIR", workerDefaultWorkDir)
-			deadline, err := resolveDeadline(cmd, e, time.Now())
+			token := e.Setting("token", "SCIMESH_TOKEN", e.Get("WORKER_AUTH_TOKEN"))
+			id := e.Setting("id", "SCIMESH_WORKER_ID", config.DefaultWorkerID())
+			workDir := e.Setting("work-dir", "SCIMESH_WORK_DIR", config.DefaultWorkDir)
+			deadline, err := e.Deadline(time.Now())
 			if err != nil {
 				return err
 			}
-			wls, err := parseWorkloads(workloads)
+			wls, err := worker.ParseWorkloads(workloads, persistent, versions)
 			if err != nil {
 				return err
 			}
-			for i := range wls {
-				wls[i].Persistent = slices.Contains(persistent, wls[i].Name)
-			}
-			for _, name := range persistent {
-				if !slices.ContainsFunc(wls, func(wl worker.Workload) bool { return wl.Name == name }) {
-					return fmt.Errorf("--persistent %s names no workload: give it with --workload %s=COMMAND too", name, name)
-				}
-			}
-			for _, spec := range versions {
-				name, v, _ := strings.Cut(spec, "=")
-				if v == "" {
-					return fmt.Errorf("--workload-version %q gives no version: write NAME=VERSION", spec)
-				}
-				i := slices.IndexFunc(wls, func(wl worker.Workload) bool { return wl.Name == name })
-				if i < 0 {
-					return fmt.Errorf("--workload-version %s names no workload: write NAME=VERSION for a NAME given with --workload", spec)
-				}
-				wls[i].Version = v
-			}
-			log := newLogger(slog.LevelInfo)
+			log := config.NewLogger(slog.LevelInfo)
 			// The client warns once when it sends the token in the clear;
 			// Trees sends it to the same coordinator, so that warning
 			// covers its calls too.
@@ -134,7 +110,7 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 		},
 	}
 	f := cmd.Flags()
-	f.String("coordinator", defaultCoordinator, "the coordinator's URL (env SCIMESH_COORDINATOR)")
+	f.String("coordinator", config.DefaultCoordinator, "the coordinator's URL (env SCIMESH_COORDINATOR)")
 	f.String("token", "", "the worker token (env SCIMESH_TOKEN, else WORKER_AUTH_TOKEN); prefer the environment, flags show in ps")
 	f.String("id", "", "this worker's ID, 1-128 of [A-Za-z0-9._:-] (env SCIMESH_WORKER_ID; default HOSTNAME-PID)")
 	f.IntVar(&concurrency, "concurrency", 1, "how many tasks run at once")
@@ -143,45 +119,39 @@ allocation ends (sbatch --signal=B:USR1@SECONDS).`,
 		"(default: a hash of the command and of its program's file; repeat the flag)")
 	f.StringArrayVar(&persistent, "persistent", nil, "run the --workload NAME's command once per slot and hand it chunk after chunk over stdin and stdout "+
 		"(docs/workload-protocol.md), for a workload that loads something slow once (repeat the flag)")
-	f.String("work-dir", workerDefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/, each beside a copy of its chunk (room for the chunks of every running task; env SCIMESH_WORK_DIR)")
+	f.String("work-dir", config.DefaultWorkDir, "where commands run, in WORK_DIR/TASK_ID/ATTEMPT/, each beside a copy of its chunk (room for the chunks of every running task; env SCIMESH_WORK_DIR)")
 	f.DurationVar(&grace, "grace", worker.DefaultGrace, "on SIGTERM or SIGINT, how long running tasks may finish before they are killed")
 	f.IntVar(&treeSlots, "tree-concurrency", 0, "how many tree tasks (scimesh.v1 Worker.Poll) run at once beside the chunk tasks; 0 runs none")
 	f.BoolVar(&keepDirs, "keep-work-dirs", false, "keep each attempt's work directory, its chunk's copy (.scimesh-input) included, when it ends, for debugging (leftovers are then not removed at start)")
 	f.StringArrayVar(&allowHosts, "allow-input-host", nil, "where hosted chunks may be fetched from: a host name, *.domain or a CIDR such as 10.0.0.0/8 (repeat the flag); default any host but loopback and link-local addresses")
 	f.Int64Var(&maxInput, "max-input-bytes", worker.DefaultMaxInputBytes, "the most a chunk may be, in bytes: a task that names a larger size fails before its chunk is downloaded, and a chunk of unknown size is cut off past it")
-	addDeadlineFlags(f)
+	config.AddDeadlineFlags(f)
 	f.StringArrayVar(&passEnv, "pass-env", nil, "a variable of the worker's environment that commands see too (repeat the flag); they always see PATH, HOME, LANG, LC_*, TZ and TMPDIR")
 	return cmd
 }
 
-var workerIDUnsafe = regexp.MustCompile(`[^A-Za-z0-9._:-]`)
+// releaseSignal makes a worker release its running tasks at once and exit
+// 0: the warning that its allocation ends (Slurm's --signal, a spot
+// instance's notice turned into a kill -USR1).
+const releaseSignal = syscall.SIGUSR1
 
-// workerDefaultID is HOSTNAME-PID, made a valid worker ID.
-func workerDefaultID() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "worker"
-	}
-	id := workerIDUnsafe.ReplaceAllString(host, "_") + fmt.Sprintf("-%d", os.Getpid())
-	if len(id) > 128 {
-		id = id[len(id)-128:]
-	}
-	return id
-}
-
-// parseWorkloads reads the --workload flags, of which there must be one
-// at least.
-func parseWorkloads(specs []string) ([]worker.Workload, error) {
-	if len(specs) == 0 {
-		return nil, fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(worker.Builtins(), " or "))
-	}
-	wls := make([]worker.Workload, 0, len(specs))
-	for _, spec := range specs {
-		wl, err := worker.ParseWorkload(spec)
-		if err != nil {
-			return nil, err
+// releaseOnSignal calls w.Release when the process gets releaseSignal,
+// until the returned function is called.
+func releaseOnSignal(w *worker.Worker) (stop func()) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, releaseSignal)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case <-ch:
+			w.Release()
+		case <-done:
 		}
-		wls = append(wls, wl)
+	})
+	return func() {
+		signal.Stop(ch)
+		close(done)
+		wg.Wait()
 	}
-	return wls, nil
 }

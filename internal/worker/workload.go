@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 
@@ -141,4 +142,40 @@ func ParseWorkload(spec string) (Workload, error) {
 			spec, strings.Join(Builtins(), ", "), name)
 	}
 	return Workload{Name: name, Run: run}, nil
+}
+
+// ParseWorkloads reads a worker's --workload flags, of which there must be
+// one at least, with the names that --persistent gives and the
+// NAME=VERSION pairs of --workload-version, each of which must name one of
+// them.
+func ParseWorkloads(specs, persistent, versions []string) ([]Workload, error) {
+	if len(specs) == 0 {
+		return nil, fmt.Errorf("no workload: give at least one --workload NAME=COMMAND, or --workload %s for the built-in", strings.Join(Builtins(), " or "))
+	}
+	wls := make([]Workload, 0, len(specs))
+	for _, spec := range specs {
+		wl, err := ParseWorkload(spec)
+		if err != nil {
+			return nil, err
+		}
+		wl.Persistent = slices.Contains(persistent, wl.Name)
+		wls = append(wls, wl)
+	}
+	for _, name := range persistent {
+		if !slices.ContainsFunc(wls, func(wl Workload) bool { return wl.Name == name }) {
+			return nil, fmt.Errorf("--persistent %s names no workload: give it with --workload %s=COMMAND too", name, name)
+		}
+	}
+	for _, spec := range versions {
+		name, v, _ := strings.Cut(spec, "=")
+		if v == "" {
+			return nil, fmt.Errorf("--workload-version %q gives no version: write NAME=VERSION", spec)
+		}
+		i := slices.IndexFunc(wls, func(wl Workload) bool { return wl.Name == name })
+		if i < 0 {
+			return nil, fmt.Errorf("--workload-version %s names no workload: write NAME=VERSION for a NAME given with --workload", spec)
+		}
+		wls[i].Version = v
+	}
+	return wls, nil
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +82,30 @@ func TestWorkloadVersionsAnnounced(t *testing.T) {
 			t.Fatalf("GET /workloads gives versions %v; want %v", got, want)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestParseWorkloads(t *testing.T) {
+	t.Parallel()
+	wls, err := worker.ParseWorkloads([]string{"rank=./rank.sh", "dock=dock --fast"}, []string{"dock"}, []string{"rank=v2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wls) != 2 || wls[0].Name != "rank" || wls[0].Persistent || wls[0].Version != "v2" ||
+		wls[1].Name != "dock" || !wls[1].Persistent || wls[1].Version == "v2" {
+		t.Fatalf("workloads %+v; want rank at version v2, and dock persistent", wls)
+	}
+	for _, c := range []struct {
+		specs, persistent, versions []string
+		want                        string
+	}{
+		{nil, nil, nil, "no workload"},
+		{[]string{"rank=x"}, []string{"dock"}, nil, "--persistent dock names no workload"},
+		{[]string{"rank=x"}, nil, []string{"rank"}, "gives no version"},
+		{[]string{"rank=x"}, nil, []string{"dock=v1"}, "--workload-version dock=v1 names no workload"},
+	} {
+		if _, err := worker.ParseWorkloads(c.specs, c.persistent, c.versions); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("worker.ParseWorkloads(%q, %q, %q): %v, want an error with %q", c.specs, c.persistent, c.versions, err, c.want)
+		}
 	}
 }
