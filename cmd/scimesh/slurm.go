@@ -3,17 +3,12 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/config"
 	"github.com/scimesh/scimesh/internal/slurm"
-	"github.com/scimesh/scimesh/internal/worker"
 )
 
 // slurmOptions are the settings of `scimesh slurm submit`.
@@ -108,66 +103,10 @@ nothing.`,
 
 // check validates o and fills in its defaults.
 func (o *slurmOptions) check(cmd *cobra.Command) error {
-	if o.Coordinator == "" {
-		return errors.New("no coordinator: give --coordinator URL (as the compute nodes reach it) or set SCIMESH_COORDINATOR")
-	}
-	if u, err := url.Parse(o.Coordinator); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("--coordinator %q: give an http:// or https:// URL", o.Coordinator)
-	}
-	if _, err := worker.ParseWorkloads(o.Workloads, nil, nil); err != nil {
+	if err := o.Complete(cmd.Flags().Changed); err != nil {
 		return err
 	}
-	if o.Jobs < 1 {
-		return fmt.Errorf("--jobs %d: give how many workers to run, at least 1", o.Jobs)
-	}
-	if !cmd.Flags().Changed("time") {
-		return errors.New("no walltime: give --time HH:MM:SS, each job's time limit")
-	}
-	d, err := slurm.ParseWalltime(o.TimeText)
-	if err != nil {
-		return err
-	}
-	o.Walltime = d
-	if o.ReleaseBefore == 0 {
-		o.ReleaseBefore = min(max(d/10, 10*time.Second), 2*time.Minute)
-	}
-	o.ReleaseBefore = o.ReleaseBefore.Round(time.Second)
-	if o.ReleaseBefore < time.Second || o.ReleaseBefore > d-worker.DefaultDeadlineLease {
-		return fmt.Errorf("--release-before %v: give at least 1s, and leave more than %v of the %v walltime to work in", o.ReleaseBefore, worker.DefaultDeadlineLease, d)
-	}
-	if err := checkWorkerArgs(o.WorkerArgs); err != nil {
-		return err
-	}
-	if cmd.Flags().Changed("cpus-per-task") && o.CPUsPerTask < 1 {
-		return fmt.Errorf("--cpus-per-task %d: give at least 1", o.CPUsPerTask)
-	}
-	switch {
-	case cmd.Flags().Changed("concurrency") && o.Concurrency < 1:
-		return fmt.Errorf("--concurrency %d: give at least 1", o.Concurrency)
-	case o.Concurrency == 0 && o.CPUsPerTask > 0:
-		o.Concurrency = o.CPUsPerTask
-	case o.Concurrency == 0:
-		o.Concurrency = 1
-	}
-	if o.Binary == "" {
-		exe, err := os.Executable()
-		if err != nil {
-			return fmt.Errorf("find this scimesh binary's path (give --binary): %w", err)
-		}
-		o.Binary = exe
-	}
-	if o.Binary, err = filepath.Abs(o.Binary); err != nil {
-		return fmt.Errorf("--binary: %w", err)
-	}
-	if o.TokenFile != "" {
-		if o.TokenFile, err = filepath.Abs(o.TokenFile); err != nil {
-			return fmt.Errorf("--token-file: %w", err)
-		}
-		if err := slurm.CheckTokenFile(o.TokenFile); err != nil {
-			return err
-		}
-	}
-	return o.CheckText()
+	return checkWorkerArgs(o.WorkerArgs)
 }
 
 // scriptSets are the worker flags the batch script sets itself, which a
