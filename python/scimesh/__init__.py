@@ -7,6 +7,8 @@ read their results, and write workloads.
     job.wait(progress=True)
     df = job.dataframe()
 
+The calls return a ``Job``, or the dataclasses of ``scimesh.types``
+(``Upload``, ``Task``, ``Worker``, ...), and lists of them.
 A workload command in Python is ``scimesh.run_workload(score)``.
 ``scimesh.local()`` runs a coordinator and a worker on this machine for
 the length of a with block.

@@ -19,6 +19,7 @@ from ._progress import Progress, make_bar
 from ._source import Source, body_of
 from ._transport import Response, Transport
 from .errors import JobFailed
+from .types import Account, Task, TaskCounts, Upload, Usage, Worker, Workload
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
 
@@ -95,14 +96,15 @@ class Client:
 
     # Uploads and jobs.
 
-    def upload(self, source: Source) -> Dict[str, Any]:
-        """Uploads a table and returns ``{"upload_id", "bytes", "sha256",
-        "rows"}``; see :meth:`submit` for what ``source`` may be. The
-        coordinator checks the CSV as it arrives: a bad record is an
-        :class:`APIError` 400 ``invalid_argument`` naming its line."""
+    def upload(self, source: Source) -> Upload:
+        """Uploads a table and returns it as an :class:`Upload`
+        (``upload_id``, ``bytes``, ``sha256``, ``rows``); see
+        :meth:`submit` for what ``source`` may be. The coordinator checks
+        the CSV as it arrives: a bad record is an :class:`APIError` 400
+        ``invalid_argument`` naming its line."""
         body = body_of(source)
         raw = self._t.call("POST", "/upload", body=body, headers={"Content-Type": "text/csv"})
-        return json.loads(raw)
+        return Upload.from_json(json.loads(raw))
 
     def submit(
         self,
@@ -168,7 +170,7 @@ class Client:
         if name is None and isinstance(source, (str, os.PathLike)):
             name = os.path.basename(os.fspath(source))
         up = self.upload(source)
-        spec: Dict[str, Any] = {"workload": workload, "input": {"upload_id": up["upload_id"]}}
+        spec: Dict[str, Any] = {"workload": workload, "input": {"upload_id": up.upload_id}}
         options = {
             "name": name,
             "parameters": params,
@@ -222,64 +224,67 @@ class Client:
                 break
         return out
 
-    def tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Dict[str, Any]]:
-        """The chunk tasks of job ``job_id`` (dicts as the coordinator gives
-        them: ``task_id``, ``state``, ``attempt``, ``error``, ...),
-        optionally only those in ``state``; pages through the listing."""
+    def tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Task]:
+        """The chunk tasks of job ``job_id`` (:class:`Task`: ``task_id``,
+        ``state``, ``attempt``, ``error``, ...), optionally only those in
+        ``state``; pages through the listing."""
         cursor: Optional[str] = None
         while True:
             doc = self._json(
                 "GET", f"/jobs/{_seg(job_id)}/tasks", query={"state": state, "limit": 1000, "cursor": cursor}
             )
-            yield from doc.get("tasks") or []
+            for t in doc.get("tasks") or []:
+                yield Task.from_json(t)
             cursor = doc.get("next_cursor")
             if not cursor or not doc.get("tasks"):
                 return
 
-    def task(self, task_id: str) -> Dict[str, Any]:
-        """One task's information (``GET /tasks/{task_id}``)."""
-        return self._json("GET", f"/tasks/{_seg(task_id)}")
+    def task(self, task_id: str) -> Task:
+        """One task (``GET /tasks/{task_id}``), as a :class:`Task`."""
+        return Task.from_json(self._json("GET", f"/tasks/{_seg(task_id)}"))
 
     def logs(self, task_id: str) -> str:
         """The log of task ``task_id``: the stderr lines of its workload, of
         every attempt, as text."""
         return self._t.call("GET", f"/tasks/{_seg(task_id)}/logs").decode("utf-8", "replace")
 
-    def workloads(self) -> List[Dict[str, Any]]:
+    def workloads(self) -> List[Workload]:
         """The workloads that the workers seen in the last ten minutes
-        announce (``GET /workloads``), by name: a list of dicts with the
-        workload's ``name``, how many ``workers`` announce it and when one
-        of them last called, ``last_seen`` (an RFC 3339 string). A job may
-        name a workload that is not listed; it waits for a worker."""
-        return self._json("GET", "/workloads").get("workloads") or []
+        announce (``GET /workloads``), by name: a list of
+        :class:`Workload`, each with its ``name``, how many ``workers``
+        announce it, when one of them last called, ``last_seen`` (an RFC
+        3339 string), and the ``versions`` they announce. A job may name a
+        workload that is not listed; it waits for a worker."""
+        return [Workload.from_json(w) for w in self._json("GET", "/workloads").get("workloads") or []]
 
-    def workers(self) -> List[Dict[str, Any]]:
+    def workers(self) -> List[Worker]:
         """The workers the coordinator keeps (those seen in the last seven
         days), most recently seen first (``GET /workers``): those of your
         account's worker keys, or every worker with an admin's token. A
-        list of dicts with the worker's own ``id``, the ``account`` and
-        ``key`` it calls with (both ``""`` for the installation's own pool),
-        whether it is ``trusted``, its ``workloads`` (empty when it takes
-        any), ``last_seen`` (an RFC 3339 string) and ``tasks_done``; pages
-        through the listing."""
-        out: List[Dict[str, Any]] = []
+        list of :class:`Worker`, each with the worker's own ``id``, the
+        ``account`` and ``key`` it calls with (both ``""`` for the
+        installation's own pool), whether it is ``trusted``, its
+        ``workloads`` (empty when it takes any), ``last_seen`` (an RFC 3339
+        string) and ``tasks_done``; pages through the listing."""
+        out: List[Worker] = []
         cursor: Optional[str] = None
         while True:
             doc = self._json("GET", "/workers", query={"limit": 1000, "cursor": cursor})
-            out.extend(doc.get("workers") or [])
+            out.extend(Worker.from_json(w) for w in doc.get("workers") or [])
             cursor = doc.get("next_cursor")
             if not cursor or not doc.get("workers"):
                 return out
 
     # Accounts.
 
-    def account(self) -> Dict[str, Any]:
-        """The caller's own account (``GET /account``), as a dict: its
-        ``name``, whether it is an ``admin`` or ``disabled``, its ``weight``
-        in the share of workers, its quotas ``max_running``, ``max_jobs`` and
-        ``max_storage`` (bytes; 0 is none), and what it uses now, ``usage``:
-        ``{"running", "jobs", "storage_bytes"}``."""
-        return self._json("GET", "/account")
+    def account(self) -> Account:
+        """The caller's own account (``GET /account``), as an
+        :class:`Account`: its ``name``, whether it is an ``admin`` or
+        ``disabled``, its ``weight`` in the share of workers, its quotas
+        ``max_running``, ``max_jobs`` and ``max_storage`` (bytes; 0 is
+        none), and what it uses now, ``usage`` (``running``, ``jobs``,
+        ``storage_bytes``)."""
+        return Account.from_json(self._json("GET", "/account"))
 
     # Accounting.
 
@@ -304,8 +309,9 @@ class Client:
 
         With pandas installed, a ``DataFrame`` with a column per field of
         ``by`` (in its order; ``day`` as datetimes), then ``tasks`` (the
-        attempts) and ``worker_seconds``; without, a list of dicts with
-        the same keys. A ``worker_account`` of ``""`` is the installation's
+        attempts) and ``worker_seconds``; without, a list of
+        :class:`Usage`, whose keys are the same (the fields not in ``by``
+        are None). A ``worker_account`` of ``""`` is the installation's
         own workers.
         """
         fields = [f.strip() for f in by.split(",")] if isinstance(by, str) else list(by or ["account"])
@@ -317,7 +323,7 @@ class Client:
         try:
             import pandas as pd
         except ImportError:
-            return rows
+            return [Usage.from_json(r) for r in rows]
         df = pd.DataFrame(rows, columns=fields + ["tasks", "worker_seconds"])
         df["tasks"] = df["tasks"].astype("int64")
         df["worker_seconds"] = df["worker_seconds"].astype("float64")
@@ -348,8 +354,8 @@ class Job:
 
     ``status`` is pending, running, completed, failed or cancelled;
     ``progress`` the share of chunks completed (0..1); ``tasks`` the counts
-    of its chunk tasks by state. ``data`` is the whole job object as the
-    coordinator sent it.
+    of its chunk tasks by state (a :class:`TaskCounts`). ``data`` is the
+    whole job object as the coordinator sent it, a dict.
     """
 
     def __init__(self, client: Client, data: Dict[str, Any]) -> None:
@@ -372,10 +378,11 @@ class Job:
         return float(self.data.get("progress") or 0.0)
 
     @property
-    def tasks(self) -> Dict[str, int]:
-        """Counts of the job's chunk tasks: total, pending, leased,
-        completed, failed, cancelled."""
-        return dict(self.data.get("tasks") or {})
+    def tasks(self) -> TaskCounts:
+        """Counts of the job's chunk tasks, a :class:`TaskCounts`: total,
+        pending, leased, completed, failed, cancelled, and cached (of the
+        completed, those the chunk cache gave)."""
+        return TaskCounts.from_json(self.data.get("tasks") or {})
 
     @property
     def error(self) -> Optional[str]:
@@ -410,7 +417,7 @@ class Job:
 
     def __repr__(self) -> str:
         t = self.tasks
-        return f"<scimesh.Job {self.id} {self.status} {t.get('completed', 0)}/{t.get('total', 0)} chunks>"
+        return f"<scimesh.Job {self.id} {self.status} {t.completed}/{t.total} chunks>"
 
     def refresh(self) -> "Job":
         """Reads the job again; returns it."""
@@ -445,7 +452,7 @@ class Job:
                     if left <= 0:
                         raise TimeoutError(
                             f"job {self.id} is still {self.status} after {timeout} s "
-                            f"({self.tasks.get('completed', 0)}/{self.tasks.get('total', 0)} chunks)"
+                            f"({self.tasks.completed}/{self.tasks.total} chunks)"
                         )
                     wait = max(1, min(wait, math.ceil(left)))
                 self.data = self.client._get_job(self.id, wait=wait, after=self.data["progress_token"])
@@ -523,9 +530,9 @@ class Job:
         self.data = self.client._json("POST", f"/jobs/{_seg(self.id)}/retry", idempotent=False)
         return self
 
-    def list_tasks(self, state: Optional[str] = None) -> List[Dict[str, Any]]:
-        """The job's chunk tasks, optionally only those in ``state`` (for
-        their ``task_id``, to read :meth:`Client.logs`)."""
+    def list_tasks(self, state: Optional[str] = None) -> List[Task]:
+        """The job's chunk tasks (:class:`Task`), optionally only those in
+        ``state`` (for their ``task_id``, to read :meth:`Client.logs`)."""
         return list(self.client.tasks(self.id, state))
 
 

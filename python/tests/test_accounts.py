@@ -25,20 +25,21 @@ def add_account(coord: Coordinator, *args: str) -> tuple:
 
 def test_account_of_the_client_token(client: scimesh.Client) -> None:
     a = client.account()
-    assert a["name"] == "admin" and a["admin"] is True and a["disabled"] is False
-    assert set(a["usage"]) == {"running", "jobs", "storage_bytes"}
+    assert a.name == "admin" and a.admin is True and a.disabled is False
+    assert set(client._json("GET", "/account")["usage"]) == {"running", "jobs", "storage_bytes"}  # as sent
+    assert a.usage is not None
 
 
 def test_account_quotas_and_use(coord: Coordinator) -> None:
     name, token = add_account(coord, "--weight", "3", "--max-jobs", "1", "--max-storage", "1KiB")
     c = scimesh.Client(coord.url, token=token)
     a = c.account()
-    assert (a["name"], a["admin"], a["weight"], a["max_jobs"], a["max_storage"], a["max_running"]) == (name, False, 3, 1, 1024, 0)
-    assert a["usage"] == {"running": 0, "jobs": 0, "storage_bytes": 0}
+    assert (a.name, a.admin, a.weight, a.max_jobs, a.max_storage, a.max_running) == (name, False, 3, 1, 1024, 0)
+    assert a.usage == scimesh.AccountUsage(running=0, jobs=0, storage_bytes=0)
 
     job = c.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this")
     a = c.account()
-    assert a["usage"]["jobs"] == 1 and a["usage"]["storage_bytes"] == len(b"id,fingerprint\na,00\n")
+    assert a.usage.jobs == 1 and a.usage.storage_bytes == len(b"id,fingerprint\na,00\n")
     with pytest.raises(scimesh.APIError) as e:
         c.submit(b"id,fingerprint\nb,00\n", workload="nobody-runs-this")
     assert (e.value.status, e.value.code) == (429, "quota_exceeded") and "max_jobs" in e.value.message
@@ -46,7 +47,7 @@ def test_account_quotas_and_use(coord: Coordinator) -> None:
     with pytest.raises(scimesh.APIError) as e:
         c.upload(b"id,fingerprint\n" + b"x,00\n" * 300)
     assert (e.value.status, e.value.code) == (429, "quota_exceeded") and "max_storage" in e.value.message
-    assert c.account()["usage"]["jobs"] == 0
+    assert c.account().usage.jobs == 0
 
 
 def test_account_of_a_refused_token(coord: Coordinator) -> None:

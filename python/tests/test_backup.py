@@ -67,10 +67,10 @@ def straggler(c: Coordinator) -> tuple[scimesh.Client, scimesh.Job, Dict[str, ob
     client = c.client()
     slow = c.worker("slow", cmds["slow"], concurrency=1)
     job = client.submit(TABLE, workload="rank", top_k=5, chunk_rows=5, lease_seconds=6, cache=False)
-    chunk = until("leased to slow", lambda: next((t["task_id"] for t in client.tasks(job.id, state="leased")
-                                                  if t["lease_owner"] == "slow"), None))
+    chunk = until("leased to slow", lambda: next((t.task_id for t in client.tasks(job.id, state="leased")
+                                                  if t.lease_owner == "slow"), None))
     fast = c.worker("fast", cmds["fast"], concurrency=1)
-    until("backed up", lambda: client.task(chunk)["attempt"] == 2 and client.task(chunk)["lease_owner"] == "fast")
+    until("backed up", lambda: client.task(chunk).attempt == 2 and client.task(chunk).lease_owner == "fast")
     assert job.refresh().status == "running"
     return client, job, {"slow": slow, "fast": fast}, chunk
 
@@ -84,14 +84,14 @@ def test_first_result_wins(binary, tmp_path_factory, winner: str) -> None:
         (c.dir / first).touch()
         assert job.wait(progress=False, timeout=60).result() == expected(5)
         task = client.task(chunk)
-        assert task["state"] == "completed"
-        assert task["lease_owner"] == ("fast" if winner == "backup" else "slow")
+        assert task.state == "completed"
+        assert task.lease_owner == ("fast" if winner == "backup" else "slow")
         (c.dir / then).touch()
         # The other attempt is stopped (a heartbeat or its result gets 409
         # lease_lost): its worker, of concurrency 1, runs a new job.
         again = client.submit(TABLE, workload="rank", top_k=5, chunk_rows=20, speculate_after=0, cache=False)
         assert again.wait(progress=False, timeout=60).result() == expected(5)
-        assert client.task(chunk)["lease_owner"] == task["lease_owner"]
+        assert client.task(chunk).lease_owner == task.lease_owner
     finally:
         c.stop()
 
@@ -103,16 +103,16 @@ def test_straggler_ends_backup_goes_on(binary, tmp_path_factory, end: str) -> No
         client, job, workers, chunk = straggler(c)
         if end == "fails":
             (c.dir / "slow-fail").touch()
-            until("the straggler's failure recorded", lambda: client.task(chunk)["error"])
+            until("the straggler's failure recorded", lambda: client.task(chunk).error)
         else:
             os.kill(workers["slow"].pid, signal.SIGKILL)
             time.sleep(7)  # the straggler's lease of 6 s runs out; the backup's is renewed
         # The chunk stays leased to the backup.
         task = client.task(chunk)
-        assert task["state"] == "leased" and task["lease_owner"] == "fast" and task["attempt"] == 2, task
+        assert task.state == "leased" and task.lease_owner == "fast" and task.attempt == 2, task
         (c.dir / "fast-go").touch()
         assert job.wait(progress=False, timeout=60).result() == expected(5)
-        assert client.task(chunk)["lease_owner"] == "fast"
+        assert client.task(chunk).lease_owner == "fast"
     finally:
         c.stop()
 
@@ -126,13 +126,13 @@ def test_no_backups(binary, tmp_path_factory) -> None:
         c.worker("slow", cmds["slow"], concurrency=1)
         job = client.submit(TABLE, workload="rank", top_k=5, chunk_rows=5, lease_seconds=6, cache=False, speculate_after=0)
         assert job.data["speculate_after"] == 0
-        chunk = until("leased to slow", lambda: next((t["task_id"] for t in client.tasks(job.id, state="leased")
-                                                      if t["lease_owner"] == "slow"), None))
+        chunk = until("leased to slow", lambda: next((t.task_id for t in client.tasks(job.id, state="leased")
+                                                      if t.lease_owner == "slow"), None))
         c.worker("fast", cmds["fast"], concurrency=1)
-        until("the other chunks completed", lambda: job.refresh().tasks["completed"] == 7)
+        until("the other chunks completed", lambda: job.refresh().tasks.completed == 7)
         time.sleep(2)  # well past 3 times their median: a backup would have started
         task = client.task(chunk)
-        assert task["attempt"] == 1 and task["lease_owner"] == "slow", task
+        assert task.attempt == 1 and task.lease_owner == "slow", task
         (c.dir / "slow-go").touch()
         assert job.wait(progress=False, timeout=60).result() == expected(5)
     finally:

@@ -31,9 +31,9 @@ def test_submit_path(client: scimesh.Client, table) -> None:
     path, _, query, want = table
     job = client.submit(str(path), workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=300, name="path")
     assert job.status in ("pending", "running")
-    assert job.tasks["total"] == 7  # 2000 rows in chunks of 300
+    assert job.tasks.total == 7  # 2000 rows in chunks of 300
     assert job.wait(progress=False) is job
-    assert job.status == "completed" and job.progress == 1.0 and job.tasks["completed"] == 7
+    assert job.status == "completed" and job.progress == 1.0 and job.tasks.completed == 7
     assert parse(job.result()) == want
 
 
@@ -87,7 +87,7 @@ def test_submit_dataframe(client: scimesh.Client, table, monkeypatch: pytest.Mon
     df = pd.DataFrame(rows, columns=["id", "fingerprint"])
     monkeypatch.setattr(_source, "FRAME_ROWS", 333)  # several pieces, one header
     job = client.submit(df, workload="tanimoto", top_k=K, params={"query": query}, chunk_rows=400)
-    assert job.tasks["total"] == 5
+    assert job.tasks.total == 5
     job.wait(progress=False)
     assert parse(job.result()) == want
     got = job.dataframe()
@@ -182,8 +182,8 @@ def test_retry_failed_job(coord: Coordinator, client: scimesh.Client, tmp_path: 
             job.wait(progress=False)
         assert e.value.status == "failed" and e.value.job.status == "failed"
         [failed] = job.list_tasks(state="failed")
-        assert failed["task_id"] in e.value.error
-        assert "the marker file is there" in client.logs(failed["task_id"])
+        assert failed.task_id in e.value.error
+        assert "the marker file is there" in client.logs(failed.task_id)
     finally:
         coord.marker.unlink()
     assert job.retry() is job and job.status == "pending"
@@ -198,8 +198,8 @@ def test_workloads(coord: Coordinator, client: scimesh.Client) -> None:
     deadline = time.monotonic() + 30
     while not (got := client.workloads()) and time.monotonic() < deadline:
         time.sleep(0.1)  # until the worker's first claim
-    assert [w["name"] for w in got] == ["charsum", "flaky", "tanimoto"], got
-    assert all(w["workers"] == 1 and w["last_seen"].endswith("Z") for w in got), got
+    assert [w.name for w in got] == ["charsum", "flaky", "tanimoto"], got
+    assert all(w.workers == 1 and w.last_seen.endswith("Z") for w in got), got
     with pytest.raises(scimesh.APIError) as e:
         coord.client(token=coord.worker_token).workloads()
     assert e.value.status == 403
@@ -275,7 +275,7 @@ def test_run_workload_persistent(coord, client: scimesh.Client, tmp_path: Path) 
     path = tmp_path / "values.csv"
     path.write_text("id,value\n" + "".join(f"{i},{v}\n" for i, v in rows))
     job = client.submit(str(path), workload="slowload", top_k=10, chunk_rows=20)
-    assert job.tasks["total"] == 50
+    assert job.tasks.total == 50
     job.wait(progress=False, timeout=120)
     best = sorted(rows, key=lambda r: -r[1])[:10]  # stable: ties in row order
     assert job.result() == "id,score\n" + "".join(f"{i},{float(v)!r}\n" for i, v in best)

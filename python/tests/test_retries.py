@@ -179,7 +179,7 @@ def test_upload_from_a_path_is_sent_again(coord: Coordinator, front: Front, tmp_
     front.rule = _once(lambda s: s.path == "/upload", UNAVAILABLE)
     fc = scimesh.Client(front.url, coord.client_token, backoff=0.01)
     up = fc.upload(path)
-    assert up["rows"] == 501
+    assert up.rows == 501
     uploads = [s for s in front.seen if s.path == "/upload"]
     assert len(uploads) == 2 and uploads[0].body == uploads[1].body == path.read_bytes()
     assert uploads[0].headers["Content-Length"] == str(path.stat().st_size)  # not chunked

@@ -1,16 +1,22 @@
 """The client's return types: dataclasses built from the coordinator's
 JSON, read as attributes or, as the dicts of earlier versions were, as
-mappings."""
+mappings; and every call returns its type, against a real coordinator."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Dict
+import json
+import sys
+import time
+from typing import Any, Dict, List
 
 import pytest
 
 import scimesh
+from scimesh._source import body_of
 from scimesh.types import APIObject
+from conftest import Coordinator
+from helpers import fingerprints, write_fingerprints
 
 TASK = {
     "task_id": "s0:j1-0", "job_id": "s0:j1", "chunk_index": 0, "attempt": 2, "max_attempts": 3,
@@ -145,3 +151,105 @@ def test_equality() -> None:
 def test_from_json_takes_an_object() -> None:
     with pytest.raises(TypeError):
         scimesh.Task.from_json(["s0:j1-0"])  # type: ignore[arg-type]
+
+
+# Each call, against a real coordinator.
+
+
+def _until(what: str, get, timeout: float = 30):
+    deadline = time.monotonic() + timeout
+    while not (got := get()):
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.1)
+    return got
+
+
+def _is(obj: object, cls: type) -> None:
+    """obj is a cls, no dict: a call that returned a dict again fails here."""
+    assert type(obj) is cls and not isinstance(obj, dict), type(obj)
+
+
+def _are(objs: object, cls: type) -> None:
+    assert type(objs) is list, type(objs)
+    for o in objs:  # type: ignore[attr-defined]
+        _is(o, cls)
+
+
+def test_every_call_returns_its_type(coord: Coordinator, client: scimesh.Client, tmp_path, monkeypatch) -> None:
+    rows, query = fingerprints(60, seed=11)
+    path = tmp_path / "fps.csv"
+    write_fingerprints(path, rows)
+
+    up = client.upload(path)
+    _is(up, scimesh.Upload)
+    assert (up.rows, up.bytes) == (61, path.stat().st_size) and up.upload_id and len(up.sha256) == 64
+
+    job = client.submit(path, workload="tanimoto", top_k=5, chunk_rows=20, params={"query": query})
+    _is(job, scimesh.Job)
+    _is(job.tasks, scimesh.TaskCounts)
+    assert job.tasks.total == 3
+    job.wait(progress=False)
+    assert job.tasks == scimesh.TaskCounts.from_json(job.data["tasks"]) and job.tasks.completed == 3
+
+    tasks = list(client.tasks(job.id))
+    _are(tasks, scimesh.Task)
+    assert [t.chunk_index for t in tasks] == [0, 1, 2] and all(t.state == "completed" for t in tasks)
+    assert all(t.job_id == job.id and t.parameters == {"query": query} for t in tasks)
+    _are(job.list_tasks(state="completed"), scimesh.Task)
+    assert job.list_tasks(state="failed") == []
+
+    task = client.task(tasks[0].task_id)
+    _is(task, scimesh.Task)
+    _is(task.input, scimesh.TaskInput)
+    assert task == tasks[0] and task.input.url == f"/tasks/{task.task_id}/input"
+
+    jobs = client.jobs(limit=1)
+    _are(jobs, scimesh.Job)
+    assert len(jobs) == 1
+
+    workloads = _until("workloads", client.workloads)
+    _are(workloads, scimesh.Workload)
+    assert "tanimoto" in {w.name for w in workloads}
+
+    workers = _until("workers", client.workers)
+    _are(workers, scimesh.Worker)
+    assert "w1" in {w.id for w in workers}
+
+    account = client.account()
+    _is(account, scimesh.Account)
+    _is(account.usage, scimesh.AccountUsage)
+    assert account.name == "admin"
+
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas fails: a list of Usage
+    usage = client.usage(by="workload")
+    _are(usage, scimesh.Usage)
+    assert "tanimoto" in {u.workload for u in usage}
+
+
+def test_the_types_hold_what_the_coordinator_sends(coord: Coordinator, client: scimesh.Client) -> None:
+    """Each type has the fields of the coordinator's object, no more, no
+    fewer, and to_dict() gives its JSON back: a field the coordinator
+    adds, or drops, shows here (the types must follow)."""
+    def fields(cls: type) -> set:
+        return {f.name for f in dataclasses.fields(cls)}
+
+    job = client.submit(b"id,fingerprint\na,00\nb,ff\n", workload="tanimoto", params={"query": "0f"})
+    job.wait(progress=False)
+    raw_tasks: List[Dict[str, Any]] = client._json("GET", f"/jobs/{job.id}/tasks")["tasks"]
+    assert [t.to_dict() for t in client.tasks(job.id)] == raw_tasks
+    assert client.task(raw_tasks[0]["task_id"]).to_dict() == raw_tasks[0]
+    assert set(raw_tasks[0]) == fields(scimesh.Task) and set(raw_tasks[0]["input"]) == {"url", "sha256", "bytes"}
+    assert job.tasks.to_dict() == job.data["tasks"] and set(job.data["tasks"]) == fields(scimesh.TaskCounts)
+    raw = client._json("GET", "/account")
+    assert client.account().to_dict() == raw and set(raw) == fields(scimesh.Account) - {"token"}
+    assert set(raw["usage"]) == fields(scimesh.AccountUsage)
+    raw = client._t.call("POST", "/upload", body=body_of(b"id,fingerprint\na,00\n"), headers={"Content-Type": "text/csv"})
+    assert set(json.loads(raw)) == fields(scimesh.Upload)
+    # Workloads and workers: their last_seen moves between two calls.
+    raw = client._json("GET", "/workloads")["workloads"]
+    assert raw and all(set(w) == fields(scimesh.Workload) for w in raw)
+    raw = client._json("GET", "/workers")["workers"]
+    assert raw and all(set(w) == fields(scimesh.Worker) for w in raw)
+    raw = client._json("GET", "/usage", query={"by": "account,workload,day,worker_account"})["usage"]
+    assert raw and all(set(u) == fields(scimesh.Usage) for u in raw)
+    assert [u.to_dict() for u in map(scimesh.Usage.from_json, raw)] == raw

@@ -54,9 +54,10 @@ def test_usage_dataframe(napped: Coordinator) -> None:
 def test_usage_without_pandas(napped: Coordinator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas fails
     rows = napped.client().usage(by="workload,account", until="2999-01-01T00:00:00Z")
-    assert isinstance(rows, list) and len(rows) == 1
+    assert isinstance(rows, list) and len(rows) == 1 and isinstance(rows[0], scimesh.Usage)
     assert set(rows[0]) == {"workload", "account", "tasks", "worker_seconds"}
-    assert rows[0]["workload"] == "nap" and rows[0]["account"] == "admin" and rows[0]["tasks"] == CHUNKS
+    assert rows[0].workload == "nap" and rows[0].account == "admin" and rows[0].tasks == CHUNKS
+    assert rows[0].day is None and rows[0].worker_account is None  # not asked for
 
 
 def test_usage_bad_input(napped: Coordinator) -> None:

@@ -8,7 +8,7 @@ import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterator, List
+from typing import Iterator, List
 
 import pytest
 
@@ -74,7 +74,7 @@ def keyed(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Co
         c.stop()
 
 
-def _listed(client: scimesh.Client, n: int) -> List[Dict]:
+def _listed(client: scimesh.Client, n: int) -> List[scimesh.Worker]:
     """client.workers() once it lists n workers (the workers' first
     claims come within a second or so)."""
     deadline = time.monotonic() + 30
@@ -87,23 +87,24 @@ def test_workers(keyed: Coordinator) -> None:
     admin = keyed.client()
     ada = keyed.client(token=keyed.tokens["ada"])
     bob = keyed.client(token=keyed.tokens["bob"])
-    got = {w["id"]: w for w in _listed(admin, 3)}
+    got = {w.id: w for w in _listed(admin, 3)}
     assert sorted(got) == ["ada-box", "bob-box", "pool-1"], got
-    assert set(got["pool-1"]) == {"id", "account", "key", "trusted", "workloads", "last_seen", "tasks_done"}
-    view = {i: (w["account"], w["key"], w["trusted"], w["workloads"], w["tasks_done"]) for i, w in got.items()}
+    fields = {"id", "account", "key", "trusted", "workloads", "last_seen", "tasks_done"}
+    assert all(set(w) == fields for w in admin._json("GET", "/workers")["workers"])  # as the coordinator sends them
+    view = {i: (w.account, w.key, w.trusted, w.workloads, w.tasks_done) for i, w in got.items()}
     assert view == {
-        "pool-1": ("", "", True, ["copy"], 0),
-        "ada-box": ("ada", "laptop", False, ["copy", "dock"], 0),
-        "bob-box": ("bob", "desk", False, ["copy", "dock"], 0),
+        "pool-1": ("", "", True, ("copy",), 0),
+        "ada-box": ("ada", "laptop", False, ("copy", "dock"), 0),
+        "bob-box": ("bob", "desk", False, ("copy", "dock"), 0),
     }, view
-    assert all(w["last_seen"].endswith("Z") for w in got.values()), got
-    assert [w["id"] for w in ada.workers()] == ["ada-box"]
-    assert [w["id"] for w in bob.workers()] == ["bob-box"]
+    assert all(w.last_seen.endswith("Z") for w in got.values()), got
+    assert [w.id for w in ada.workers()] == ["ada-box"]
+    assert [w.id for w in bob.workers()] == ["bob-box"]
 
     _cli(keyed, keyed.client_token, "worker-key", "trust", "ada/laptop")
-    assert [(w["id"], w["trusted"]) for w in ada.workers()] == [("ada-box", True)]
+    assert [(w.id, w.trusted) for w in ada.workers()] == [("ada-box", True)]
     _cli(keyed, keyed.tokens["ada"], "worker-key", "revoke", "laptop")
-    assert [(w["id"], w["trusted"]) for w in ada.workers()] == [("ada-box", False)]
+    assert [(w.id, w.trusted) for w in ada.workers()] == [("ada-box", False)]
 
     with pytest.raises(scimesh.APIError) as e:
         keyed.client(token=keyed.worker_token).workers()
