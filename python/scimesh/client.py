@@ -94,6 +94,11 @@ class Client:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    # What the calls return: an object of scimesh.types (a Job for a job),
+    # and a list for several. A listing that comes in pages (jobs, tasks,
+    # workers) is read whole before the list is returned; its iter_ twin
+    # yields the items as their pages arrive.
+
     # Uploads and jobs.
 
     def upload(self, source: Source) -> Upload:
@@ -208,36 +213,40 @@ class Client:
         limit: Optional[int] = None,
         page_size: int = 100,
     ) -> List["Job"]:
-        """The jobs in the coordinator's order, optionally only those of
-        ``status`` (pending, running, completed, failed, cancelled), only
-        those of the account ``owner`` (for admins: an account sees only
-        its own) and at most ``limit`` of them; pages through the listing,
-        ``page_size`` (1-1000) jobs a call."""
-        out: List[Job] = []
-        cursor: Optional[str] = None
-        while limit is None or len(out) < limit:
-            page = page_size if limit is None else min(page_size, limit - len(out))
-            doc = self._json("GET", "/jobs", query={"status": status, "owner": owner, "limit": page, "cursor": cursor})
-            out.extend(Job(self, j) for j in doc.get("jobs") or [])
-            cursor = doc.get("next_cursor")
-            if not cursor or not doc.get("jobs"):
-                break
-        return out
+        """A list of the jobs in the coordinator's order, optionally only
+        those of ``status`` (pending, running, completed, failed,
+        cancelled), only those of the account ``owner`` (for admins: an
+        account sees only its own) and at most ``limit`` of them; reads
+        every page of the listing, ``page_size`` (1-1000) jobs a call,
+        before it returns. :meth:`iter_jobs` yields them as they come."""
+        return list(self.iter_jobs(status, owner=owner, limit=limit, page_size=page_size))
 
-    def tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Task]:
-        """The chunk tasks of job ``job_id`` (:class:`Task`: ``task_id``,
-        ``state``, ``attempt``, ``error``, ...), optionally only those in
-        ``state``; pages through the listing."""
-        cursor: Optional[str] = None
-        while True:
-            doc = self._json(
-                "GET", f"/jobs/{_seg(job_id)}/tasks", query={"state": state, "limit": 1000, "cursor": cursor}
-            )
-            for t in doc.get("tasks") or []:
-                yield Task.from_json(t)
-            cursor = doc.get("next_cursor")
-            if not cursor or not doc.get("tasks"):
-                return
+    def iter_jobs(
+        self,
+        status: Optional[str] = None,
+        *,
+        owner: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = 100,
+    ) -> Iterator["Job"]:
+        """The jobs of :meth:`jobs`, one at a time: a page is read when the
+        previous one is used up."""
+        for j in self._pages("/jobs", "jobs", {"status": status, "owner": owner}, page_size, limit):
+            yield Job(self, j)
+
+    def tasks(self, job_id: str, state: Optional[str] = None) -> List[Task]:
+        """A list of the chunk tasks of job ``job_id`` (:class:`Task`:
+        ``task_id``, ``state``, ``attempt``, ``error``, ...), in chunk
+        order, optionally only those in ``state``; reads every page of the
+        listing before it returns. :meth:`iter_tasks` yields them as they
+        come."""
+        return list(self.iter_tasks(job_id, state))
+
+    def iter_tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Task]:
+        """The tasks of :meth:`tasks`, one at a time: a page (of 1000) is
+        read when the previous one is used up."""
+        for t in self._pages(f"/jobs/{_seg(job_id)}/tasks", "tasks", {"state": state}, 1000):
+            yield Task.from_json(t)
 
     def task(self, task_id: str) -> Task:
         """One task (``GET /tasks/{task_id}``), as a :class:`Task`."""
@@ -265,15 +274,15 @@ class Client:
         ``account`` and ``key`` it calls with (both ``""`` for the
         installation's own pool), whether it is ``trusted``, its
         ``workloads`` (empty when it takes any), ``last_seen`` (an RFC 3339
-        string) and ``tasks_done``; pages through the listing."""
-        out: List[Worker] = []
-        cursor: Optional[str] = None
-        while True:
-            doc = self._json("GET", "/workers", query={"limit": 1000, "cursor": cursor})
-            out.extend(Worker.from_json(w) for w in doc.get("workers") or [])
-            cursor = doc.get("next_cursor")
-            if not cursor or not doc.get("workers"):
-                return out
+        string) and ``tasks_done``; reads every page of the listing before
+        it returns. :meth:`iter_workers` yields them as they come."""
+        return list(self.iter_workers())
+
+    def iter_workers(self) -> Iterator[Worker]:
+        """The workers of :meth:`workers`, one at a time: a page (of 1000)
+        is read when the previous one is used up."""
+        for w in self._pages("/workers", "workers", {}, 1000):
+            yield Worker.from_json(w)
 
     # Accounts.
 
@@ -335,6 +344,25 @@ class Client:
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
         return json.loads(self._t.call(method, path, **kwargs))
+
+    def _pages(
+        self, path: str, key: str, query: Dict[str, Any], page_size: int, limit: Optional[int] = None
+    ) -> Iterator[Dict[str, Any]]:
+        """The items of a listing that comes in pages (``{key: [...],
+        "next_cursor"}``), at most limit of them, page_size a call; a page
+        is asked for when the previous one is used up."""
+        n = 0
+        cursor: Optional[str] = None
+        while limit is None or n < limit:
+            page = page_size if limit is None else min(page_size, limit - n)
+            doc = self._json("GET", path, query={**query, "limit": page, "cursor": cursor})
+            items = doc.get(key) or []
+            for item in items:
+                n += 1
+                yield item
+            cursor = doc.get("next_cursor")
+            if not cursor or not items:
+                return
 
     def _get_job(self, job_id: str, wait: int = 0, after: Optional[str] = None) -> Dict[str, Any]:
         if after:
@@ -531,9 +559,10 @@ class Job:
         return self
 
     def list_tasks(self, state: Optional[str] = None) -> List[Task]:
-        """The job's chunk tasks (:class:`Task`), optionally only those in
-        ``state`` (for their ``task_id``, to read :meth:`Client.logs`)."""
-        return list(self.client.tasks(self.id, state))
+        """A list of the job's chunk tasks (:class:`Task`), optionally only
+        those in ``state`` (for their ``task_id``, to read
+        :meth:`Client.logs`): :meth:`Client.tasks` of this job."""
+        return self.client.tasks(self.id, state)
 
 
 def _instant(t: "_Instant") -> Optional[str]:

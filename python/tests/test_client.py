@@ -244,6 +244,17 @@ def test_jobs_pages(client: scimesh.Client) -> None:
     assert len({j.id for j in paged}) == len(paged)
     assert {j.id for j in made} <= {j.id for j in paged}
     assert len(client.jobs(limit=3, page_size=2)) == 3
+    # iter_jobs: the same jobs, a page asked for when the last is used up.
+    calls = []
+    call = client._t.call
+    client._t.call = lambda *a, **k: calls.append(k.get("query")) or call(*a, **k)
+    lazy = client.iter_jobs(page_size=2)
+    assert calls == []
+    first = [next(lazy), next(lazy)]
+    assert len(calls) == 1
+    assert [j.id for j in first + list(lazy)] == [j.id for j in all_jobs] and len(calls) > 1
+    assert [j.id for j in client.iter_jobs(limit=3, page_size=2)] == [j.id for j in all_jobs[:3]]
+    client._t.call = call
     pending = {j.id for j in client.jobs(status="pending")}
     assert {j.id for j in made} <= pending
     for j in made:

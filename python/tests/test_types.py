@@ -191,12 +191,15 @@ def test_every_call_returns_its_type(coord: Coordinator, client: scimesh.Client,
     job.wait(progress=False)
     assert job.tasks == scimesh.TaskCounts.from_json(job.data["tasks"]) and job.tasks.completed == 3
 
-    tasks = list(client.tasks(job.id))
+    tasks = client.tasks(job.id)
     _are(tasks, scimesh.Task)
     assert [t.chunk_index for t in tasks] == [0, 1, 2] and all(t.state == "completed" for t in tasks)
     assert all(t.job_id == job.id and t.parameters == {"query": query} for t in tasks)
     _are(job.list_tasks(state="completed"), scimesh.Task)
     assert job.list_tasks(state="failed") == []
+    lazy = client.iter_tasks(job.id)
+    assert not isinstance(lazy, list)
+    assert list(lazy) == tasks
 
     task = client.task(tasks[0].task_id)
     _is(task, scimesh.Task)
@@ -205,7 +208,7 @@ def test_every_call_returns_its_type(coord: Coordinator, client: scimesh.Client,
 
     jobs = client.jobs(limit=1)
     _are(jobs, scimesh.Job)
-    assert len(jobs) == 1
+    assert len(jobs) == 1 and job.id in {j.id for j in client.iter_jobs()}
 
     workloads = _until("workloads", client.workloads)
     _are(workloads, scimesh.Workload)
@@ -213,7 +216,7 @@ def test_every_call_returns_its_type(coord: Coordinator, client: scimesh.Client,
 
     workers = _until("workers", client.workers)
     _are(workers, scimesh.Worker)
-    assert "w1" in {w.id for w in workers}
+    assert "w1" in {w.id for w in workers} and [w.id for w in client.iter_workers()] == [w.id for w in workers]
 
     account = client.account()
     _is(account, scimesh.Account)
