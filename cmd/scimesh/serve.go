@@ -44,7 +44,7 @@ TLS, on the same port; without them, plain HTTP and h2c.`,
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			if pprofAddr != "" {
-				stopPprof, err := startPprof(pprofAddr, cfg.Logger)
+				stopPprof, err := server.StartPprof(pprofAddr, cfg.Logger)
 				if err != nil {
 					return err
 				}

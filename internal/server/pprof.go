@@ -1,4 +1,4 @@
-package main
+package server
 
 import (
 	"errors"
@@ -8,17 +8,15 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"time"
-
-	"github.com/scimesh/scimesh/internal/server"
 )
 
-// startPprof serves net/http/pprof on addr, a listener of its own and not
+// StartPprof serves net/http/pprof on addr, a listener of its own and not
 // the API's port, until stop closes it (and waits for it). Profiles
 // show the server's code and its callers' data (a goroutine dump holds
 // request values), and a CPU profile costs the process while it runs, so
 // addr must be loopback: reach it from elsewhere through an SSH tunnel.
-func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
-	if !server.IsLoopback(addr) {
+func StartPprof(addr string, log *slog.Logger) (stop func(), err error) {
+	if !IsLoopback(addr) {
 		return nil, fmt.Errorf("refusing --pprof %s: profiles would be open to anyone who can reach it; "+
 			"use a loopback address such as 127.0.0.1:6060 (and an SSH tunnel to read it from elsewhere)", addr)
 	}
@@ -34,7 +32,7 @@ func startPprof(addr string, log *slog.Logger) (stop func(), err error) {
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	// No write timeout: a CPU profile or a trace answers after its seconds.
 	// Only to requests for a loopback name, as the API without tokens.
-	h := server.LoopbackHosts(mux, "profiles answer only requests to localhost or 127.0.0.1")
+	h := LoopbackHosts(mux, "profiles answer only requests to localhost or 127.0.0.1")
 	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	done := make(chan struct{})
 	go func() {
