@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,14 +227,11 @@ func submit(ctx context.Context, cmd *cobra.Command, c *client.Client, path stri
 		defer f.Close()
 		in = f
 	}
-	stderr := cmd.ErrOrStderr()
-	up, err := c.Upload(ctx, in)
-	if err != nil {
+	up, job, err := c.Submit(ctx, in, req)
+	if up == nil {
 		return fmt.Errorf("upload %s: %w", path, err)
 	}
-	fmt.Fprintf(stderr, "uploaded %s: %d rows, %d bytes\n", path, up.Rows, up.Bytes)
-	req.Input = client.JobInput{UploadID: up.UploadID}
-	job, err := c.CreateJob(ctx, req, newIdempotencyKey())
+	fmt.Fprintf(cmd.ErrOrStderr(), "uploaded %s: %d rows, %d bytes\n", path, up.Rows, up.Bytes)
 	if err != nil {
 		return fmt.Errorf("create the job: %w", err)
 	}
@@ -256,45 +251,20 @@ func followJob(ctx context.Context, cmd *cobra.Command, c *client.Client, job *c
 	if err != nil {
 		return err
 	}
-	if job.Status != client.JobCompleted {
-		msg := fmt.Sprintf("job %s is %s", job.JobID, job.Status)
-		if job.Error != "" {
-			msg += ": " + job.Error
-		}
-		return errors.New(msg)
+	if err := job.Err(); err != nil {
+		return err
 	}
 	return writeResult(ctx, cmd, c, job.JobID, output)
 }
 
-func newIdempotencyKey() string {
-	b := make([]byte, 16)
-	_, _ = rand.Read(b)
-	return "scimesh-cli-" + hex.EncodeToString(b)
-}
-
+// writeResult writes job id's final CSV to output, or to standard output
+// when output is "".
 func writeResult(ctx context.Context, cmd *cobra.Command, c *client.Client, id, output string) error {
-	rc, err := c.Result(ctx, id)
-	if err != nil {
-		return fmt.Errorf("download the result of job %s: %w", id, err)
-	}
-	defer rc.Close()
 	if output == "" {
-		if _, err := io.Copy(cmd.OutOrStdout(), rc); err != nil {
-			return fmt.Errorf("download the result of job %s: %w", id, err)
-		}
-		return nil
+		return c.SaveResult(ctx, id, cmd.OutOrStdout())
 	}
-	f, err := os.Create(output)
-	if err != nil {
-		return fmt.Errorf("write the result: %w", err)
-	}
-	_, err = io.Copy(f, rc)
-	// A write the file system defers may fail only at Close.
-	if cerr := f.Close(); err == nil && cerr != nil {
-		return fmt.Errorf("write the result to %s: %w", output, cerr)
-	}
-	if err != nil {
-		return fmt.Errorf("download the result of job %s: %w; %s is incomplete", id, err, output)
+	if err := c.SaveResultFile(ctx, id, output); err != nil {
+		return err
 	}
 	fmt.Fprintf(cmd.ErrOrStderr(), "result written to %s\n", output)
 	return nil
