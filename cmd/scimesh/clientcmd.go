@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -80,22 +78,10 @@ func clientRun(cf *clientFlags, fn func(ctx context.Context, cmd *cobra.Command,
 	}
 }
 
-// withHint adds what to check to errors of the connection to the coordinator
-// and of authentication.
+// withHint adds show.Hint's hint to err, unless the command was stopped.
 func withHint(cmd *cobra.Command, err error) error {
-	if err == nil || cmd.Context().Err() != nil {
-		return err
-	}
-	var ce *client.Error
-	var cv *tls.CertificateVerificationError
-	switch {
-	case errors.As(err, &cv):
-		return fmt.Errorf("%w\n(the coordinator's TLS certificate is not trusted here: for a private certificate authority, "+
-			"set SSL_CERT_FILE to the PEM file of its certificate)", err)
-	case errors.As(err, &ce) && (ce.Status == 401 || ce.Status == 403):
-		return fmt.Errorf("%w\n(check the token: --token or SCIMESH_TOKEN must hold your account's token, or the client token)", err)
-	case !errors.As(err, &ce) && client.IsRetryable(err):
-		return fmt.Errorf("%w\n(is the coordinator running and reachable? set --coordinator or SCIMESH_COORDINATOR)", err)
+	if h := show.Hint(err); h != "" && cmd.Context().Err() == nil {
+		return fmt.Errorf("%w\n(%s)", err, h)
 	}
 	return err
 }
