@@ -3,10 +3,11 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"runtime"
 	"runtime/debug"
 
 	"github.com/spf13/cobra"
+
+	buildversion "github.com/scimesh/scimesh/internal/version"
 )
 
 // version and commit are stamped by release builds (tools/release.sh) with
@@ -14,49 +15,12 @@ import (
 //	-ldflags "-X main.version=VERSION -X main.commit=COMMIT"
 //
 // The linker can set only package-level strings, hence these two
-// variables. A plain `go build` leaves them empty, and versionOf reports
+// variables. A plain `go build` leaves them empty, and version.Of reports
 // such a build honestly.
 var (
 	version string
 	commit  string
 )
-
-// versionInfo is what `scimesh version` prints.
-type versionInfo struct {
-	Version  string `json:"version"`
-	Commit   string `json:"commit"`
-	Go       string `json:"go"`
-	Platform string `json:"platform"`
-}
-
-// versionOf says which build this is. A stamped version and commit win.
-// Without them the version is "dev" and the commit is the one the Go
-// toolchain recorded (vcs.revision, with "-dirty" when the tree had
-// changes), or "unknown" when it recorded none.
-func versionOf(stampedVersion, stampedCommit string, info *debug.BuildInfo, ok bool) versionInfo {
-	v := versionInfo{Version: stampedVersion, Commit: stampedCommit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
-	if v.Version == "" {
-		v.Version = "dev"
-	}
-	if v.Commit == "" && ok {
-		var modified bool
-		for _, s := range info.Settings {
-			switch s.Key {
-			case "vcs.revision":
-				v.Commit = s.Value
-			case "vcs.modified":
-				modified = s.Value == "true"
-			}
-		}
-		if v.Commit != "" && modified {
-			v.Commit += "-dirty"
-		}
-	}
-	if v.Commit == "" {
-		v.Commit = "unknown"
-	}
-	return v
-}
 
 func newVersionCmd() *cobra.Command {
 	var asJSON bool
@@ -66,7 +30,7 @@ func newVersionCmd() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info, ok := debug.ReadBuildInfo()
-			v := versionOf(version, commit, info, ok)
+			v := buildversion.Of(version, commit, info, ok)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				return json.NewEncoder(out).Encode(v)
