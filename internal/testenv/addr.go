@@ -1,9 +1,30 @@
 package testenv
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"net"
 	"testing"
 )
+
+// FreeAddr returns a loopback address free now, for a coordinator that must
+// be reachable at an address known before it starts (a topology) or again
+// after a restart. Its port is below Linux's ephemeral range (32768 and up
+// by default), from which the kernel picks the ports of listeners on port 0
+// and of outgoing connections: so no other test can be handed it meanwhile.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	for range 100 {
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+		if err != nil {
+			continue // taken
+		}
+		defer ln.Close()
+		return ln.Addr().String()
+	}
+	t.Fatal("no free port in 20000-31999 after 100 tries")
+	return ""
+}
 
 // NonLoopbackIP returns an IP address of this machine that is neither
 // loopback nor link-local, IPv4 when there is one, for a test of what

@@ -22,7 +22,7 @@ import (
 // standard output and error apart.
 func cli(t *testing.T, dir, url, token string, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
+	cmd := exec.Command(scimesh, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "SCIMESH_COORDINATOR=" + url, "SCIMESH_TOKEN=" + token}
 	var out, errOut bytes.Buffer
@@ -85,7 +85,7 @@ func TestAccountCommands(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveSQLite(t, dir)
-	admin := func(args ...string) (string, string, error) { return cli(t, dir, p.url, "ctok", args...) }
+	admin := func(args ...string) (string, string, error) { return cli(t, dir, p.URL, "ctok", args...) }
 	must := func(out, errOut string, err error) string {
 		t.Helper()
 		if err != nil {
@@ -110,7 +110,7 @@ func TestAccountCommands(t *testing.T) {
 			t.Errorf("account show alice lacks %q:\n%s", want, show)
 		}
 	}
-	if own := must(cli(t, dir, p.url, alice, "account", "show")); !strings.Contains(own, "name         alice") {
+	if own := must(cli(t, dir, p.URL, alice, "account", "show")); !strings.Contains(own, "name         alice") {
 		t.Errorf("account show with alice's token:\n%s", own)
 	}
 	set := must(admin("account", "set", "alice", "--max-jobs", "2", "--max-storage", "2KiB"))
@@ -138,7 +138,7 @@ func TestAccountCommands(t *testing.T) {
 		{"ctok", []string{"account", "disable", "admin"}, "409 conflict"},
 		{"ctok", []string{"account", "token"}, "takes one argument"},
 	} {
-		out, errOut, err := cli(t, dir, p.url, c.token, c.args...)
+		out, errOut, err := cli(t, dir, p.URL, c.token, c.args...)
 		if err == nil || !strings.Contains(errOut, c.want) || out != "" {
 			t.Errorf("scimesh %v: %v\nstdout %q\nstderr %q; want a failure saying %q", c.args, err, out, errOut, c.want)
 		}
@@ -152,15 +152,15 @@ func TestAccountCommands(t *testing.T) {
 	if err := os.WriteFile(big, []byte("id,x\n"+strings.Repeat("row,1\n", 1000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, errOut, err := cli(t, dir, p.url, alice, "submit", big, "--workload", "w"); err == nil || !strings.Contains(errOut, "429 quota_exceeded") || !strings.Contains(errOut, "max_storage") {
+	if _, errOut, err := cli(t, dir, p.URL, alice, "submit", big, "--workload", "w"); err == nil || !strings.Contains(errOut, "429 quota_exceeded") || !strings.Contains(errOut, "max_storage") {
 		t.Errorf("submit past max_storage: %v\n%s", err, errOut)
 	}
 
 	// Where alice's token works now: REST, RPC, a dashboard session.
 	works := func(what, token string, want bool, d *dashboard) {
 		t.Helper()
-		rest := call(t, "GET", p.url+"/jobs", token, nil, nil)
-		q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken(token))
+		rest := call(t, "GET", p.URL+"/jobs", token, nil, nil)
+		q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.URL, withToken(token))
 		_, rpcErr := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: "s0:none"}))
 		rpcIn := connect.CodeOf(rpcErr) == connect.CodeNotFound // past the gate, the task is not there
 		if want && (rest != 200 || !rpcIn || !d.in()) {
@@ -170,7 +170,7 @@ func TestAccountCommands(t *testing.T) {
 			t.Errorf("%s: REST %d, RPC %v, dashboard in %v; want it refused everywhere at once", what, rest, rpcErr, d.in())
 		}
 	}
-	first := login(t, p.url, alice)
+	first := login(t, p.URL, alice)
 	works("alice's first token", alice, true, first)
 
 	out = must(admin("account", "token", "alice", "--revoke-others"))
@@ -179,12 +179,12 @@ func TestAccountCommands(t *testing.T) {
 	}
 	rotated := strings.TrimSpace(out)
 	works("alice's first token, revoked", alice, false, first)
-	second := login(t, p.url, rotated)
+	second := login(t, p.URL, rotated)
 	works("alice's new token", rotated, true, second)
 
 	must(admin("account", "disable", "alice"))
 	works("a disabled account's token", rotated, false, second)
-	resp, err := http.PostForm(p.url+"/ui/login", url.Values{"token": {rotated}})
+	resp, err := http.PostForm(p.URL+"/ui/login", url.Values{"token": {rotated}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,7 +193,7 @@ func TestAccountCommands(t *testing.T) {
 		t.Errorf("logging in with a disabled account's token: %d, want 401", resp.StatusCode)
 	}
 	must(admin("account", "enable", "alice"))
-	works("alice's token, her account enabled again", rotated, true, login(t, p.url, rotated))
+	works("alice's token, her account enabled again", rotated, true, login(t, p.URL, rotated))
 	works("alice's first token, still revoked", alice, false, first)
 }
 
@@ -206,7 +206,7 @@ func TestJobsOwner(t *testing.T) {
 	p := serveSQLite(t, dir)
 	run := func(token string, args ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, token, args...)
+		out, errOut, err := cli(t, dir, p.URL, token, args...)
 		if err != nil {
 			t.Fatalf("scimesh %v: %v\n%s%s", args, err, out, errOut)
 		}

@@ -52,7 +52,7 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 		p := serveProc(t, dir, tokenEnv, "--db", newDB(t, dir, pg), "--data-dir", filepath.Join(dir, "data"))
 		var workers []*proc
 		for i := range 2 {
-			workers = append(workers, start(t, dir, workerEnv(p.url), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
+			workers = append(workers, start(t, dir, workerEnv(p.URL), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
 				"--work-dir", filepath.Join(dir, fmt.Sprintf("work%d", i)), "--workload", copyWorkload("sleep 5; ")))
 		}
 		table := filepath.Join(dir, "table.csv")
@@ -60,7 +60,7 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 		// transit, charged or not, is a small part of it.
 		writeScoredTable(t, table, 200, 5)
 		const chunks = 4
-		if msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "5",
+		if msg, err := run(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "5",
 			"--chunk-rows", "50", "--wait", "--output", filepath.Join(dir, "out.csv")); err != nil {
 			t.Fatalf("submit --wait: %v\n%s", err, msg)
 		}
@@ -72,7 +72,7 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 			busy = 0
 			n := 0
 			for _, w := range workers {
-				d, k := busyTime(t, w.stderr.String())
+				d, k := busyTime(t, w.Stderr.String())
 				busy += d
 				n += k
 			}
@@ -85,7 +85,7 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 			time.Sleep(20 * time.Millisecond)
 		}
 
-		out, err := runStdout(t, dir, clientEnv(p.url), "usage", "--by", "account,workload", "--json")
+		out, err := runStdout(t, dir, clientEnv(p.URL), "usage", "--by", "account,workload", "--json")
 		if err != nil {
 			t.Fatalf("usage --json: %v\n%s", err, out)
 		}
@@ -109,11 +109,11 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 			t.Logf("usage charged %.3f s; the workers were busy %.3f s (%.2f%% apart)", charged, busy.Seconds(), 100*diff)
 		}
 
-		table2, err := runStdout(t, dir, clientEnv(p.url), "usage")
+		table2, err := runStdout(t, dir, clientEnv(p.URL), "usage")
 		if err != nil || !regexp.MustCompile(`(?m)^ACCOUNT +TASKS +WORKER_SECONDS +WORKER_HOURS\nadmin +4 +\d+\.\d +\d+\.\d\d\n$`).MatchString(table2) {
 			t.Errorf("usage printed %q (%v); want a table of admin's 4 tasks", table2, err)
 		}
-		trail, err := runStdout(t, dir, clientEnv(p.url), "audit")
+		trail, err := runStdout(t, dir, clientEnv(p.URL), "audit")
 		if err != nil || !strings.Contains(trail, "job.create") || !strings.Contains(trail, "upload.create") {
 			t.Errorf("audit printed %q (%v); want the upload and the job", trail, err)
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/scimesh/scimesh/internal/blob"
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // bucketName is the bucket of a blob store URL s3://NAME?….
@@ -81,7 +82,7 @@ func TestTwoReplicasShareABucket(t *testing.T) {
 				procs[i] = serveProc(t, dir, env, args...)
 				// Workers get no AWS credentials: with --presign the
 				// URLs carry their own signatures.
-				start(t, dir, workerEnv(procs[i].url), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
+				start(t, dir, workerEnv(procs[i].URL), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
 					"--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
 			}
 			dir := t.TempDir()
@@ -91,17 +92,17 @@ func TestTwoReplicasShareABucket(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			uploadID := uploadCSV(t, procs[0].url, "ctok", string(body))
+			uploadID := uploadCSV(t, procs[0].URL, "ctok", string(body))
 			if keys := objects(t, bucketName(bucket)); len(keys) != 1 {
 				t.Fatalf("the bucket holds %v after the upload, want its one object", keys)
 			}
 			var j jobOut
 			req := map[string]any{"workload": "copy", "top_k": 20, "chunk_rows": 250, "input": map[string]any{"upload_id": uploadID}}
-			if s := call(t, "POST", procs[1].url+"/jobs", "ctok", req, &j); s != 201 {
+			if s := call(t, "POST", procs[1].URL+"/jobs", "ctok", req, &j); s != 201 {
 				t.Fatalf("create the job through the other coordinator: %d", s)
 			}
-			waitCompleted(t, procs[0].url, j.JobID, time.Minute)
-			got, err := runStdout(t, dir, clientEnv(procs[1].url), "result", j.JobID)
+			waitCompleted(t, procs[0].URL, j.JobID, time.Minute)
+			got, err := runStdout(t, dir, clientEnv(procs[1].URL), "result", j.JobID)
 			if err != nil || got != want {
 				t.Fatalf("result: %v\n%s\nwant:\n%s", err, got, want)
 			}
@@ -112,7 +113,7 @@ func TestTwoReplicasShareABucket(t *testing.T) {
 			}
 			var served float64
 			for _, p := range procs {
-				v, ok := metricValue(scrapeMetrics(t, p.url), "scimesh_task_input_bytes_total", nil)
+				v, ok := metricValue(scrapeMetrics(t, p.URL), "scimesh_task_input_bytes_total", nil)
 				if !ok {
 					t.Fatal("no scimesh_task_input_bytes_total")
 				}
@@ -165,7 +166,7 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 	name := bucketName(bucket)
 	env := append(append([]string{}, tokenEnv...), s3test.Env(t)...)
 	db := "sqlite:" + filepath.Join(dir, "scimesh.db")
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	args := []string{"--db", db, "--data-dir", filepath.Join(dir, "data"), "--blobs", bucket}
 	p := serveOn(t, dir, addr, env, args...)
 
@@ -189,7 +190,7 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 		}
 		io.WriteString(pw, b.String())
 	}()
-	req, _ := http.NewRequest("POST", p.url+"/upload", pr)
+	req, _ := http.NewRequest("POST", p.URL+"/upload", pr)
 	req.Header.Set("Authorization", "Bearer ctok")
 	uploadDone := make(chan error, 1)
 	go func() {
@@ -215,11 +216,11 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	p.done <- nil // for the cleanup's wait
+	<-p.Done
+	p.Done <- nil // for the cleanup's wait
 	if err := <-uploadDone; err == nil || strings.Contains(err.Error(), "answered") {
 		t.Fatalf("the upload cut by the kill: %v", err)
 	}
@@ -231,7 +232,7 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 	var listed struct {
 		Jobs []jobOut `json:"jobs"`
 	}
-	call(t, "GET", p.url+"/jobs", "ctok", nil, &listed)
+	call(t, "GET", p.URL+"/jobs", "ctok", nil, &listed)
 	if len(listed.Jobs) != 0 {
 		t.Fatalf("jobs after the kill: %v", listed.Jobs)
 	}
@@ -241,15 +242,15 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	uploadID := uploadCSV(t, p.url, "ctok", string(body))
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
+	uploadID := uploadCSV(t, p.URL, "ctok", string(body))
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "copy", "top_k": 10, "chunk_rows": 500,
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "copy", "top_k": 10, "chunk_rows": 500,
 		"input": map[string]any{"upload_id": uploadID}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
-	waitCompleted(t, p.url, j.JobID, time.Minute)
-	if got, err := runStdout(t, dir, clientEnv(p.url), "result", j.JobID); err != nil || got != want {
+	waitCompleted(t, p.URL, j.JobID, time.Minute)
+	if got, err := runStdout(t, dir, clientEnv(p.URL), "result", j.JobID); err != nil || got != want {
 		t.Fatalf("result after the retried upload: %v\n%s", err, got)
 	}
 	if keys := objects(t, name); len(keys) != 1 {

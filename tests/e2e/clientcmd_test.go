@@ -22,7 +22,7 @@ func TestPlainHTTPWarning(t *testing.T) {
 	ip := testenv.NonLoopbackIP(t)
 	dir := t.TempDir()
 	p := serveOn(t, dir, "0.0.0.0:0", tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "db"), "--data-dir", filepath.Join(dir, "data"))
-	u, err := url.Parse(p.url)
+	u, err := url.Parse(p.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,16 +50,16 @@ func TestPlainHTTPWarning(t *testing.T) {
 		if got, err := os.ReadFile(out); err != nil || string(got) != want {
 			t.Fatalf("%s: result %q (%v), want %q", c.name, got, err, want)
 		}
-		_ = w.cmd.Process.Kill() // it ran the job's 4 chunks: claims, inputs, results
-		<-w.done
-		w.done <- nil
-		n, wn := strings.Count(msg, "warning: "+warning+remoteHost+";"), strings.Count(w.stderr.String(), warning+remoteHost+";")
+		_ = w.Cmd.Process.Kill() // it ran the job's 4 chunks: claims, inputs, results
+		<-w.Done
+		w.Done <- nil
+		n, wn := strings.Count(msg, "warning: "+warning+remoteHost+";"), strings.Count(w.Stderr.String(), warning+remoteHost+";")
 		switch {
 		case c.warns && (n != 1 || wn != 1 || !strings.Contains(msg, "use https")):
 			t.Errorf("%s: submit --wait warned %d times and the worker %d; want once each, saying to use https:\n%s\nworker:\n%s",
-				c.name, n, wn, msg, w.stderr.String())
-		case !c.warns && (strings.Contains(msg, "plain http") || strings.Contains(w.stderr.String(), "plain http")):
-			t.Errorf("%s: a warning about plain http to loopback:\n%s\nworker:\n%s", c.name, msg, w.stderr.String())
+				c.name, n, wn, msg, w.Stderr.String())
+		case !c.warns && (strings.Contains(msg, "plain http") || strings.Contains(w.Stderr.String(), "plain http")):
+			t.Errorf("%s: a warning about plain http to loopback:\n%s\nworker:\n%s", c.name, msg, w.Stderr.String())
 		}
 	}
 }
@@ -73,13 +73,13 @@ func TestSubmitNamesAndWait(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveSQLite(t, dir)
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", copyWorkload("sleep 0.1; "), "--workload", "broken=echo no such column >&2; exit 3")
 	table := filepath.Join(dir, "scores.csv")
 	want := writeScoredTable(t, table, 600, 7)
 	submit := func(args ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, "ctok", append([]string{"submit", table, "--top-k", "7", "--chunk-rows", "100"}, args...)...)
+		out, errOut, err := cli(t, dir, p.URL, "ctok", append([]string{"submit", table, "--top-k", "7", "--chunk-rows", "100"}, args...)...)
 		if err != nil {
 			t.Fatalf("submit %v: %v\n%s", args, err, errOut)
 		}
@@ -87,7 +87,7 @@ func TestSubmitNamesAndWait(t *testing.T) {
 	}
 	nameOf := func(id string) string {
 		var j struct{ Name string }
-		call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+		call(t, "GET", p.URL+"/jobs/"+id, "ctok", nil, &j)
 		return j.Name
 	}
 
@@ -100,7 +100,7 @@ func TestSubmitNamesAndWait(t *testing.T) {
 	}
 
 	out := filepath.Join(dir, "out.csv")
-	stdout, stderr, err := cli(t, dir, p.url, "ctok", "wait", id, "--output", out)
+	stdout, stderr, err := cli(t, dir, p.URL, "ctok", "wait", id, "--output", out)
 	if err != nil || stdout != "" {
 		t.Fatalf("wait --output: %v\nstdout %q\nstderr %s", err, stdout, stderr)
 	}
@@ -110,12 +110,12 @@ func TestSubmitNamesAndWait(t *testing.T) {
 	if !strings.Contains(stderr, "6/6 chunks") || !strings.Contains(stderr, "100%") || !strings.Contains(stderr, "result written to "+out) {
 		t.Errorf("wait showed no finished progress bar:\n%s", stderr)
 	}
-	if stdout, stderr, err := cli(t, dir, p.url, "ctok", "wait", id); err != nil || stdout != want {
+	if stdout, stderr, err := cli(t, dir, p.URL, "ctok", "wait", id); err != nil || stdout != want {
 		t.Errorf("wait without --output: %v\nstdout %q\nstderr %s\nwant the result on stdout", err, stdout, stderr)
 	}
 
 	failed := submit("--workload", "broken", "--max-attempts", "1")
-	_, stderr, err = cli(t, dir, p.url, "ctok", "wait", failed, "--output", filepath.Join(dir, "failed.csv"))
+	_, stderr, err = cli(t, dir, p.URL, "ctok", "wait", failed, "--output", filepath.Join(dir, "failed.csv"))
 	if err == nil || !strings.Contains(stderr, "job "+failed+" is failed: ") || !strings.Contains(stderr, "exited with status 3; its last stderr lines:\nno such column") {
 		t.Errorf("wait on a failing job: %v\n%s\nwant an error naming the job's error", err, stderr)
 	}
@@ -125,27 +125,27 @@ func TestSubmitNamesAndWait(t *testing.T) {
 
 	// A job no worker runs, followed while it is cancelled.
 	idle := submit("--workload", "idle")
-	waiting := start(t, dir, clientEnv(p.url), "wait", idle)
-	workerWaitFor(t, 10*time.Second, "wait to show the job", func() bool { return strings.Contains(waiting.stderr.String(), "job "+idle+": 6 chunks") })
-	if _, errOut, err := cli(t, dir, p.url, "ctok", "cancel", idle); err != nil {
+	waiting := start(t, dir, clientEnv(p.URL), "wait", idle)
+	workerWaitFor(t, 10*time.Second, "wait to show the job", func() bool { return strings.Contains(waiting.Stderr.String(), "job "+idle+": 6 chunks") })
+	if _, errOut, err := cli(t, dir, p.URL, "ctok", "cancel", idle); err != nil {
 		t.Fatalf("cancel: %v %s", err, errOut)
 	}
 	select {
-	case err := <-waiting.done:
-		waiting.done <- err
-		if err == nil || !strings.Contains(waiting.stderr.String(), "job "+idle+" is cancelled") {
-			t.Errorf("wait on a cancelled job: %v\n%s", err, waiting.stderr.String())
+	case err := <-waiting.Done:
+		waiting.Done <- err
+		if err == nil || !strings.Contains(waiting.Stderr.String(), "job "+idle+" is cancelled") {
+			t.Errorf("wait on a cancelled job: %v\n%s", err, waiting.Stderr.String())
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("wait did not end when its job was cancelled:\n%s", waiting.stderr.String())
+		t.Fatalf("wait did not end when its job was cancelled:\n%s", waiting.Stderr.String())
 	}
 
-	bob, errOut, err := cli(t, dir, p.url, "ctok", "account", "add", "bob")
+	bob, errOut, err := cli(t, dir, p.URL, "ctok", "account", "add", "bob")
 	if err != nil {
 		t.Fatalf("account add: %v %s", err, errOut)
 	}
 	for _, c := range []struct{ token, job string }{{"ctok", "s0:nope"}, {strings.TrimSpace(bob), id}} {
-		stdout, stderr, err := cli(t, dir, p.url, c.token, "wait", c.job)
+		stdout, stderr, err := cli(t, dir, p.URL, c.token, "wait", c.job)
 		if err == nil || !strings.Contains(stderr, "404 not_found") || stdout != "" {
 			t.Errorf("wait %s as %s: %v\nstdout %q\nstderr %s\nwant 404", c.job, c.token, err, stdout, stderr)
 		}

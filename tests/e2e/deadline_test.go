@@ -15,13 +15,13 @@ func waitExit(t *testing.T, p *proc, timeout time.Duration) time.Duration {
 	t.Helper()
 	began := time.Now()
 	select {
-	case err := <-p.done:
-		p.done <- err
+	case err := <-p.Done:
+		p.Done <- err
 		if err != nil {
-			t.Fatalf("worker exited with %v, want 0:\n%s", err, p.stderr.String())
+			t.Fatalf("worker exited with %v, want 0:\n%s", err, p.Stderr.String())
 		}
 	case <-time.After(timeout):
-		t.Fatalf("worker still runs after %v:\n%s", timeout, p.stderr.String())
+		t.Fatalf("worker still runs after %v:\n%s", timeout, p.Stderr.String())
 	}
 	return time.Since(began)
 }
@@ -37,7 +37,7 @@ func TestWorkerMaxRuntimeReleases(t *testing.T) {
 	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 200, 10)
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "10",
 		"--chunk-rows", "100", "--lease-seconds", "5", "--max-attempts", "1")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -47,7 +47,7 @@ func TestWorkerMaxRuntimeReleases(t *testing.T) {
 	// Before its first claim the worker assumes a lease of 5 s: with 10 s
 	// left it claims. Its command would run for 600 s.
 	began := time.Now()
-	slow := start(t, dir, workerEnv(p.url), "worker", "--id", "short", "--max-runtime", "10s",
+	slow := start(t, dir, workerEnv(p.URL), "worker", "--id", "short", "--max-runtime", "10s",
 		"--work-dir", filepath.Join(dir, "w1"), "--workload", copyWorkload("sleep 600; "))
 	waitExit(t, slow, 30*time.Second)
 	ran := time.Since(began)
@@ -57,22 +57,22 @@ func TestWorkerMaxRuntimeReleases(t *testing.T) {
 	t.Logf("the worker exited %v after its start", ran.Round(time.Millisecond))
 
 	var tk taskOut
-	call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+	call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 	if tk.State != "pending" || tk.Attempt != 1 || tk.MaxAttempts != 2 || !strings.Contains(tk.Error, "released the task at the worker's deadline") {
 		t.Fatalf("chunk 0 after the deadline: %+v; want pending again, released (its one attempt not counted: max_attempts 2)", tk)
 	}
-	if out := slow.stderr.String(); !strings.Contains(out, "the worker's deadline came") || !strings.Contains(out, "worker stopped") {
+	if out := slow.Stderr.String(); !strings.Contains(out, "the worker's deadline came") || !strings.Contains(out, "worker stopped") {
 		t.Errorf("the worker's log lacks its deadline or its stop:\n%s", out)
 	}
 
-	start(t, dir, workerEnv(p.url), "worker", "--id", "next", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "next", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
 	out := filepath.Join(dir, "out.csv")
-	waitCompleted(t, p.url, jobID, 30*time.Second)
-	call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+	waitCompleted(t, p.URL, jobID, 30*time.Second)
+	call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 	if tk.State != "completed" || tk.Attempt != 2 || tk.LeaseOwner != "next" {
 		t.Errorf("chunk 0 at the end: %+v; want completed at attempt 2 by next", tk)
 	}
-	if msg, err := run(t, dir, clientEnv(p.url), "result", jobID, "--output", out); err != nil {
+	if msg, err := run(t, dir, clientEnv(p.URL), "result", jobID, "--output", out); err != nil {
 		t.Fatalf("result: %v %s", err, msg)
 	}
 	if got, _ := os.ReadFile(out); string(got) != want {
@@ -91,7 +91,7 @@ func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	writeScoredTable(t, table, 200, 10)
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "10",
 		"--chunk-rows", "100", "--lease-seconds", "60")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -99,20 +99,20 @@ func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 	jobID = strings.TrimSpace(jobID)
 	tasks := func() (out [2]taskOut) {
 		for i := range out {
-			call(t, "GET", p.url+"/tasks/"+jobID+"-"+string(rune('0'+i)), "ctok", nil, &out[i])
+			call(t, "GET", p.URL+"/tasks/"+jobID+"-"+string(rune('0'+i)), "ctok", nil, &out[i])
 		}
 		return out
 	}
 
 	until := time.Now().Add(3 * time.Second).UTC().Format(time.RFC3339)
-	idle := start(t, dir, workerEnv(p.url), "worker", "--id", "idle", "--until", until,
+	idle := start(t, dir, workerEnv(p.URL), "worker", "--id", "idle", "--until", until,
 		"--work-dir", filepath.Join(dir, "w1"), "--workload", copyWorkload(""))
 	t.Logf("the worker with --until 3 s ahead exited after %v", waitExit(t, idle, 15*time.Second).Round(time.Millisecond))
 	if got := tasks(); got[0].Attempt != 0 || got[1].Attempt != 0 {
 		t.Fatalf("tasks after a worker with 3 s left: %+v; want neither claimed", got)
 	}
 
-	one := start(t, dir, workerEnv(p.url), "worker", "--id", "once", "--max-runtime", "30s",
+	one := start(t, dir, workerEnv(p.URL), "worker", "--id", "once", "--max-runtime", "30s",
 		"--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload("sleep 1; "))
 	took := waitExit(t, one, 25*time.Second)
 	t.Logf("the worker with --max-runtime 30s exited after %v", took.Round(time.Millisecond))
@@ -130,11 +130,11 @@ func TestWorkerMaxRuntimeShorterThanLease(t *testing.T) {
 		t.Fatalf("tasks after a worker with 30 s left and leases of 60 s: %+v; want one completed by it, one never claimed", got)
 	}
 
-	msg, err := run(t, dir, workerEnv(p.url), "worker", "--workload", "copy=cat", "--max-runtime", "1m", "--until", until)
+	msg, err := run(t, dir, workerEnv(p.URL), "worker", "--workload", "copy=cat", "--max-runtime", "1m", "--until", until)
 	if err == nil || !strings.Contains(msg, "not both") {
 		t.Errorf("worker with --max-runtime and --until: %v\n%s", err, msg)
 	}
-	msg, err = run(t, dir, workerEnv(p.url), "worker", "--workload", "copy=cat", "--until", "tomorrow")
+	msg, err = run(t, dir, workerEnv(p.URL), "worker", "--workload", "copy=cat", "--until", "tomorrow")
 	if err == nil || !strings.Contains(msg, "RFC 3339") {
 		t.Errorf("worker with --until tomorrow: %v\n%s", err, msg)
 	}
@@ -150,23 +150,23 @@ func TestWorkerReleasesOnSIGUSR1(t *testing.T) {
 	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	writeScoredTable(t, table, 10, 1)
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--max-attempts", "1")
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--max-attempts", "1")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
 	}
 	jobID = strings.TrimSpace(jobID)
 	running := filepath.Join(dir, "running")
-	w := start(t, dir, workerEnv(p.url), "worker", "--id", "told", "--grace", "10m",
+	w := start(t, dir, workerEnv(p.URL), "worker", "--id", "told", "--grace", "10m",
 		"--work-dir", filepath.Join(dir, "w"), "--workload", copyWorkload("touch "+running+"; sleep 600; "))
 	// The command started, so the worker holds the task: a lease in the
 	// database alone may belong to a claim whose answer is still on its way.
 	workerWaitFor(t, 20*time.Second, "the task's command to start", func() bool { return fileExists(running) })
 	var tk taskOut
-	if err := w.cmd.Process.Signal(syscall.SIGUSR1); err != nil {
+	if err := w.Cmd.Process.Signal(syscall.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
 	waitExit(t, w, 30*time.Second) // well before the 10 min grace
-	call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+	call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 	if tk.State != "pending" || tk.MaxAttempts != 2 || !strings.Contains(tk.Error, "released the task when told to") {
 		t.Fatalf("the task after SIGUSR1: %+v; want pending again, released, its attempt not counted", tk)
 	}

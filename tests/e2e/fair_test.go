@@ -69,7 +69,7 @@ func (f *fairSetup) submit(t *testing.T, token string, chunks int) string {
 	if err := os.WriteFile(table, []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := runStdout(t, f.dir, []string{"SCIMESH_COORDINATOR=" + f.p.url, "SCIMESH_TOKEN=" + token},
+	out, err := runStdout(t, f.dir, []string{"SCIMESH_COORDINATOR=" + f.p.URL, "SCIMESH_TOKEN=" + token},
 		"submit", table, "--workload", "copy", "--top-k", "1", "--chunk-rows", "1")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, out)
@@ -82,7 +82,7 @@ func (f *fairSetup) submit(t *testing.T, token string, chunks int) string {
 func (f *fairSetup) workers(t *testing.T, n, slots int, per time.Duration) {
 	t.Helper()
 	for i := range n {
-		start(t, f.dir, workerEnv(f.p.url), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", fmt.Sprint(slots),
+		start(t, f.dir, workerEnv(f.p.URL), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", fmt.Sprint(slots),
 			"--work-dir", filepath.Join(f.dir, fmt.Sprintf("work%d", i)), "--workload", copyWorkload(fmt.Sprintf("sleep %.2f; ", per.Seconds())))
 	}
 }

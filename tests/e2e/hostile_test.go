@@ -29,6 +29,7 @@ import (
 	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // hostileTokens are long enough not to be warned about, and all different.
@@ -601,15 +602,15 @@ func TestHostileMemory(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveProc(t, dir, hostileEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
-	h := &hostile{url: p.url}
-	peak := func() int64 { return peakRSS(t, p.cmd.Process.Pid) }
+	h := &hostile{url: p.URL}
+	peak := func() int64 { return peakRSS(t, p.Cmd.Process.Pid) }
 	// A caller without a token costs nothing: nothing of the body is read.
 	// A caller with one may make the coordinator read and inflate up to
 	// the 16 MiB bound of a message, which with the buffers' growth and
 	// the garbage before a collection comes to about 130 MiB more. The
 	// race detector multiplies the heap it shadows by about three.
 	unauthBound, bound := int64(8<<20), int64(192<<20)
-	if raceBuild {
+	if binary.Race {
 		unauthBound, bound = 24<<20, 576<<20
 	}
 	const gig = 1 << 30
@@ -760,13 +761,13 @@ func TestHostileAnonymousBombs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveProc(t, dir, hostileEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", dir)
-	h := &hostile{url: p.url}
+	h := &hostile{url: p.URL}
 	// A healthy check first, so that what the first answer costs is in
 	// the baseline.
 	if a := h.send(t, attempt{method: "POST", path: "/grpc.health.v1.Health/Check", ctype: "application/json", body: strings.NewReader(`{}`)}); a.status != 200 {
 		t.Fatalf("health check: %d %s", a.status, a.body)
 	}
-	before := peakRSS(t, p.cmd.Process.Pid)
+	before := peakRSS(t, p.Cmd.Process.Pid)
 	bomb := gzipBomb(t, rpc.MaxMessageBytes)
 	const bombs = 300
 	answers, errs := make([]answer, bombs), make([]error, bombs)
@@ -786,7 +787,7 @@ func TestHostileAnonymousBombs(t *testing.T) {
 			t.Fatalf("bomb %d: %d %s, want resource_exhausted", i, a.status, a.body)
 		}
 	}
-	grown := peakRSS(t, p.cmd.Process.Pid) - before
+	grown := peakRSS(t, p.Cmd.Process.Pid) - before
 	t.Logf("%d gzip bombs of %d bytes inflating to %s each, without a token: peak RSS grew by %s", bombs, len(bomb), fmtBytes(rpc.MaxMessageBytes), fmtBytes(grown))
 	if grown > 64<<20 {
 		t.Errorf("the coordinator's peak RSS grew by %s, over 64 MiB, for callers without a token", fmtBytes(grown))

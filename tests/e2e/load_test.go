@@ -20,6 +20,7 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/postgres"
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // slowest records the longest request of a test and which one it was.
@@ -78,7 +79,7 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 		cwg.Go(func() {
 			for i := c; i < jobs; i += 8 {
 				var j jobOut
-				s, err := slow.timed(client, "POST", a.url+"/jobs", "ctok", map[string]any{
+				s, err := slow.timed(client, "POST", a.URL+"/jobs", "ctok", map[string]any{
 					"workload": "w", "top_k": 2, "input": map[string]any{"chunks": chunkList(1 + i%2)}}, &j)
 				if s != 201 || err != nil {
 					t.Errorf("create job %d: %d %v", i, s, err)
@@ -111,7 +112,7 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 			batch := w%2 == 1 // half report through POST /tasks/results, half one by one
 			for {
 				var claimed struct{ Tasks []taskOut }
-				s, err := slow.timed(client, "POST", a.url+"/tasks/claim", "wtok", map[string]any{"worker_id": id, "max_tasks": 2}, &claimed)
+				s, err := slow.timed(client, "POST", a.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": id, "max_tasks": 2}, &claimed)
 				if s == http.StatusNoContent {
 					mu.Lock()
 					finished := len(done) == total
@@ -136,7 +137,7 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 				}
 				if batch {
 					var res struct{ Results []struct{ Status int } }
-					s, err := slow.timed(client, "POST", b.url+"/tasks/results", "wtok", map[string]any{"results": items}, &res)
+					s, err := slow.timed(client, "POST", b.URL+"/tasks/results", "wtok", map[string]any{"results": items}, &res)
 					if s != 200 || err != nil || len(res.Results) != len(items) {
 						t.Errorf("results on B: %d %v (%d answers to %d)", s, err, len(res.Results), len(items))
 						return
@@ -149,7 +150,7 @@ func TestSmallPoolTwoReplicasUncachedJobs(t *testing.T) {
 				} else {
 					for _, it := range items {
 						one := map[string]any{"worker_id": it["worker_id"], "attempt": it["attempt"], "output": it["output"]}
-						s, err := slow.timed(client, "POST", b.url+"/tasks/"+it["task_id"].(string)+"/result", "wtok", one, nil)
+						s, err := slow.timed(client, "POST", b.URL+"/tasks/"+it["task_id"].(string)+"/result", "wtok", one, nil)
 						if s != 200 || err != nil {
 							t.Errorf("result on B: %d %v", s, err)
 							return
@@ -280,7 +281,7 @@ func killedMidCreation(t *testing.T, pg bool) {
 	}
 	dir := t.TempDir()
 	url := newDB(t, dir, pg)
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	p := serveOn(t, dir, addr, tokenEnv, "--db", url, "--log-level", "warn")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -308,7 +309,7 @@ func killedMidCreation(t *testing.T, pg bool) {
 	}
 	answered := make(chan int, 1)
 	go func() {
-		s, _, _ := post(p.url) // the kill cuts it short
+		s, _, _ := post(p.URL) // the kill cuts it short
 		answered <- s
 	}()
 
@@ -325,11 +326,11 @@ func killedMidCreation(t *testing.T, pg bool) {
 			t.Fatalf("the job became visible (%d tasks) before the kill: too few chunks to catch it in the middle", visible)
 		}
 		if n > engine.CreateBatch {
-			if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			<-p.done
-			p.done <- nil
+			<-p.Done
+			p.Done <- nil
 			hiddenJob = id
 			break
 		}
@@ -357,10 +358,10 @@ func killedMidCreation(t *testing.T, pg bool) {
 		var list struct {
 			Jobs []jobOut `json:"jobs"`
 		}
-		if s := call(t, "GET", p.url+"/jobs?limit=100", "ctok", nil, &list); s != 200 || len(list.Jobs) != 0 {
+		if s := call(t, "GET", p.URL+"/jobs?limit=100", "ctok", nil, &list); s != 200 || len(list.Jobs) != 0 {
 			t.Fatalf("GET /jobs: %d with %d jobs, want 200 with none", s, len(list.Jobs))
 		}
-		if s := call(t, "GET", p.url+"/jobs/"+hiddenJob, "ctok", nil, nil); s != http.StatusNotFound {
+		if s := call(t, "GET", p.URL+"/jobs/"+hiddenJob, "ctok", nil, nil); s != http.StatusNotFound {
 			t.Fatalf("GET /jobs/%s of the partial job: %d, want 404", hiddenJob, s)
 		}
 	}
@@ -383,7 +384,7 @@ func killedMidCreation(t *testing.T, pg bool) {
 	}
 	t.Logf("the abandoned creation was swept %v after the restart", time.Since(start).Round(100*time.Millisecond))
 
-	s, j, err := post(p.url)
+	s, j, err := post(p.URL)
 	if err != nil || s != http.StatusCreated {
 		t.Fatalf("the same request again: %d %v, want 201", s, err)
 	}
@@ -399,11 +400,11 @@ func killedMidCreation(t *testing.T, pg bool) {
 		Status string         `json:"status"`
 		Tasks  map[string]int `json:"tasks"`
 	}
-	if s := call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got); s != 200 || got.Tasks["pending"] != chunks {
+	if s := call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &got); s != 200 || got.Tasks["pending"] != chunks {
 		t.Fatalf("GET /jobs/%s: %d, status %s, tasks %v; want 200 with %d pending", j.JobID, s, got.Status, got.Tasks, chunks)
 	}
 	// A replay answers with that job, not another.
-	if s, again, err := post(p.url); err != nil || s != http.StatusOK || again.JobID != j.JobID {
+	if s, again, err := post(p.URL); err != nil || s != http.StatusOK || again.JobID != j.JobID {
 		t.Fatalf("replay: %d %v job %s, want 200 with job %s", s, err, again.JobID, j.JobID)
 	}
 }

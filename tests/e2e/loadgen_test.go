@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // TestBenchCoordinator runs `scimesh-bench --coordinator` as a process of
@@ -21,8 +23,8 @@ func TestBenchCoordinator(t *testing.T) {
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
 	seededRe := regexp.MustCompile(`seeded 220 pending (?:chunk tasks of job (\S+)|single-task trees) in `)
 	for _, form := range [][]string{{"--batch", "1"}, {"--batch", "50"}, {"--protocol", "grpc"}} {
-		args := append([]string{"--coordinator", p.url, "--workers", "4", "--tasks", "200", "--backlog", "20"}, form...)
-		out, err := runBinary(benchBinary, dir, tokenEnv, args...)
+		args := append([]string{"--coordinator", p.URL, "--workers", "4", "--tasks", "200", "--backlog", "20"}, form...)
+		out, err := binary.Run(t.Context(), benchBinary, dir, tokenEnv, args...)
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", form, err, out)
 		}
@@ -36,7 +38,7 @@ func TestBenchCoordinator(t *testing.T) {
 		var job struct {
 			Tasks struct{ Total, Pending, Leased, Completed int } `json:"tasks"`
 		}
-		if s := call(t, "GET", p.url+"/jobs/"+m[1], "ctok", nil, &job); s != 200 {
+		if s := call(t, "GET", p.URL+"/jobs/"+m[1], "ctok", nil, &job); s != 200 {
 			t.Fatalf("get job: %d", s)
 		}
 		if c := job.Tasks; c.Total != 220 || c.Completed != 200 || c.Pending != 20 || c.Leased != 0 {
@@ -57,9 +59,9 @@ func TestServePprof(t *testing.T) {
 		}
 	}
 	p := serveProc(t, dir, tokenEnv, "--pprof", "127.0.0.1:0", "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
-	m := regexp.MustCompile(`msg="serving pprof" addr=(\S+)`).FindStringSubmatch(p.stderr.String())
+	m := regexp.MustCompile(`msg="serving pprof" addr=(\S+)`).FindStringSubmatch(p.Stderr.String())
 	if m == nil {
-		t.Fatalf("no pprof address logged:\n%s", p.stderr.String())
+		t.Fatalf("no pprof address logged:\n%s", p.Stderr.String())
 	}
 	hc := &http.Client{Timeout: 5 * time.Second}
 	resp, err := hc.Get("http://" + m[1] + "/debug/pprof/cmdline")
@@ -84,7 +86,7 @@ func TestServePprof(t *testing.T) {
 		t.Errorf("GET /debug/pprof/cmdline with Host evil.example: %d %q, want 421 and no command line", resp.StatusCode, b)
 	}
 	// Not on the API's port.
-	if s := call(t, "GET", p.url+"/debug/pprof/cmdline", "ctok", nil, nil); s != 404 {
+	if s := call(t, "GET", p.URL+"/debug/pprof/cmdline", "ctok", nil, nil); s != 404 {
 		t.Errorf("GET /debug/pprof/cmdline on the API's port: %d, want 404", s)
 	}
 }

@@ -5,13 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -26,10 +22,11 @@ import (
 	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
-// binary is the scimesh binary built once for the end-to-end tests.
-var binary string
+// scimesh is the scimesh binary built once for the end-to-end tests.
+var scimesh string
 
 // benchBinary is scimesh-bench, built beside it.
 var benchBinary string
@@ -40,22 +37,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	binary = filepath.Join(dir, "scimesh")
-	args := []string{"build", "-o", binary}
-	if raceBuild {
-		args = append(args, "-race")
-	}
-	build := exec.Command("go", append(args, "../../cmd/scimesh")...)
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build scimesh:", err)
+	scimesh, benchBinary = filepath.Join(dir, "scimesh"), filepath.Join(dir, "scimesh-bench")
+	if err := binary.Build(scimesh, "cmd/scimesh", binary.Race); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	benchBinary = filepath.Join(dir, "scimesh-bench")
-	build = exec.Command("go", "build", "-o", benchBinary, "../../cmd/scimesh-bench")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "build scimesh-bench:", err)
+	if err := binary.Build(benchBinary, "cmd/scimesh-bench", false); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	code := s3test.Run(s3test.RunFunc(func() int { return pgtest.Run(m) }))
@@ -64,12 +52,7 @@ func TestMain(m *testing.M) {
 }
 
 // proc is a running scimesh process.
-type proc struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *testenv.Buffer
-	done   chan error
-}
+type proc = binary.Proc
 
 // onEachStore runs body as two parallel subtests, on SQLite and on
 // PostgreSQL.
@@ -97,56 +80,10 @@ func newDB(t *testing.T, dir string, pg bool) string {
 	return "sqlite:" + filepath.Join(dir, "scimesh.db")
 }
 
-// freeAddr returns a loopback address free now, for a coordinator that must
-// be reachable at an address known before it starts (a topology) or again
-// after a restart. Its port is below Linux's ephemeral range (32768 and up
-// by default), from which the kernel picks the ports of listeners on port 0
-// and of outgoing connections: so no other test can be handed it meanwhile.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
-		if err != nil {
-			continue // taken
-		}
-		defer ln.Close()
-		return ln.Addr().String()
-	}
-	t.Fatal("no free port in 20000-31999 after 100 tries")
-	return ""
-}
-
 // start runs `scimesh args…` in dir with env added to a clean environment.
 func start(t *testing.T, dir string, env []string, args ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
-	p := &proc{cmd: cmd, stderr: &testenv.Buffer{}, done: make(chan error, 1)}
-	cmd.Stderr = p.stderr
-	cmd.Stdout = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start %v: %v", args, err)
-	}
-	go func() { p.done <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-		if t.Failed() {
-			t.Logf("scimesh %v output:\n%s", args, lastLines(p.stderr.String(), 30))
-		}
-	})
-	return p
-}
-
-// lastLines is the end of a process's output, short enough that the failure
-// it explains stays in view at the end of a test run.
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) <= n {
-		return strings.Join(lines, "\n")
-	}
-	return fmt.Sprintf("[%d earlier lines left out]\n%s", len(lines)-n, strings.Join(lines[len(lines)-n:], "\n"))
+	return binary.Start(t, scimesh, dir, env, args...)
 }
 
 // serveProc starts a coordinator on a free port and waits until it is ready.
@@ -166,9 +103,6 @@ func serveSQLite(t *testing.T, dir string) *proc {
 // never answers must not hang the test.
 var readyClient = &http.Client{Timeout: 5 * time.Second}
 
-// servingRe finds the URL a coordinator serves on in its log.
-var servingRe = regexp.MustCompile(`msg=serving addr=\S+ url=(\S+)`)
-
 // serveOn starts a coordinator on addr and waits until it is ready. With
 // port 0 the kernel picks a free port, which the coordinator logs: unlike a
 // port chosen beforehand, no test running alongside can take it meanwhile.
@@ -181,52 +115,13 @@ func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc
 // such as a client that trusts the authority of its TLS certificate.
 func serveWith(t *testing.T, hc *http.Client, dir, addr string, env []string, args ...string) *proc {
 	t.Helper()
-	p := start(t, dir, env, append([]string{"serve", "--addr", addr}, args...)...)
-	if !strings.HasSuffix(addr, ":0") {
-		p.url = "http://" + addr // known already: no need of the log line
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if p.url == "" {
-			if m := servingRe.FindStringSubmatch(p.stderr.String()); m != nil {
-				p.url = m[1]
-			}
-		}
-		if p.url != "" {
-			resp, err := hc.Get(p.url + "/ready")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == 200 {
-					return p
-				}
-			}
-		}
-		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("serve exited early (%v):\n%s", err, p.stderr.String())
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("serve not ready after 30s:\n%s", p.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	return binary.Serve(t, hc, scimesh, dir, addr, env, args...)
 }
 
 // run runs `scimesh args…` to the end and returns its combined output.
 func run(t *testing.T, dir string, env []string, args ...string) (string, error) {
 	t.Helper()
-	return runBinary(binary, dir, env, args...)
-}
-
-// runBinary is run for the binary at path.
-func runBinary(path, dir string, env []string, args ...string) (string, error) {
-	cmd := exec.Command(path, args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return binary.Run(t.Context(), scimesh, dir, env, args...)
 }
 
 // call sends a JSON request and decodes a JSON answer into out (when not
@@ -310,33 +205,33 @@ func TestServeSurvivesKill(t *testing.T) {
 	db := "sqlite:" + filepath.Join(dir, "data", "scimesh.db")
 	p := serveProc(t, dir, tokenEnv, "--db", db)
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(2)}}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(2)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var t0, t1 taskOut
-	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t0)
-	if s := call(t, "POST", p.url+"/tasks/"+t0.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\na,1\n"}, nil); s != 200 {
+	call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t0)
+	if s := call(t, "POST", p.URL+"/tasks/"+t0.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\na,1\n"}, nil); s != 200 {
 		t.Fatalf("result: %d", s)
 	}
-	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t1)
+	call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t1)
 
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	p.done <- nil
+	<-p.Done
+	p.Done <- nil
 	p = serveProc(t, dir, tokenEnv, "--db", db)
 
-	if s := call(t, "POST", p.url+"/tasks/"+t1.TaskID+"/heartbeat", "wtok", map[string]any{"worker_id": "w1", "attempt": 1}, nil); s != 200 {
+	if s := call(t, "POST", p.URL+"/tasks/"+t1.TaskID+"/heartbeat", "wtok", map[string]any{"worker_id": "w1", "attempt": 1}, nil); s != 200 {
 		t.Fatalf("heartbeat of a lease held across the restart: %d", s)
 	}
-	if s := call(t, "POST", p.url+"/tasks/"+t1.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\nb,2\n"}, nil); s != 200 {
+	if s := call(t, "POST", p.URL+"/tasks/"+t1.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\nb,2\n"}, nil); s != 200 {
 		t.Fatalf("result after restart: %d", s)
 	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var got jobOut
-		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
 		if got.Status == "completed" {
 			break
 		}
@@ -345,7 +240,7 @@ func TestServeSurvivesKill(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	resp, err := http.NewRequest("GET", p.url+"/jobs/"+j.JobID+"/result", nil)
+	resp, err := http.NewRequest("GET", p.URL+"/jobs/"+j.JobID+"/result", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,16 +288,16 @@ func TestServeRefusesOpenNonLoopback(t *testing.T) {
 	for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
 		p := serveOn(t, dir, addr, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
 		for _, token := range []string{"", "ctok", "anything"} {
-			in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.url, withToken(token))
+			in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.URL, withToken(token))
 			_, err := in.SetCancel(t.Context(), connect.NewRequest(&v1.SetCancelRequest{TaskId: "s0:x"}))
 			if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
 				t.Errorf("Internal call with token %q on %s without a peer token: %v, want refused", token, addr, err)
 			}
 		}
-		_ = p.cmd.Process.Kill()
+		_ = p.Cmd.Process.Kill()
 		// Short tokens are warned about, in one line naming them.
-		if n := strings.Count(p.stderr.String(), "weak tokens"); n != 1 || !strings.Contains(p.stderr.String(), "tokens=CLIENT_AUTH_TOKEN,WORKER_AUTH_TOKEN") {
-			t.Errorf("serve with 4-byte tokens logged %d weak-token lines:\n%s", n, p.stderr.String())
+		if n := strings.Count(p.Stderr.String(), "weak tokens"); n != 1 || !strings.Contains(p.Stderr.String(), "tokens=CLIENT_AUTH_TOKEN,WORKER_AUTH_TOKEN") {
+			t.Errorf("serve with 4-byte tokens logged %d weak-token lines:\n%s", n, p.Stderr.String())
 		}
 	}
 }
@@ -423,10 +318,10 @@ func TestConfigPrecedence(t *testing.T) {
 				tok = v
 			}
 		}
-		if s := call(t, "POST", p.url+"/jobs", tok, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+		if s := call(t, "POST", p.URL+"/jobs", tok, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
 			t.Fatalf("create job: %d", s)
 		}
-		_ = p.cmd.Process.Kill()
+		_ = p.Cmd.Process.Kill()
 		shard, _, _ := strings.Cut(j.JobID, ":")
 		return shard
 	}
@@ -523,7 +418,7 @@ func TestMigrateCommand(t *testing.T) {
 			t.Fatalf("migrate down with nothing applied: %v, output %q", err, out)
 		}
 		if pg {
-			out, err := run(t, dir, nil, "serve", "--db", db, "--addr", freeAddr(t))
+			out, err := run(t, dir, nil, "serve", "--db", db, "--addr", testenv.FreeAddr(t))
 			if err == nil || !strings.Contains(out, "migrate up") {
 				t.Fatalf("serve on an unmigrated PostgreSQL: %v\n%s", err, out)
 			}
@@ -554,16 +449,7 @@ func tryCall(url, token string, out any) int {
 // output; its standard error comes with a failure.
 func runStdout(t *testing.T, dir string, env []string, args ...string) (string, error) {
 	t.Helper()
-	cmd := exec.Command(binary, args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return string(out), fmt.Errorf("%w: %s", err, stderr.String())
-	}
-	return string(out), nil
+	return binary.Output(t.Context(), scimesh, dir, env, args...)
 }
 
 func jsonDecode(r io.Reader, v any) error { return json.NewDecoder(r).Decode(v) }
@@ -575,8 +461,8 @@ func TestOpenServerAnswersLoopbackNamesOnly(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, nil, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
 	for host, want := range map[string]int{"evil.example": 421, "evil.example:8080": 421, "10.1.2.3": 421,
-		"localhost": 200, strings.TrimPrefix(p.url, "http://"): 200, "[::1]:9": 200} {
-		req, _ := http.NewRequest("GET", p.url+"/jobs", nil)
+		"localhost": 200, strings.TrimPrefix(p.URL, "http://"): 200, "[::1]:9": 200} {
+		req, _ := http.NewRequest("GET", p.URL+"/jobs", nil)
 		req.Host = host
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -594,13 +480,13 @@ func TestOpenServerAnswersLoopbackNamesOnly(t *testing.T) {
 func TestServeLogLevel(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	p := serveOn(t, dir, freeAddr(t), tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "q.db"), "--log-level", "warn")
-	if s := call(t, "GET", p.url+"/jobs", "ctok", nil, nil); s != 200 {
+	p := serveOn(t, dir, testenv.FreeAddr(t), tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "q.db"), "--log-level", "warn")
+	if s := call(t, "GET", p.URL+"/jobs", "ctok", nil, nil); s != 200 {
 		t.Fatalf("GET /jobs: %d", s)
 	}
 	time.Sleep(100 * time.Millisecond)
-	if strings.Contains(p.stderr.String(), "msg=request") {
-		t.Fatalf("a request line was logged at --log-level warn:\n%s", p.stderr.String())
+	if strings.Contains(p.Stderr.String(), "msg=request") {
+		t.Fatalf("a request line was logged at --log-level warn:\n%s", p.Stderr.String())
 	}
 	out, err := run(t, dir, tokenEnv, "serve", "--db", "sqlite:"+filepath.Join(dir, "r.db"), "--log-level", "loud")
 	if err == nil || !strings.Contains(out, "use debug, info, warn or error") {

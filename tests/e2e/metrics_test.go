@@ -263,10 +263,10 @@ func TestServeMetricsAndRequestIDs(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
-	if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, nil); s != 204 {
+	if s := call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, nil); s != 204 {
 		t.Fatalf("claim: %d", s)
 	}
-	req, _ := http.NewRequest("GET", p.url+"/jobs", nil)
+	req, _ := http.NewRequest("GET", p.URL+"/jobs", nil)
 	req.Header.Set("Authorization", "Bearer ctok")
 	req.Header.Set("X-Request-ID", "list-jobs-1")
 	resp, err := http.DefaultClient.Do(req)
@@ -277,7 +277,7 @@ func TestServeMetricsAndRequestIDs(t *testing.T) {
 	if got := resp.Header.Get("X-Request-ID"); resp.StatusCode != 200 || got != "list-jobs-1" {
 		t.Fatalf("GET /jobs: %d, X-Request-ID %q", resp.StatusCode, got)
 	}
-	mfs := scrapeMetrics(t, p.url) // without a token
+	mfs := scrapeMetrics(t, p.URL) // without a token
 	for _, c := range []struct {
 		name   string
 		labels map[string]string
@@ -293,14 +293,14 @@ func TestServeMetricsAndRequestIDs(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for !strings.Contains(p.stderr.String(), `msg=request method=GET route="GET /jobs" path=/jobs status=200`) ||
-		!strings.Contains(p.stderr.String(), "request_id=list-jobs-1") {
+	for !strings.Contains(p.Stderr.String(), `msg=request method=GET route="GET /jobs" path=/jobs status=200`) ||
+		!strings.Contains(p.Stderr.String(), "request_id=list-jobs-1") {
 		if time.Now().After(deadline) {
-			t.Fatalf("no request line with request_id=list-jobs-1:\n%s", p.stderr.String())
+			t.Fatalf("no request line with request_id=list-jobs-1:\n%s", p.Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if strings.Contains(p.stderr.String(), "route=\"GET /ready\"") {
-		t.Errorf("readiness probes logged at Info:\n%s", p.stderr.String())
+	if strings.Contains(p.Stderr.String(), "route=\"GET /ready\"") {
+		t.Errorf("readiness probes logged at Info:\n%s", p.Stderr.String())
 	}
 }

@@ -116,9 +116,9 @@ func TestPeerTokenRefusedOverPlainHTTP(t *testing.T) {
 		"pattern, checked later": {meshEnv, []string{"--topology", "pattern:http://scimesh-%s:8080"}},
 	} {
 		p := serveProc(t, t.TempDir(), c.env, append([]string{"--db", "sqlite:" + filepath.Join(t.TempDir(), "db")}, c.args...)...)
-		_ = p.cmd.Process.Kill()
-		if name == "pattern, checked later" && !strings.Contains(p.stderr.String(), "plain http://") {
-			t.Errorf("serve with a plain-HTTP pattern does not warn:\n%s", p.stderr.String())
+		_ = p.Cmd.Process.Kill()
+		if name == "pattern, checked later" && !strings.Contains(p.Stderr.String(), "plain http://") {
+			t.Errorf("serve with a plain-HTTP pattern does not warn:\n%s", p.Stderr.String())
 		}
 	}
 }
@@ -138,8 +138,8 @@ func TestPeerTokenNotSentOverPlainHTTP(t *testing.T) {
 
 	dir := t.TempDir()
 	p := serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo)
-	root := submitToSilentShard(t, p.url)
-	msg := waitFailed(t, p.url, root, meshWait)
+	root := submitToSilentShard(t, p.URL)
+	msg := waitFailed(t, p.URL, root, meshWait)
 	for _, want := range []string{"could not be created on shard s7", "not sending PEER_AUTH_TOKEN to shard s7 over plain HTTP (http://scimesh-s7:8080)",
 		"https://", "--insecure-peers"} {
 		if !strings.Contains(msg, want) {
@@ -154,8 +154,8 @@ func TestPeerTokenNotSentOverPlainHTTP(t *testing.T) {
 	p = serveProc(t, dir, env, "--db", "sqlite:"+filepath.Join(dir, "db"), "--topology", topo, "--insecure-peers", "--shards", "s0,s7",
 		"--peer-give-up", "3s")
 	start := time.Now()
-	root = submitToSilentShard(t, p.url)
-	msg = waitFailed(t, p.url, root, meshWait)
+	root = submitToSilentShard(t, p.URL)
+	msg = waitFailed(t, p.URL, root, meshWait)
 	if took := time.Since(start); took < 3*time.Second {
 		t.Errorf("gave up on s7 after %v, before --peer-give-up 3s", took)
 	}
@@ -180,7 +180,7 @@ func TestTreeGivesUpOnMissingShard(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, meshEnv, "--db", "sqlite:"+filepath.Join(dir, "db"),
 		"--topology", "pattern:http://127.0.0.1:1/%s", "--peer-give-up", "2s")
-	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.URL, withToken("ctok"))
 	sub, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
 		{Id: "s0:r", Workload: "f", Args: []*v1.Arg{ref("s7:x"), ref("s0:l")}},
 		{Id: "s7:x", Workload: "f"},
@@ -189,7 +189,7 @@ func TestTreeGivesUpOnMissingShard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msg := waitFailed(t, p.url, sub.Msg.RootId, meshWait)
+	msg := waitFailed(t, p.URL, sub.Msg.RootId, meshWait)
 	if !strings.Contains(msg, `shard "s7" did not answer for `) || !strings.Contains(msg, "http://127.0.0.1:1/s7") {
 		t.Errorf("root's error %q does not name the shard and its URL", msg)
 	}
@@ -227,19 +227,19 @@ func TestPatternShards(t *testing.T) {
 	} {
 		s := start(t, dir, c.env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, c.args...)...)
 		select {
-		case err := <-s.done:
-			s.done <- err
-			if out := s.stderr.String(); err == nil || !strings.Contains(out, c.want) {
+		case err := <-s.Done:
+			s.Done <- err
+			if out := s.Stderr.String(); err == nil || !strings.Contains(out, c.want) {
 				t.Errorf("serve %q with %q: err %v, output does not say %q:\n%s", c.args, c.env[0], err, c.want, out)
 			}
 		case <-time.After(30 * time.Second):
-			_ = s.cmd.Process.Kill()
+			_ = s.Cmd.Process.Kill()
 			t.Errorf("serve %q with %q still runs after 30s; want it refused, saying %q", c.args, c.env[0], c.want)
 		}
 	}
 
 	p := serveProc(t, dir, append([]string{"SCIMESH_SHARDS=s0,s1"}, env...), "--db", db, "--topology", topo, "--insecure-peers")
-	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.URL, withToken("ctok"))
 	_, err := q.Submit(t.Context(), connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
 		{Id: "s0:r", Workload: "f", Args: []*v1.Arg{ref("s7:x"), val(1)}},
 		{Id: "s7:x", Workload: "f"},

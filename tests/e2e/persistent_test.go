@@ -32,12 +32,12 @@ func TestWorkerPersistentFlag(t *testing.T) {
 	}
 	p := serveSQLite(t, dir)
 	starts := filepath.Join(dir, "starts")
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", fmt.Sprintf("copy=%s %s %s 0.5", py, script, starts), "--persistent", "copy")
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 2000, 10)
 	res := filepath.Join(dir, "result.csv")
-	msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10", "--chunk-rows", "100", "--wait", "--output", res)
+	msg, err := run(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "10", "--chunk-rows", "100", "--wait", "--output", res)
 	if err != nil {
 		t.Fatalf("submit --wait: %v\n%s", err, msg)
 	}

@@ -72,13 +72,13 @@ func TestSubmitWaitEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "db", "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 	for i := range 2 {
-		start(t, dir, workerEnv(p.url), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
+		start(t, dir, workerEnv(p.URL), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
 			"--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
 	}
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 5000, 25)
 	out := filepath.Join(dir, "result.csv")
-	msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "25",
+	msg, err := run(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "25",
 		"--chunk-rows", "300", "--wait", "--output", out, "--param", "note=hello", "--param", "n:=3")
 	if err != nil {
 		t.Fatalf("submit --wait: %v\n%s", err, msg)
@@ -95,41 +95,41 @@ func TestSubmitWaitEndToEnd(t *testing.T) {
 	}
 
 	// The other commands, on that job.
-	jobs, err := run(t, dir, clientEnv(p.url), "jobs", "--status", "completed")
+	jobs, err := run(t, dir, clientEnv(p.URL), "jobs", "--status", "completed")
 	if err != nil || !strings.Contains(jobs, "completed") || !strings.Contains(jobs, "copy") {
 		t.Fatalf("jobs: %v\n%s", err, jobs)
 	}
 	id := strings.Fields(strings.Split(jobs, "\n")[1])[0]
-	status, err := run(t, dir, clientEnv(p.url), "status", id)
+	status, err := run(t, dir, clientEnv(p.URL), "status", id)
 	if err != nil || !strings.Contains(status, "completed") || !strings.Contains(status, "17 of 17 chunks") {
 		t.Fatalf("status: %v\n%s", err, status)
 	}
-	res, err := runStdout(t, dir, clientEnv(p.url), "result", id)
+	res, err := runStdout(t, dir, clientEnv(p.URL), "result", id)
 	if err != nil || res != want {
 		t.Fatalf("result: %v\n%s", err, res)
 	}
-	logs, err := run(t, dir, clientEnv(p.url), "logs", id+"-0")
+	logs, err := run(t, dir, clientEnv(p.URL), "logs", id+"-0")
 	if err != nil {
 		t.Fatalf("logs: %v\n%s", err, logs)
 	}
-	cancel, err := run(t, dir, clientEnv(p.url), "cancel", id)
+	cancel, err := run(t, dir, clientEnv(p.URL), "cancel", id)
 	if err != nil || !strings.Contains(cancel, "completed") {
 		t.Fatalf("cancel of a completed job: %v\n%s", err, cancel)
 	}
 
 	// Errors a person can act on.
-	bad, err := run(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=nope"}, "status", id)
+	bad, err := run(t, dir, []string{"SCIMESH_COORDINATOR=" + p.URL, "SCIMESH_TOKEN=nope"}, "status", id)
 	if err == nil || !strings.Contains(bad, "token") {
 		t.Errorf("status with a bad token: %v\n%s", err, bad)
 	}
-	bad, err = run(t, dir, clientEnv(p.url), "submit", filepath.Join(dir, "missing.csv"), "--workload", "copy")
+	bad, err = run(t, dir, clientEnv(p.URL), "submit", filepath.Join(dir, "missing.csv"), "--workload", "copy")
 	if err == nil || !strings.Contains(bad, "missing.csv") {
 		t.Errorf("submit of a missing file: %v\n%s", err, bad)
 	}
 	if err := os.WriteFile(filepath.Join(dir, "bad.csv"), []byte("id,value\na,1\nb,2,3\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bad, err = run(t, dir, clientEnv(p.url), "submit", filepath.Join(dir, "bad.csv"), "--workload", "copy")
+	bad, err = run(t, dir, clientEnv(p.URL), "submit", filepath.Join(dir, "bad.csv"), "--workload", "copy")
 	if err == nil || !strings.Contains(bad, "line 3") {
 		t.Errorf("submit of a malformed table: %v\n%s", err, bad)
 	}
@@ -146,9 +146,9 @@ func TestWorkerKilledMidTask(t *testing.T) {
 	want := writeScoredTable(t, table, 400, 10)
 	// The first worker hangs on every task; it is the one killed.
 	running := filepath.Join(dir, "running")
-	doomed := start(t, dir, workerEnv(p.url), "worker", "--id", "doomed", "--work-dir", filepath.Join(dir, "w1"),
+	doomed := start(t, dir, workerEnv(p.URL), "worker", "--id", "doomed", "--work-dir", filepath.Join(dir, "w1"),
 		"--workload", copyWorkload("touch "+running+"; sleep 600; "))
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "10",
 		"--chunk-rows", "100", "--lease-seconds", "5")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -165,21 +165,21 @@ func TestWorkerKilledMidTask(t *testing.T) {
 			Attempt        int       `json:"attempt"`
 			LeaseExpiresAt time.Time `json:"lease_expires_at"`
 		}
-		call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+		call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 		leasedAttempt, leaseEnds = tk.Attempt, tk.LeaseExpiresAt
 		return tk.State == "leased"
 	})
-	if err := doomed.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := doomed.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "out.csv")
-	if msg, err := run(t, dir, clientEnv(p.url), "result", jobID, "--output", out); err == nil {
+	if msg, err := run(t, dir, clientEnv(p.URL), "result", jobID, "--output", out); err == nil {
 		t.Fatalf("result before completion succeeded: %s", msg)
 	}
-	start(t, dir, workerEnv(p.url), "worker", "--id", "healthy", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "healthy", "--work-dir", filepath.Join(dir, "w2"), "--workload", copyWorkload(""))
 	workerWaitFor(t, 30*time.Second, "the job to complete", func() bool {
 		var j jobOut
-		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
+		call(t, "GET", p.URL+"/jobs/"+jobID, "ctok", nil, &j)
 		return j.Status == "completed"
 	})
 	if now := time.Now(); now.Before(leaseEnds) {
@@ -189,11 +189,11 @@ func TestWorkerKilledMidTask(t *testing.T) {
 		Attempt    int    `json:"attempt"`
 		LeaseOwner string `json:"lease_owner"`
 	}
-	call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+	call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 	if tk.Attempt != leasedAttempt+1 || tk.LeaseOwner != "healthy" {
 		t.Errorf("chunk 0 ended at attempt %d by %s, want attempt %d by healthy", tk.Attempt, tk.LeaseOwner, leasedAttempt+1)
 	}
-	if msg, err := run(t, dir, clientEnv(p.url), "result", jobID, "--output", out); err != nil {
+	if msg, err := run(t, dir, clientEnv(p.URL), "result", jobID, "--output", out); err != nil {
 		t.Fatalf("result: %v %s", err, msg)
 	}
 	if got, _ := os.ReadFile(out); string(got) != want {
@@ -208,16 +208,16 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"--db", "sqlite:" + filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data")}
-	p := serveOn(t, dir, freeAddr(t), tokenEnv, args...) // restarted at the same address below
+	p := serveOn(t, dir, testenv.FreeAddr(t), tokenEnv, args...) // restarted at the same address below
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 3000, 15)
 	// Slow tasks, so that the job is still running when the coordinator dies.
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--concurrency", "3", "--work-dir", filepath.Join(dir, "work"),
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w", "--concurrency", "3", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", copyWorkload("sleep 0.2; "))
 	// Short leases: a claim committed just before the kill whose answer
 	// never reached the worker leaves a task leased to nobody running it,
 	// which comes back only when its lease runs out.
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "15", "--chunk-rows", "100",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "15", "--chunk-rows", "100",
 		"--lease-seconds", "5")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -227,25 +227,25 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 		var j struct {
 			Tasks struct{ Completed int }
 		}
-		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &j)
+		call(t, "GET", p.URL+"/jobs/"+jobID, "ctok", nil, &j)
 		return j.Tasks.Completed >= 5
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	p.done <- nil
+	<-p.Done
+	p.Done <- nil
 	// Same address: the worker keeps retrying it with backoff.
-	addr := strings.TrimPrefix(p.url, "http://")
+	addr := strings.TrimPrefix(p.URL, "http://")
 	serveOn(t, dir, addr, tokenEnv, args...)
 	workerWaitFor(t, 60*time.Second, "the job to complete after the restart", func() bool {
 		var j jobOut
-		if s := tryCall(p.url+"/jobs/"+jobID, "ctok", &j); s != 200 {
+		if s := tryCall(p.URL+"/jobs/"+jobID, "ctok", &j); s != 200 {
 			return false
 		}
 		return j.Status == "completed"
 	})
-	got, err := runStdout(t, dir, clientEnv(p.url), "result", jobID)
+	got, err := runStdout(t, dir, clientEnv(p.URL), "result", jobID)
 	if err != nil || got != want {
 		t.Fatalf("result after a coordinator restart: %v\n%s\nwant:\n%s", err, got, want)
 	}
@@ -289,10 +289,10 @@ func TestRDKitExample(t *testing.T) {
 	}
 
 	p := serveSQLite(t, dir)
-	start(t, dir, workerEnv(p.url), "worker", "--id", "rdkit-1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "rdkit-1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", "morgan=PYTHONPATH="+slurm.ShellQuote(pkg)+" "+python+" "+slurm.ShellQuote(filepath.Join(example, "score.py")))
 	out := filepath.Join(dir, "out.csv")
-	msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "morgan", "--param", "query="+query,
+	msg, err := run(t, dir, clientEnv(p.URL), "submit", table, "--workload", "morgan", "--param", "query="+query,
 		"--top-k", k, "--chunk-rows", "1000", "--wait", "--output", out)
 	if err != nil {
 		t.Fatalf("submit: %v\n%s", err, msg)

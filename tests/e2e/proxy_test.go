@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
+	"github.com/scimesh/scimesh/tests/framework"
 )
 
 // findNginx returns the nginx binary, or skips the test loudly when there
@@ -80,7 +81,7 @@ func startNginx(t *testing.T, nginx, dir, upstream, caFile, certFile, keyFile st
 	if err := os.MkdirAll(prefix, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
+	addr := testenv.FreeAddr(t)
 	conf := filepath.Join(prefix, "nginx.conf")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, nginxConf, prefix, addr, certFile, keyFile, upstream), 0o644); err != nil {
 		t.Fatal(err)
@@ -98,7 +99,7 @@ func startNginx(t *testing.T, nginx, dir, upstream, caFile, certFile, keyFile st
 		<-done
 		if t.Failed() {
 			log, _ := os.ReadFile(filepath.Join(prefix, "error.log"))
-			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), lastLines(string(log), 30))
+			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), framework.LastLines(string(log), 30))
 		}
 	})
 	pool := x509.NewCertPool()
@@ -144,7 +145,7 @@ func TestBehindTLSProxy(t *testing.T) {
 	pki := testenv.NewTLSFiles(t, dir)
 	caFile, certFile, keyFile := pki.CA, pki.Cert, pki.Key
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "db", "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
-	base := startNginx(t, nginx, dir, strings.TrimPrefix(p.url, "http://"), caFile, certFile, keyFile)
+	base := startNginx(t, nginx, dir, strings.TrimPrefix(p.URL, "http://"), caFile, certFile, keyFile)
 	trust := "SSL_CERT_FILE=" + caFile // Go's crypto/x509 reads it on Linux
 
 	table := filepath.Join(dir, "table.csv")
@@ -159,7 +160,7 @@ func TestBehindTLSProxy(t *testing.T) {
 		msg, err := run(t, dir, append(clientEnv(coordinator), trust), "submit", table, "--workload", "copy", "--no-cache",
 			"--top-k", "20", "--chunk-rows", "250", "--max-attempts", "1", "--wait", "--output", out)
 		if err != nil {
-			t.Fatalf("submit --wait through %s: %v\n%s\nworker:\n%s", coordinator, err, msg, lastLines(w.stderr.String(), 20))
+			t.Fatalf("submit --wait through %s: %v\n%s\nworker:\n%s", coordinator, err, msg, framework.LastLines(w.Stderr.String(), 20))
 		}
 		got, err := os.ReadFile(out)
 		if err != nil {
@@ -170,12 +171,12 @@ func TestBehindTLSProxy(t *testing.T) {
 		}
 		// A refusal reads "POST /tasks/claim: 401 unauthenticated: …"; a
 		// bare "401" would match a timestamp's milliseconds.
-		if strings.Contains(w.stderr.String(), " 401 ") || strings.Contains(w.stderr.String(), "unauthenticated") {
-			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, lastLines(w.stderr.String(), 20))
+		if strings.Contains(w.Stderr.String(), " 401 ") || strings.Contains(w.Stderr.String(), "unauthenticated") {
+			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, framework.LastLines(w.Stderr.String(), 20))
 		}
-		_ = w.cmd.Process.Kill() // the next round's worker goes the other way
-		<-w.done
-		w.done <- nil
+		_ = w.Cmd.Process.Kill() // the next round's worker goes the other way
+		<-w.Done
+		w.Done <- nil
 	}
 	access, err := os.ReadFile(filepath.Join(dir, "nginx", "access.log"))
 	if err != nil {
@@ -184,7 +185,7 @@ func TestBehindTLSProxy(t *testing.T) {
 	for _, req := range []string{`"POST /upload `, `"POST /jobs `, `"POST /tasks/claim `, `/input HTTP/1.1" 200`,
 		`"POST /scimesh/upload `, `"POST /scimesh/tasks/claim `, `"GET /scimesh/tasks/`} {
 		if !strings.Contains(string(access), req) {
-			t.Errorf("nginx's access log has no %s: the processes did not all go through the proxy\n%s", req, lastLines(string(access), 20))
+			t.Errorf("nginx's access log has no %s: the processes did not all go through the proxy\n%s", req, framework.LastLines(string(access), 20))
 		}
 	}
 }

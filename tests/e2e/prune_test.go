@@ -63,7 +63,7 @@ func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		var got jobOut
-		call(t, "GET", p.url+"/jobs/"+jobID, "ctok", nil, &got)
+		call(t, "GET", p.URL+"/jobs/"+jobID, "ctok", nil, &got)
 		if got.Status == "completed" {
 			return jobID, tasks
 		}
@@ -81,13 +81,13 @@ func workJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 	t.Helper()
 	var j jobOut
 	body := map[string]any{"workload": "w", "top_k": 1, "chunk_rows": 1, "input": map[string]any{"upload_id": uploadID}}
-	if s := call(t, "POST", p.url+"/jobs", "ctok", body, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", body, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var tasks []string
 	for {
 		var tk taskOut
-		s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1", "workloads": []string{"w"}}, &tk)
+		s := call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1", "workloads": []string{"w"}}, &tk)
 		if s == 204 {
 			break
 		}
@@ -96,11 +96,11 @@ func workJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 		}
 		tasks = append(tasks, tk.TaskID)
 		lease := map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "lines": []string{"working"}}
-		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/logs", "wtok", lease, nil); s != 204 {
+		if s := call(t, "POST", p.URL+"/tasks/"+tk.TaskID+"/logs", "wtok", lease, nil); s != 204 {
 			t.Fatalf("logs: %d", s)
 		}
 		res := map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": "id,score\na,1\n"}
-		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/result", "wtok", res, nil); s != 200 {
+		if s := call(t, "POST", p.URL+"/tasks/"+tk.TaskID+"/result", "wtok", res, nil); s != 200 {
 			t.Fatalf("result: %d", s)
 		}
 	}
@@ -119,13 +119,13 @@ func TestPruneCommand(t *testing.T) {
 		db := newDB(t, dir, pg)
 		data := filepath.Join(dir, "data")
 		p := serveProc(t, dir, tokenEnv, "--db", db, "--data-dir", data, "--retention", "0", "--upload-retention", "0")
-		up := uploadCSV(t, p.url, "ctok", "id,x\na,1\nb,2\n")
+		up := uploadCSV(t, p.URL, "ctok", "id,x\na,1\nb,2\n")
 		jobID, tasks := runJob(t, p, up)
 		if len(tasks) != 2 {
 			t.Fatalf("the job ran %d chunks, want 2", len(tasks))
 		}
 		var pending jobOut
-		if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "other", "input": map[string]any{"chunks": chunkList(1)}}, &pending); s != 201 {
+		if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "other", "input": map[string]any{"chunks": chunkList(1)}}, &pending); s != 201 {
 			t.Fatalf("create the pending job: %d", s)
 		}
 		files := func() int {
@@ -149,10 +149,10 @@ func TestPruneCommand(t *testing.T) {
 				t.Errorf("prune --dry-run printed no %q:\n%s", want, out)
 			}
 		}
-		if s := getStatus(t, p.url+"/jobs/"+jobID, "ctok"); s != 200 {
+		if s := getStatus(t, p.URL+"/jobs/"+jobID, "ctok"); s != 200 {
 			t.Fatalf("after a dry run, GET /jobs/%s = %d, want 200", jobID, s)
 		}
-		if s := getStatus(t, p.url+"/tasks/"+tasks[0]+"/logs", "ctok"); s != 200 {
+		if s := getStatus(t, p.URL+"/tasks/"+tasks[0]+"/logs", "ctok"); s != 200 {
 			t.Fatalf("after a dry run, the task's log = %d, want 200", s)
 		}
 		if n := files(); n != 1 {
@@ -176,27 +176,27 @@ func TestPruneCommand(t *testing.T) {
 		var trail struct {
 			Entries []struct{ Account, Action, Target string }
 		}
-		call(t, "GET", p.url+"/audit", "ctok", nil, &trail)
+		call(t, "GET", p.URL+"/audit", "ctok", nil, &trail)
 		if len(trail.Entries) != 3 || trail.Entries[0].Action != "prune" || trail.Entries[0].Account != "" {
 			t.Errorf("the audit trail after prune: %+v; want the pass's prune, job.delete and upload.delete, by \"\"", trail.Entries)
 		}
 		for _, path := range []string{"/jobs/" + jobID, "/jobs/" + jobID + "/tasks", "/jobs/" + jobID + "/result",
 			"/tasks/" + tasks[0], "/tasks/" + tasks[0] + "/logs", "/ui/jobs/" + jobID} {
-			if s := getStatus(t, p.url+path, "ctok"); s != 404 {
+			if s := getStatus(t, p.URL+path, "ctok"); s != 404 {
 				t.Errorf("GET %s after prune = %d, want 404", path, s)
 			}
 		}
 		if n := files(); n != 0 {
 			t.Errorf("%d files left after prune, want the upload's removed", n)
 		}
-		if s := getStatus(t, p.url+"/jobs/"+pending.JobID, "ctok"); s != 200 {
+		if s := getStatus(t, p.URL+"/jobs/"+pending.JobID, "ctok"); s != 200 {
 			t.Errorf("the pending job after prune = %d, want 200", s)
 		}
 		var j struct {
 			UploadID string `json:"upload_id"`
 		}
 		body := map[string]any{"workload": "w", "input": map[string]any{"upload_id": up}}
-		if s := call(t, "POST", p.url+"/jobs", "ctok", body, &j); s != 404 {
+		if s := call(t, "POST", p.URL+"/jobs", "ctok", body, &j); s != 404 {
 			t.Errorf("a job over the deleted upload = %d, want 404", s)
 		}
 		out, err = run(t, dir, nil, "prune", "--db", db, "--data-dir", data, "--older-than", "soon")
@@ -213,12 +213,12 @@ func TestServeRetentionLoop(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"),
 		"--retention", "1ms", "--retention-interval", "100ms")
-	up := uploadCSV(t, p.url, "ctok", "id,x\na,1\n")
+	up := uploadCSV(t, p.URL, "ctok", "id,x\na,1\n")
 	// Not runJob: with --retention 1ms the job may be gone before a
 	// poll sees it completed.
 	jobID, _ := workJob(t, p, up)
 	deadline := time.Now().Add(20 * time.Second)
-	for getStatus(t, p.url+"/jobs/"+jobID, "ctok") != 404 {
+	for getStatus(t, p.URL+"/jobs/"+jobID, "ctok") != 404 {
 		if time.Now().After(deadline) {
 			t.Fatal("the retention loop did not delete a job finished past --retention")
 		}
@@ -226,7 +226,7 @@ func TestServeRetentionLoop(t *testing.T) {
 	}
 	deadline = time.Now().Add(10 * time.Second)
 	for {
-		resp, err := http.Get(p.url + "/metrics")
+		resp, err := http.Get(p.URL + "/metrics")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +333,7 @@ func TestPruneRefusesAnotherDatabasesBlobs(t *testing.T) {
 	data := filepath.Join(dir, "data")
 	first := "sqlite:" + filepath.Join(dir, "first.db")
 	p := serveProc(t, dir, tokenEnv, "--db", first, "--data-dir", data)
-	uploadCSV(t, p.url, "ctok", "id,x\na,1\n")
+	uploadCSV(t, p.URL, "ctok", "id,x\na,1\n")
 	files, err := filepath.Glob(filepath.Join(data, "blobs", "files", "u-*"))
 	if err != nil || len(files) != 1 {
 		t.Fatalf("the upload's file: %v, %v", files, err)

@@ -6,6 +6,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/internal/testenv"
 )
 
 // liarWorkload is workload name scoring like copyWorkload, then changing
@@ -27,10 +29,10 @@ func TestQuorumWorkers(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	args := []string{"--db", "sqlite:" + filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data")}
-	p := serveOn(t, dir, freeAddr(t), tokenEnv, args...) // restarted at the same address below
+	p := serveOn(t, dir, testenv.FreeAddr(t), tokenEnv, args...) // restarted at the same address below
 	admin := func(args ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, "ctok", args...)
+		out, errOut, err := cli(t, dir, p.URL, "ctok", args...)
 		if err != nil {
 			t.Fatalf("scimesh %v: %v\n%s", args, err, errOut)
 		}
@@ -39,14 +41,14 @@ func TestQuorumWorkers(t *testing.T) {
 	tokens, keys := map[string]string{}, map[string]string{}
 	for _, a := range []string{"alice", "bob", "carol", "dave", "erin"} {
 		tokens[a] = admin("account", "add", a)
-		out, errOut, err := cli(t, dir, p.url, tokens[a], "worker-key", "add", "k")
+		out, errOut, err := cli(t, dir, p.URL, tokens[a], "worker-key", "add", "k")
 		if err != nil {
 			t.Fatalf("%s: worker-key add: %v\n%s", a, err, errOut)
 		}
 		keys[a] = strings.TrimSpace(out)
 	}
 	worker := func(account, id string, workloads ...string) *proc {
-		args := []string{"worker", "--coordinator", p.url, "--token", keys[account], "--id", id,
+		args := []string{"worker", "--coordinator", p.URL, "--token", keys[account], "--id", id,
 			"--concurrency", "2", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work-"+id)}
 		for _, w := range workloads {
 			args = append(args, "--workload", w)
@@ -57,7 +59,7 @@ func TestQuorumWorkers(t *testing.T) {
 	want := writeScoredTable(t, table, 400, 10)
 	submit := func(account, workload string, flags ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, tokens[account], append([]string{"submit", table, "--workload", workload,
+		out, errOut, err := cli(t, dir, p.URL, tokens[account], append([]string{"submit", table, "--workload", workload,
 			"--top-k", "10", "--chunk-rows", "50"}, flags...)...)
 		if err != nil {
 			t.Fatalf("%s: submit %v: %v\n%s", account, flags, err, errOut)
@@ -67,13 +69,13 @@ func TestQuorumWorkers(t *testing.T) {
 	tasks := func(job string) []taskOut {
 		t.Helper()
 		var l struct{ Tasks []taskOut }
-		if s := call(t, "GET", p.url+"/jobs/"+job+"/tasks?limit=100", "ctok", nil, &l); s != 200 || len(l.Tasks) != 8 {
+		if s := call(t, "GET", p.URL+"/jobs/"+job+"/tasks?limit=100", "ctok", nil, &l); s != 200 || len(l.Tasks) != 8 {
 			t.Fatalf("tasks of %s: %d, %d tasks", job, s, len(l.Tasks))
 		}
 		return l.Tasks
 	}
 	job := func(id string) (j struct{ Status, Error string }) {
-		tryCall(p.url+"/jobs/"+id, "ctok", &j)
+		tryCall(p.URL+"/jobs/"+id, "ctok", &j)
 		return j
 	}
 	waitStatus := func(id, status string) {
@@ -99,7 +101,7 @@ func TestQuorumWorkers(t *testing.T) {
 			t.Errorf("own job: chunk %d was run by %q; want bob's key alone", tk.ChunkIndex, tk.LeaseOwner)
 		}
 	}
-	if got, err := runStdout(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=" + tokens["bob"]}, "result", ownJob); err != nil || got != want {
+	if got, err := runStdout(t, dir, []string{"SCIMESH_COORDINATOR=" + p.URL, "SCIMESH_TOKEN=" + tokens["bob"]}, "result", ownJob); err != nil || got != want {
 		t.Errorf("own job's result: %v\n%s\nwant\n%s", err, got, want)
 	}
 
@@ -119,18 +121,18 @@ func TestQuorumWorkers(t *testing.T) {
 		return false
 	})
 	for _, w := range []*proc{bob, dave} {
-		if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-w.done
-		w.done <- nil
+		<-w.Done
+		w.Done <- nil
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
-	p.done <- nil
-	serveOn(t, dir, strings.TrimPrefix(p.url, "http://"), tokenEnv, args...)
+	<-p.Done
+	p.Done <- nil
+	serveOn(t, dir, strings.TrimPrefix(p.URL, "http://"), tokenEnv, args...)
 	worker("dave", "d2", liarWorkload("copy", "7"), liarWorkload("lie", "7"))
 	worker("erin", "e1", honest, liarWorkload("lie", "3"))
 	waitStatus(anyJob, "completed")
@@ -139,10 +141,10 @@ func TestQuorumWorkers(t *testing.T) {
 			t.Errorf("any job: chunk %d took the output of %q; want an honest account's", tk.ChunkIndex, tk.LeaseOwner)
 		}
 	}
-	if got, err := runStdout(t, dir, clientEnv(p.url), "result", anyJob); err != nil || got != want {
+	if got, err := runStdout(t, dir, clientEnv(p.URL), "result", anyJob); err != nil || got != want {
 		t.Errorf("any job's result: %v\n%s\nwant\n%s", err, got, want)
 	}
-	if ran := usageByWorkerAccount(t, p.url); ran["dave"] == 0 || ran["carol"] == 0 || ran[""] != 0 {
+	if ran := usageByWorkerAccount(t, p.URL); ran["dave"] == 0 || ran["carol"] == 0 || ran[""] != 0 {
 		t.Errorf("attempts by worker account: %v; want the liar's and the honest keys' replicas, none of the pool", ran)
 	}
 	for _, tk := range tasks(trustedJob) {

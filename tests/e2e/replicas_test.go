@@ -26,7 +26,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 	a := serveProc(t, dir, tokenEnv, "--db", db)
 	b := serveProc(t, dir, tokenEnv, "--db", db, "--migrate") // --migrate on a migrated database is a no-op
 	var j jobOut
-	if s := call(t, "POST", a.url+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 3, "input": map[string]any{"chunks": chunkList(total)}}, &j); s != 201 {
+	if s := call(t, "POST", a.URL+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 3, "input": map[string]any{"chunks": chunkList(total)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var (
@@ -35,9 +35,9 @@ func TestTwoServersOnePostgres(t *testing.T) {
 		wg     sync.WaitGroup
 	)
 	for w := range workers {
-		url := a.url
+		url := a.URL
 		if w%2 == 1 {
-			url = b.url
+			url = b.URL
 		}
 		wg.Go(func() {
 			id := fmt.Sprintf("w%d", w)
@@ -103,7 +103,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		var got jobOut
-		call(t, "GET", b.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		call(t, "GET", b.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
 		if got.Status == "completed" {
 			break
 		}
@@ -113,7 +113,7 @@ func TestTwoServersOnePostgres(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	// Scores are index%1000: the best three are 999 from chunks 999 and 1999, then 998 from chunk 998.
-	req, _ := http.NewRequest("GET", a.url+"/jobs/"+j.JobID+"/result", nil)
+	req, _ := http.NewRequest("GET", a.URL+"/jobs/"+j.JobID+"/result", nil)
 	req.Header.Set("Authorization", "Bearer ctok")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

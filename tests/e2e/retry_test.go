@@ -28,11 +28,11 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 	if err := os.WriteFile(marker, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w0", "--concurrency", "1",
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w0", "--concurrency", "1",
 		"--work-dir", filepath.Join(dir, "work"), "--workload", poisonWorkload(marker))
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 1000, 25)
-	if msg, err := run(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "25",
+	if msg, err := run(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "25",
 		"--chunk-rows", "100", "--max-attempts", "2"); err != nil {
 		t.Fatalf("submit: %v\n%s", err, msg)
 	}
@@ -41,7 +41,7 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 			JobID string `json:"job_id"`
 		} `json:"jobs"`
 	}
-	if s := call(t, "GET", p.url+"/jobs?limit=1", "ctok", nil, &list); s != 200 || len(list.Jobs) != 1 {
+	if s := call(t, "GET", p.URL+"/jobs?limit=1", "ctok", nil, &list); s != 200 || len(list.Jobs) != 1 {
 		t.Fatalf("GET /jobs = %d %+v", s, list)
 	}
 	id := list.Jobs[0].JobID
@@ -50,7 +50,7 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			var j jobOut
-			call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+			call(t, "GET", p.URL+"/jobs/"+id, "ctok", nil, &j)
 			if j.Status == want {
 				return
 			}
@@ -71,7 +71,7 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 		var out struct {
 			Tasks []chunk `json:"tasks"`
 		}
-		if s := call(t, "GET", p.url+"/jobs/"+id+"/tasks?limit=100", "ctok", nil, &out); s != 200 || len(out.Tasks) != 10 {
+		if s := call(t, "GET", p.URL+"/jobs/"+id+"/tasks?limit=100", "ctok", nil, &out); s != 200 || len(out.Tasks) != 10 {
 			t.Fatalf("GET tasks = %d, %d tasks", s, len(out.Tasks))
 		}
 		return out.Tasks
@@ -90,7 +90,7 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 	if completed == 0 {
 		t.Fatalf("no chunk completed before the job failed: %+v", before)
 	}
-	res, err := run(t, dir, clientEnv(p.url), "result", id)
+	res, err := run(t, dir, clientEnv(p.URL), "result", id)
 	if err == nil {
 		t.Fatalf("result of a failed job succeeded:\n%s", res)
 	}
@@ -99,7 +99,7 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 	if err := os.Remove(marker); err != nil {
 		t.Fatal(err)
 	}
-	msg, err := run(t, dir, clientEnv(p.url), "retry", id)
+	msg, err := run(t, dir, clientEnv(p.URL), "retry", id)
 	if err != nil || !strings.Contains(msg, "pending") || !strings.Contains(msg, fmt.Sprintf("%d of 10 chunks", 10-completed)) {
 		t.Fatalf("retry: %v\n%s", err, msg)
 	}
@@ -115,11 +115,11 @@ func TestRetryPoisonedJobEndToEnd(t *testing.T) {
 				i, c.State, c.Attempt, b.State, b.Attempt, wantAttempt)
 		}
 	}
-	got, err := runStdout(t, dir, clientEnv(p.url), "result", id)
+	got, err := runStdout(t, dir, clientEnv(p.URL), "result", id)
 	if err != nil || got != want {
 		t.Fatalf("result after the retry (%v):\n%s\nwant (a clean run):\n%s", err, got, want)
 	}
-	msg, err = run(t, dir, clientEnv(p.url), "retry", id)
+	msg, err = run(t, dir, clientEnv(p.URL), "retry", id)
 	if err == nil || !strings.Contains(msg, "completed") {
 		t.Fatalf("retry of a completed job: %v\n%s", err, msg)
 	}

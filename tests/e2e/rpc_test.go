@@ -40,16 +40,16 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, append(tokenEnv, "PEER_AUTH_TOKEN=ptok"), "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var tk taskOut
-	call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk)
+	call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk)
 	ctx := t.Context()
 
 	// grpc-go, the reference implementation of gRPC, with no stubs of its
 	// own: the method's path and the generated messages suffice.
-	conn, err := grpc.NewClient(strings.TrimPrefix(p.url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +69,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 
 	// connect-go's gRPC client.
-	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
 	if err != nil {
 		t.Fatalf("gRPC Query: %v", err)
@@ -86,7 +86,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 		if token != "" {
 			opts = append(opts, withToken(token))
 		}
-		_, err := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, opts...).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
+		_, err := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.URL, opts...).Query(ctx, connect.NewRequest(&v1.QueryRequest{TaskId: tk.TaskID}))
 		if connect.CodeOf(err) != want {
 			t.Errorf("Query with token %q: %v, want %v", token, err, want)
 		}
@@ -97,7 +97,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 
 	// The worker service: keepalive and log for the lease, then GetLogs.
-	w := scimeshv1connect.NewWorkerClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("wtok"))
+	w := scimeshv1connect.NewWorkerClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("wtok"))
 	if _, err := w.Keepalive(ctx, connect.NewRequest(&v1.KeepaliveRequest{TaskId: tk.TaskID, WorkerId: "w1", Attempt: 1})); err != nil {
 		t.Fatalf("Keepalive: %v", err)
 	}
@@ -125,7 +125,7 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 		TaskID string `json:"taskId"`
 		State  string `json:"state"`
 	}
-	req, _ := http.NewRequest("POST", p.url+"/scimesh.v1.Queue/Query", strings.NewReader(`{"task_id": "`+tk.TaskID+`"}`))
+	req, _ := http.NewRequest("POST", p.URL+"/scimesh.v1.Queue/Query", strings.NewReader(`{"task_id": "`+tk.TaskID+`"}`))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer ctok")
 	resp, err := http.DefaultClient.Do(req)
@@ -137,14 +137,14 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	}
 	if curl, err := exec.LookPath("curl"); err == nil {
 		out, err := exec.Command(curl, "-s", "-H", "Content-Type: application/json", "-H", "Authorization: Bearer ctok",
-			"-d", `{"taskId":"`+tk.TaskID+`"}`, p.url+"/scimesh.v1.Queue/Query").Output()
+			"-d", `{"taskId":"`+tk.TaskID+`"}`, p.URL+"/scimesh.v1.Queue/Query").Output()
 		if err != nil || !strings.Contains(string(out), `"state":"leased"`) {
 			t.Fatalf("curl Query: %v %s", err, out)
 		}
 	}
 
 	// Health and reflection.
-	hreq, _ := http.NewRequest("POST", p.url+"/grpc.health.v1.Health/Check", strings.NewReader(`{"service":"scimesh.v1.Queue"}`))
+	hreq, _ := http.NewRequest("POST", p.URL+"/grpc.health.v1.Health/Check", strings.NewReader(`{"service":"scimesh.v1.Queue"}`))
 	hreq.Header.Set("Content-Type", "application/json")
 	hresp, err := http.DefaultClient.Do(hreq)
 	if err != nil {
@@ -157,12 +157,12 @@ func TestRPCOnTheRESTPort(t *testing.T) {
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// Reflection takes the client token: a stream without one is refused.
-	anon := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC()).NewStream(rctx)
+	anon := grpcreflect.NewClient(rpc.H2CClient(), p.URL, connect.WithGRPC()).NewStream(rctx)
 	if _, err := anon.ListServices(); connect.CodeOf(err) != connect.CodeUnauthenticated {
 		t.Errorf("reflection without a token: %v, want unauthenticated", err)
 	}
 	_, _ = anon.Close()
-	rs := grpcreflect.NewClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok")).NewStream(rctx)
+	rs := grpcreflect.NewClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("ctok")).NewStream(rctx)
 	names, err := rs.ListServices()
 	if err != nil {
 		t.Fatalf("reflection: %v", err)
@@ -207,8 +207,8 @@ func TestTreeOnOneShard(t *testing.T) {
 
 func treeOnOneShard(t *testing.T, p *proc) {
 	ctx := t.Context()
-	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
-	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken("wtok")) // the Connect protocol
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("ctok"))
+	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.URL, withToken("wtok")) // the Connect protocol
 
 	// sum(a, b, 10) where a = num(1) and b = num(2).
 	sub, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
@@ -311,7 +311,7 @@ func TestWorkerRunsTreeTasks(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
-	start(t, dir, workerEnv(p.url), "worker", "--id", "tw", "--concurrency", "1", "--tree-concurrency", "2",
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "tw", "--concurrency", "1", "--tree-concurrency", "2",
 		"--work-dir", filepath.Join(dir, "work"),
 		// [1] -> 1, and [a,b,c] -> a+b+c: numbers in, a number out.
 		"--workload", `num=tr -d '[] \n'`,
@@ -319,7 +319,7 @@ func TestWorkerRunsTreeTasks(t *testing.T) {
 		"--workload", `boom=echo "no molecule on line 3" >&2; exit 4`,
 		"--workload", `env=printf '"%s|%s"' "$SCIMESH_TOKEN" "$SCIMESH_TASK_ID"`)
 	ctx := t.Context()
-	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.URL, withToken("ctok"))
 	sub, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{
 		{Id: "s0:total", Workload: "sum", Args: []*v1.Arg{ref("s0:x"), ref("s0:y"), val(100)}},
 		{Id: "s0:x", Workload: "num", Args: []*v1.Arg{val(20)}},
@@ -371,7 +371,7 @@ func TestWorkerRunsTreeTasks(t *testing.T) {
 		t.Fatalf("failed task's error %q lacks the exit status or stderr", info.Error)
 	}
 	var log string
-	workerGetText(t, p.url+"/tasks/"+sub.Msg.RootId+"/logs", &log)
+	workerGetText(t, p.URL+"/tasks/"+sub.Msg.RootId+"/logs", &log)
 	if !strings.Contains(log, "no molecule on line 3") {
 		t.Fatalf("task log %q lacks the command's stderr", log)
 	}

@@ -40,13 +40,13 @@ func alive(t *testing.T, p *proc, url string) {
 			}
 		}
 		select {
-		case err := <-p.done:
-			p.done <- err
-			t.Fatalf("serve exited (%v) instead of answering %s:\n%s", err, url, p.stderr.String())
+		case err := <-p.Done:
+			p.Done <- err
+			t.Fatalf("serve exited (%v) instead of answering %s:\n%s", err, url, p.Stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not answer 200 after 30s:\n%s", url, p.stderr.String())
+			t.Fatalf("%s does not answer 200 after 30s:\n%s", url, p.Stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -56,11 +56,11 @@ func alive(t *testing.T, p *proc, url string) {
 func exited(t *testing.T, p *proc, d time.Duration) error {
 	t.Helper()
 	select {
-	case err := <-p.done:
-		p.done <- err
+	case err := <-p.Done:
+		p.Done <- err
 		return err
 	case <-time.After(d):
-		t.Fatalf("serve still runs %v later:\n%s", d, p.stderr.String())
+		t.Fatalf("serve still runs %v later:\n%s", d, p.Stderr.String())
 		return nil
 	}
 }
@@ -80,14 +80,14 @@ var triesRe = regexp.MustCompile(`msg="the database answers" tries=(\d+)`)
 // database up.
 func TestServeWaitsForDatabase(t *testing.T) {
 	t.Parallel()
-	dbAddr := freeAddr(t)
+	dbAddr := testenv.FreeAddr(t)
 	_, portText, _ := net.SplitHostPort(dbAddr)
 	port, _ := strconv.Atoi(portText)
 	dbURL := func(name string) string {
 		return fmt.Sprintf("postgres://postgres@%s/%s?sslmode=disable", dbAddr, name)
 	}
 	dir := t.TempDir()
-	addr, behindAddr := freeAddr(t), freeAddr(t)
+	addr, behindAddr := testenv.FreeAddr(t), testenv.FreeAddr(t)
 	p := start(t, dir, tokenEnv, "serve", "--addr", addr, "--db", dbURL("postgres"), "--migrate", "--data-dir", dir+"/a")
 	// template1 exists on every new cluster and is never migrated.
 	behind := start(t, dir, tokenEnv, "serve", "--addr", behindAddr, "--db", dbURL("template1"), "--data-dir", dir+"/b")
@@ -118,9 +118,9 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // several tries fail meanwhile
 	for _, q := range []*proc{p, behind} {
 		select {
-		case err := <-q.done:
-			q.done <- err
-			t.Fatalf("serve exited while the database was down (%v):\n%s", err, q.stderr.String())
+		case err := <-q.Done:
+			q.Done <- err
+			t.Fatalf("serve exited while the database was down (%v):\n%s", err, q.Stderr.String())
 		default:
 		}
 	}
@@ -137,9 +137,9 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	t.Cleanup(func() { cluster.Stop() })
 
 	alive(t, p, url+"/ready")
-	if err := exited(t, behind, 30*time.Second); err == nil || !strings.Contains(behind.stderr.String(), "scimesh migrate up") {
+	if err := exited(t, behind, 30*time.Second); err == nil || !strings.Contains(behind.Stderr.String(), "scimesh migrate up") {
 		t.Errorf("serve without --migrate on a schema never migrated, once the database answered: %v, want exit 1 saying to migrate:\n%s",
-			err, behind.stderr.String())
+			err, behind.Stderr.String())
 	}
 
 	var j jobOut
@@ -168,7 +168,7 @@ func TestServeWaitsForDatabase(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	log := p.stderr.String()
+	log := p.Stderr.String()
 	m := triesRe.FindStringSubmatch(log)
 	if m == nil {
 		t.Fatalf("no line says the database answers:\n%s", log)
@@ -186,15 +186,15 @@ func TestServeWaitsForDatabase(t *testing.T) {
 func TestServeStopsWhileWaitingForDatabase(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	addr := freeAddr(t)
-	db := fmt.Sprintf("postgres://postgres@%s/scimesh?sslmode=disable", freeAddr(t)) // nothing listens there
+	addr := testenv.FreeAddr(t)
+	db := fmt.Sprintf("postgres://postgres@%s/scimesh?sslmode=disable", testenv.FreeAddr(t)) // nothing listens there
 	p := start(t, dir, tokenEnv, "serve", "--addr", addr, "--db", db, "--data-dir", dir+"/data")
 	alive(t, p, "http://"+addr+"/health")
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := exited(t, p, 5*time.Second); err != nil {
-		t.Errorf("serve ended by SIGTERM while waiting for its database: %v, want status 0:\n%s", err, p.stderr.String())
+		t.Errorf("serve ended by SIGTERM while waiting for its database: %v, want status 0:\n%s", err, p.Stderr.String())
 	}
 }
 
@@ -235,17 +235,17 @@ func TestServeTLS(t *testing.T) {
 	hc := &http.Client{Transport: trusting, Timeout: 30 * time.Second}
 	p := serveWith(t, hc, dir, "127.0.0.1:0", append(tokenEnv, "SCIMESH_TLS_CERT="+files.Cert, "SCIMESH_TLS_KEY="+files.Key),
 		"--db", db, "--data-dir", filepath.Join(dir, "data"))
-	if !strings.HasPrefix(p.url, "https://127.0.0.1:") {
-		t.Fatalf("serve with TLS logged the URL %s, want https://127.0.0.1:PORT", p.url)
+	if !strings.HasPrefix(p.URL, "https://127.0.0.1:") {
+		t.Fatalf("serve with TLS logged the URL %s, want https://127.0.0.1:PORT", p.URL)
 	}
 	trust := "SSL_CERT_FILE=" + files.CA
-	start(t, dir, append(workerEnv(p.url), trust), "worker", "--id", "w", "--concurrency", "2", "--tree-concurrency", "1",
+	start(t, dir, append(workerEnv(p.URL), trust), "worker", "--id", "w", "--concurrency", "2", "--tree-concurrency", "1",
 		"--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""), "--workload", `num=tr -d '[] \n'`)
 
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 500, 9)
 	out := filepath.Join(dir, "result.csv")
-	if msg, err := run(t, dir, append(clientEnv(p.url), trust), "submit", table, "--workload", "copy", "--top-k", "9",
+	if msg, err := run(t, dir, append(clientEnv(p.URL), trust), "submit", table, "--workload", "copy", "--top-k", "9",
 		"--chunk-rows", "100", "--wait", "--output", out); err != nil {
 		t.Fatalf("submit --wait over TLS: %v\n%s", err, msg)
 	}
@@ -253,7 +253,7 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("result over TLS:\n%s\nwant:\n%s", got, want)
 	}
 
-	conn, err := grpc.NewClient(strings.TrimPrefix(p.url, "https://"), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: files.Pool})))
+	conn, err := grpc.NewClient(strings.TrimPrefix(p.URL, "https://"), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: files.Pool})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +265,7 @@ func TestServeTLS(t *testing.T) {
 	}}, &sub); err != nil {
 		t.Fatalf("grpc-go Submit over TLS: %v", err)
 	}
-	q := scimeshv1connect.NewQueueClient(hc, p.url, connect.WithProtoJSON(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(hc, p.URL, connect.WithProtoJSON(), withToken("ctok"))
 	var info *v1.TaskInfo
 	workerWaitFor(t, 30*time.Second, "the worker to run the tree's task", func() bool {
 		res, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: sub.RootId}))
@@ -279,7 +279,7 @@ func TestServeTLS(t *testing.T) {
 		t.Fatalf("the tree's result is %v, want 42", info.Result)
 	}
 
-	stdout, stderr, err := cli(t, dir, p.url, "ctok", "status", "s0:x")
+	stdout, stderr, err := cli(t, dir, p.URL, "ctok", "status", "s0:x")
 	if err == nil || !strings.Contains(stderr, "certificate signed by unknown authority") || !strings.Contains(stderr, "SSL_CERT_FILE") {
 		t.Errorf("the CLI without the authority: %v\nstdout %q\nstderr %s\nwant a certificate error that names SSL_CERT_FILE", err, stdout, stderr)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/storeopen"
+	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 )
@@ -37,7 +38,7 @@ func startMesh(t *testing.T, pg bool, shards ...string) *mesh {
 	m := &mesh{t: t, addrs: map[string]string{}, dbs: map[string]string{}, procs: map[string]*proc{}}
 	var topo []string
 	for _, s := range shards {
-		m.addrs[s] = freeAddr(t)
+		m.addrs[s] = testenv.FreeAddr(t)
 		m.dbs[s] = newDB(t, t.TempDir(), pg)
 		topo = append(topo, s+"=http://"+m.addrs[s])
 	}
@@ -58,10 +59,10 @@ func (m *mesh) start(shard string) {
 func (m *mesh) kill(shard string) {
 	m.t.Helper()
 	p := m.procs[shard]
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		m.t.Fatal(err)
 	}
-	p.done <- <-p.done // leave the result for the cleanup
+	p.Done <- <-p.Done // leave the result for the cleanup
 }
 
 func (m *mesh) url(shard string) string { return "http://" + m.addrs[shard] }

@@ -33,7 +33,7 @@ func TestSlurmSubmitDryRun(t *testing.T) {
 	}
 	for _, want := range []string{"#!/bin/bash\n", "#SBATCH --array=0-3\n", "#SBATCH --time=02:00:00\n",
 		"#SBATCH --signal=B:USR1@120\n", "#SBATCH --partition=short\n", "#SBATCH --cpus-per-task=8\n",
-		"exec " + binary + " worker", "--max-runtime 1h58m0s", "--concurrency 8", "--coordinator http://10.1.2.3:8080",
+		"exec " + scimesh + " worker", "--max-runtime 1h58m0s", "--concurrency 8", "--coordinator http://10.1.2.3:8080",
 		`--id "${node}-${SLURM_ARRAY_JOB_ID}_${SLURM_ARRAY_TASK_ID}"`, "--workload tanimoto", "--workload 'dock=/opt/dock/score.sh --fast'",
 		`--work-dir "$work_dir"`} {
 		if !strings.Contains(script, want) {
@@ -168,7 +168,7 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "tanimoto", "--top-k", "10",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "tanimoto", "--top-k", "10",
 		"--chunk-rows", "1000", "--param", "query="+query)
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -176,7 +176,7 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	jobID = strings.TrimSpace(jobID)
 
 	began := time.Now()
-	out, err := runStdout(t, dir, []string{cluster.Env(), "SCIMESH_TOKEN=wtok"}, "slurm", "submit", "--coordinator", p.url,
+	out, err := runStdout(t, dir, []string{cluster.Env(), "SCIMESH_TOKEN=wtok"}, "slurm", "submit", "--coordinator", p.URL,
 		"--workload", "tanimoto", "--jobs", "2", "--time", "00:05:00")
 	if err != nil {
 		t.Fatalf("slurm submit: %v\n%s", err, out)
@@ -185,17 +185,17 @@ func TestSlurmSubmitRunsWorkers(t *testing.T) {
 	if !regexp.MustCompile(`^\d+$`).MatchString(array) {
 		t.Fatalf("slurm submit printed %q, want a job ID", out)
 	}
-	waitCompleted(t, p.url, jobID, 90*time.Second)
+	waitCompleted(t, p.URL, jobID, 90*time.Second)
 	t.Logf("the job completed %v after slurm submit", time.Since(began).Round(time.Millisecond))
 	var got string
-	workerGetText(t, p.url+"/jobs/"+jobID+"/result", &got)
+	workerGetText(t, p.URL+"/jobs/"+jobID+"/result", &got)
 	if got != string(want) {
 		t.Fatalf("result of the Slurm workers:\n%s\nwant:\n%s", got, want)
 	}
 	owner := regexp.MustCompile(`^` + regexp.QuoteMeta(cluster.Node) + `-` + array + `_[01]$`)
 	for i := range 20 {
 		var tk taskOut
-		call(t, "GET", fmt.Sprintf("%s/tasks/%s-%d", p.url, jobID, i), "ctok", nil, &tk)
+		call(t, "GET", fmt.Sprintf("%s/tasks/%s-%d", p.URL, jobID, i), "ctok", nil, &tk)
 		if !owner.MatchString(tk.LeaseOwner) {
 			t.Errorf("chunk %d was completed by %q, not by a worker of array %s", i, tk.LeaseOwner, array)
 		}
@@ -223,7 +223,7 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 	p := serveSQLite(t, dir)
 	table := filepath.Join(dir, "table.csv")
 	want := writeScoredTable(t, table, 300, 10)
-	jobID, err := runStdout(t, dir, clientEnv(p.url), "submit", table, "--workload", "copy", "--top-k", "10",
+	jobID, err := runStdout(t, dir, clientEnv(p.URL), "submit", table, "--workload", "copy", "--top-k", "10",
 		"--chunk-rows", "300", "--lease-seconds", "30", "--max-attempts", "1")
 	if err != nil {
 		t.Fatalf("submit: %v %s", err, jobID)
@@ -235,14 +235,14 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 		t.Fatal(err)
 	}
 	began := time.Now()
-	out, err := runStdout(t, dir, []string{cluster.Env()}, "slurm", "submit", "--coordinator", p.url, "--token-file", tokenFile,
+	out, err := runStdout(t, dir, []string{cluster.Env()}, "slurm", "submit", "--coordinator", p.URL, "--token-file", tokenFile,
 		"--workload", copyWorkload("sleep 600; "), "--jobs", "1", "--time", "00:01:00")
 	if err != nil {
 		t.Fatalf("slurm submit: %v\n%s", err, out)
 	}
 	array := strings.TrimSpace(out)
 	task := func() (tk taskOut) {
-		call(t, "GET", p.url+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
+		call(t, "GET", p.URL+"/tasks/"+jobID+"-0", "ctok", nil, &tk)
 		return tk
 	}
 	workerWaitFor(t, 30*time.Second, "the Slurm worker to lease the task", func() bool {
@@ -275,13 +275,13 @@ func TestSlurmShortWalltimeReleases(t *testing.T) {
 		t.Errorf("the Slurm worker's output:\n%s", logs)
 	}
 
-	start(t, dir, workerEnv(p.url), "worker", "--id", "plain", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
-	waitCompleted(t, p.url, jobID, 30*time.Second)
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "plain", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
+	waitCompleted(t, p.URL, jobID, 30*time.Second)
 	if tk := task(); tk.Attempt != 2 || tk.LeaseOwner != "plain" {
 		t.Errorf("the task at the end: %+v; want completed by plain at attempt 2", tk)
 	}
 	var got string
-	workerGetText(t, p.url+"/jobs/"+jobID+"/result", &got)
+	workerGetText(t, p.URL+"/jobs/"+jobID+"/result", &got)
 	if got != want {
 		t.Fatalf("result after the release:\n%s\nwant:\n%s", got, want)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/scimesh/scimesh/internal/rpc"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // stitchRow is one row of a chunk output, as the independent computation
@@ -77,7 +78,7 @@ func expectedStitch(rows []stitchRow, topK int) string {
 func TestStitchSurvivesKill(t *testing.T) {
 	t.Parallel()
 	chunks, rows := 300, 10000
-	if raceBuild {
+	if binary.Race {
 		chunks = 120
 	}
 	db := pgtest.URL(t)
@@ -89,7 +90,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	}
 	a := procs[0]
 	var j jobOut
-	if s := call(t, "POST", a.url+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": rows, "lease_seconds": 5, "max_attempts": 1,
+	if s := call(t, "POST", a.URL+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": rows, "lease_seconds": 5, "max_attempts": 1,
 		"input": map[string]any{"chunks": chunkList(chunks)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
@@ -107,7 +108,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	}
 	for {
 		var claimed struct{ Tasks []taskOut }
-		s := call(t, "POST", a.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w", "max_tasks": 5}, &claimed)
+		s := call(t, "POST", a.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w", "max_tasks": 5}, &claimed)
 		if s == http.StatusNoContent {
 			break
 		}
@@ -119,7 +120,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 			items = append(items, map[string]any{"task_id": tk.TaskID, "worker_id": "w", "attempt": tk.Attempt, "output": string(outputs[tk.ChunkIndex])})
 		}
 		var res struct{ Results []struct{ Status int } }
-		if s := call(t, "POST", a.url+"/tasks/results", "wtok", map[string]any{"results": items}, &res); s != 200 {
+		if s := call(t, "POST", a.URL+"/tasks/results", "wtok", map[string]any{"results": items}, &res); s != 200 {
 			t.Fatalf("results: %d", s)
 		}
 		for _, r := range res.Results {
@@ -134,12 +135,12 @@ func TestStitchSurvivesKill(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	for killed == nil {
 		for i, p := range procs {
-			if strings.Contains(p.stderr.String(), `msg="stitch started"`) {
-				if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			if strings.Contains(p.Stderr.String(), `msg="stitch started"`) {
+				if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				<-p.done
-				p.done <- nil // for the cleanup
+				<-p.Done
+				p.Done <- nil // for the cleanup
 				killed, other = p, procs[1-i]
 				break
 			}
@@ -150,11 +151,11 @@ func TestStitchSurvivesKill(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	var mid jobOut
-	call(t, "GET", other.url+"/jobs/"+j.JobID, "ctok", nil, &mid)
+	call(t, "GET", other.URL+"/jobs/"+j.JobID, "ctok", nil, &mid)
 	if mid.Status != "running" {
 		t.Fatalf("job is %s right after the kill; want running (the kill must land mid-stitch: make the outputs bigger)", mid.Status)
 	}
-	if strings.Contains(killed.stderr.String(), "job completed") {
+	if strings.Contains(killed.Stderr.String(), "job completed") {
 		t.Fatal("the killed coordinator completed the job before the kill")
 	}
 
@@ -165,7 +166,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 			jobOut
 			Error string
 		}
-		call(t, "GET", other.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		call(t, "GET", other.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
 		if got.Status == "completed" {
 			break
 		}
@@ -174,7 +175,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	req, _ := http.NewRequest("GET", other.url+"/jobs/"+j.JobID+"/result", nil)
+	req, _ := http.NewRequest("GET", other.URL+"/jobs/"+j.JobID+"/result", nil)
 	req.Header.Set("Authorization", "Bearer ctok")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -192,7 +193,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	// The stitch was taken again, not failed: a second attempt of the
 	// coordinators', the job's max_attempts of 1 notwithstanding.
 	root := j.JobID + "-root"
-	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), other.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), other.URL, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: root}))
 	if err != nil {
 		t.Fatal(err)
@@ -216,11 +217,11 @@ func TestQueryStitchUpstreams(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, append(tokenEnv, "PEER_AUTH_TOKEN=ptok"), "--db", "sqlite:"+dir+"/scimesh.db")
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(12)}}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(12)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var page struct{ Tasks []taskOut }
-	call(t, "GET", p.url+"/jobs/"+j.JobID+"/tasks?limit=100", "ctok", nil, &page)
+	call(t, "GET", p.URL+"/jobs/"+j.JobID+"/tasks?limit=100", "ctok", nil, &page)
 	var want []string
 	for _, tk := range page.Tasks {
 		want = append(want, tk.TaskID)
@@ -228,7 +229,7 @@ func TestQueryStitchUpstreams(t *testing.T) {
 	if len(want) != 12 {
 		t.Fatalf("the job lists %d tasks; want 12", len(want))
 	}
-	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.url, connect.WithGRPC(), withToken("ctok"))
+	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("ctok"))
 	info, err := q.Query(t.Context(), connect.NewRequest(&v1.QueryRequest{TaskId: j.JobID + "-root"}))
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +243,7 @@ func TestQueryStitchUpstreams(t *testing.T) {
 	var viaJSON struct {
 		UpstreamIDs []string `json:"upstreamIds"`
 	}
-	if s := call(t, "POST", p.url+"/scimesh.v1.Queue/Query", "ctok", map[string]any{"task_id": j.JobID + "-root"}, &viaJSON); s != 200 || !slices.Equal(viaJSON.UpstreamIDs, want) {
+	if s := call(t, "POST", p.URL+"/scimesh.v1.Queue/Query", "ctok", map[string]any{"task_id": j.JobID + "-root"}, &viaJSON); s != 200 || !slices.Equal(viaJSON.UpstreamIDs, want) {
 		t.Errorf("Connect JSON Query: %d with upstreamIds %v; want 200 with %v", s, viaJSON.UpstreamIDs, want)
 	}
 	// A chunk task has no upstreams, and no count.

@@ -105,13 +105,13 @@ func TestDashboardInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"name": "dashboard", "workload": "w", "top_k": 1,
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"name": "dashboard", "workload": "w", "top_k": 1,
 		"input": map[string]any{"chunks": chunkList(10)}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 
 	// Log in: a wrong token is refused, the right one lands on the jobs.
-	do(t, ctx, "open the jobs", chromedp.Navigate(p.url+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	do(t, ctx, "open the jobs", chromedp.Navigate(p.URL+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	do(t, ctx, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS("#token"), "not-the-token"),
 		chromedp.Click(chromedp.CSS("#login")), chromedp.WaitVisible(chromedp.CSS("#error")))
 	if got := textOf(t, ctx, "#error"); !strings.Contains(got, "not a token of this coordinator") {
@@ -129,7 +129,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	shot(t, ctx, "2-jobs")
 
 	// The job's page follows its progress without a reload.
-	do(t, ctx, "open the job", chromedp.Navigate(p.url+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#progress")))
+	do(t, ctx, "open the job", chromedp.Navigate(p.URL+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#progress")))
 	if got := textOf(t, ctx, "#completed"); got != "0" {
 		t.Fatalf("completed chunks shown %q, want 0", got)
 	}
@@ -139,10 +139,10 @@ func TestDashboardInBrowser(t *testing.T) {
 	do(t, ctx, "mark the page", chromedp.Evaluate[chromedp.Void]("window.notReloaded = true"))
 	for i := range 3 {
 		var tk taskOut
-		if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
+		if s := call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
 			t.Fatalf("claim %d: %d", i, s)
 		}
-		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/result", "wtok",
+		if s := call(t, "POST", p.URL+"/tasks/"+tk.TaskID+"/result", "wtok",
 			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "output": fmt.Sprintf("id,score\nm%d,%d\n", i, i+1)}, nil); s != 200 {
 			t.Fatalf("result %d: %d", i, s)
 		}
@@ -163,18 +163,18 @@ func TestDashboardInBrowser(t *testing.T) {
 
 	// A task's log, then a line appended while the page is open.
 	var tk taskOut
-	if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
+	if s := call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &tk); s != 200 {
 		t.Fatalf("claim: %d", s)
 	}
 	logLines := func(lines ...string) {
 		t.Helper()
-		if s := call(t, "POST", p.url+"/tasks/"+tk.TaskID+"/logs", "wtok",
+		if s := call(t, "POST", p.URL+"/tasks/"+tk.TaskID+"/logs", "wtok",
 			map[string]any{"worker_id": "w1", "attempt": tk.Attempt, "lines": lines}, nil); s != 204 {
 			t.Fatalf("append log: %d", s)
 		}
 	}
 	logLines("loading molecules", "scored 120 rows")
-	do(t, ctx, "open the task", chromedp.Navigate(p.url+"/ui/tasks/"+tk.TaskID), chromedp.WaitVisible(chromedp.CSS("#log")))
+	do(t, ctx, "open the task", chromedp.Navigate(p.URL+"/ui/tasks/"+tk.TaskID), chromedp.WaitVisible(chromedp.CSS("#log")))
 	waitFor(t, ctx, "the log's first lines", `document.getElementById("log").textContent.includes("scored 120 rows")`)
 	if got := textOf(t, ctx, "#lease-owner"); got != "w1" {
 		t.Fatalf("lease owner shown %q, want w1", got)
@@ -184,7 +184,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	shot(t, ctx, "4-task-log")
 
 	// Workers and shards.
-	do(t, ctx, "open the workers", chromedp.Navigate(p.url+"/ui/workers"), chromedp.WaitVisible(chromedp.CSS("#workers")))
+	do(t, ctx, "open the workers", chromedp.Navigate(p.URL+"/ui/workers"), chromedp.WaitVisible(chromedp.CSS("#workers")))
 	if got := textOf(t, ctx, "#workers tbody"); !strings.Contains(got, "w1") || !strings.Contains(got, tk.TaskID) {
 		t.Fatalf("workers page lacks w1 and its task: %q", got)
 	}
@@ -205,20 +205,20 @@ func TestDashboardInBrowser(t *testing.T) {
 		t.Fatalf("the table of workers' work lacks the pool's 3 tasks: %q", got)
 	}
 	shot(t, ctx, "5b-usage")
-	do(t, ctx, "open the shards", chromedp.Navigate(p.url+"/ui/shards"), chromedp.WaitVisible(chromedp.CSS("#outbox")))
+	do(t, ctx, "open the shards", chromedp.Navigate(p.URL+"/ui/shards"), chromedp.WaitVisible(chromedp.CSS("#outbox")))
 	shot(t, ctx, "6-shards")
-	do(t, ctx, "draw the job's tree", chromedp.Navigate(p.url+"/ui/trees/"+j.JobID+"-root"), chromedp.WaitVisible(chromedp.CSS("#tree")))
+	do(t, ctx, "draw the job's tree", chromedp.Navigate(p.URL+"/ui/trees/"+j.JobID+"-root"), chromedp.WaitVisible(chromedp.CSS("#tree")))
 	if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#tree li li").length`)); n != 10 {
 		t.Fatalf("the job's tree shows %d chunks under its root, want 10", n)
 	}
 	shot(t, ctx, "7-tree")
 
 	// Cancel the job from its page.
-	do(t, ctx, "cancel the job", chromedp.Navigate(p.url+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#cancel")),
+	do(t, ctx, "cancel the job", chromedp.Navigate(p.URL+"/ui/jobs/"+j.JobID), chromedp.WaitVisible(chromedp.CSS("#cancel")),
 		chromedp.Click(chromedp.CSS("#cancel")), chromedp.WaitNotPresent(chromedp.CSS("#cancel")))
 	waitFor(t, ctx, "the cancelled status", `document.getElementById("status").textContent === "cancelled"`)
 	var after jobOut
-	call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &after)
+	call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &after)
 	if after.Status != "cancelled" {
 		t.Fatalf("job after cancelling in the dashboard: %s, want cancelled", after.Status)
 	}
@@ -240,10 +240,10 @@ func TestNewJobInBrowser(t *testing.T) {
 	dir := t.TempDir()
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 	var ada struct{ Token string }
-	if s := call(t, "POST", p.url+"/accounts", "ctok", map[string]any{"name": "ada"}, &ada); s != 201 {
+	if s := call(t, "POST", p.URL+"/accounts", "ctok", map[string]any{"name": "ada"}, &ada); s != 201 {
 		t.Fatalf("create ada: %d", s)
 	}
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w1", "--work-dir", filepath.Join(dir, "work"), "--workload", copyWorkload(""))
 
 	// The table, and what its best 5 rows by value are.
 	var table strings.Builder
@@ -266,7 +266,7 @@ func TestNewJobInBrowser(t *testing.T) {
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		var w struct{ Workloads []struct{ Name string } }
-		if call(t, "GET", p.url+"/workloads", "ctok", nil, &w); len(w.Workloads) == 1 && w.Workloads[0].Name == "copy" {
+		if call(t, "GET", p.URL+"/workloads", "ctok", nil, &w); len(w.Workloads) == 1 && w.Workloads[0].Name == "copy" {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -274,7 +274,7 @@ func TestNewJobInBrowser(t *testing.T) {
 		}
 	}
 
-	do(t, ctx, "open the jobs", chromedp.Navigate(p.url+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	do(t, ctx, "open the jobs", chromedp.Navigate(p.URL+"/ui/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
 	do(t, ctx, "log in as ada", chromedp.SendKeys(chromedp.CSS("#token"), ada.Token), chromedp.Click(chromedp.CSS("#login")),
 		chromedp.WaitVisible(chromedp.CSS("#new-job-link")))
 	do(t, ctx, "open the new-job page", chromedp.Click(chromedp.CSS("#new-job-link")), chromedp.WaitVisible(chromedp.CSS("#file")))
@@ -303,7 +303,7 @@ func TestNewJobInBrowser(t *testing.T) {
 
 	do(t, ctx, "create the job", chromedp.Click(chromedp.CSS("#submit")), chromedp.WaitVisible(chromedp.CSS("#live")))
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
-	id, ok := strings.CutPrefix(loc, p.url+"/ui/jobs/")
+	id, ok := strings.CutPrefix(loc, p.URL+"/ui/jobs/")
 	if !ok {
 		t.Fatalf("after creating the job the browser is at %s, want its page", loc)
 	}
@@ -328,7 +328,7 @@ func TestNewJobInBrowser(t *testing.T) {
 		Parameters            map[string]any
 		TopK                  int `json:"top_k"`
 	}
-	call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+	call(t, "GET", p.URL+"/jobs/"+id, "ctok", nil, &j)
 	if j.Owner != "ada" || j.Name != "molecules.csv" || j.Workload != "copy" || j.TopK != 5 || j.Parameters["label"] != "from the browser" || j.Parameters["repeat"] != 2.0 {
 		t.Fatalf("the job made in the browser: %+v", j)
 	}

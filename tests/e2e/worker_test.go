@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
+	"github.com/scimesh/scimesh/tests/framework"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // TestWorkerProcess runs real `scimesh serve` and `scimesh worker`
@@ -40,28 +42,28 @@ func TestWorkerProcess(t *testing.T) {
 	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
 
 	pids := t.TempDir()
-	w := start(t, dir, []string{"SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"},
+	w := start(t, dir, []string{"SCIMESH_COORDINATOR=" + p.URL, "SCIMESH_TOKEN=wtok"},
 		"worker", "--id", "w1", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work"),
 		"--allow-input-host", "127.0.0.1/32", // the data server's address: loopback is refused by default
 		"--workload", "copy=sed s/value/score/",
 		"--workload", "sleep=echo $$ > "+pids+"/sh; sleep 60 & echo $! > "+pids+"/child; wait")
 
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "copy", "top_k": 1, "input": input}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "copy", "top_k": 1, "input": input}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	workerWaitFor(t, 20*time.Second, "the copy job to complete", func() bool {
 		var got jobOut
-		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
 		return got.Status == "completed"
 	})
 	var res string
-	workerGetText(t, p.url+"/jobs/"+j.JobID+"/result", &res)
+	workerGetText(t, p.URL+"/jobs/"+j.JobID+"/result", &res)
 	if res != "id,score\nb,3\n" {
 		t.Fatalf("result %q", res)
 	}
 
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "sleep", "lease_seconds": 60, "input": input}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "sleep", "lease_seconds": 60, "input": input}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	var sh, child int
@@ -69,23 +71,23 @@ func TestWorkerProcess(t *testing.T) {
 		sh, child = workerReadPID(pids+"/sh"), workerReadPID(pids+"/child")
 		return sh > 0 && child > 0
 	})
-	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+	if err := w.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	began := time.Now()
 	select {
-	case err := <-w.done:
-		w.done <- err
+	case err := <-w.Done:
+		w.Done <- err
 		if err != nil {
-			t.Fatalf("worker exited with %v after SIGTERM, want 0:\n%s", err, w.stderr.String())
+			t.Fatalf("worker exited with %v after SIGTERM, want 0:\n%s", err, w.Stderr.String())
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatalf("worker still runs 15s after SIGTERM:\n%s", w.stderr.String())
+		t.Fatalf("worker still runs 15s after SIGTERM:\n%s", w.Stderr.String())
 	}
 	t.Logf("worker exited %v after SIGTERM", time.Since(began).Round(time.Millisecond))
 
 	var tasks struct{ Tasks []map[string]any }
-	call(t, "GET", p.url+"/jobs/"+j.JobID+"/tasks", "ctok", nil, &tasks)
+	call(t, "GET", p.URL+"/jobs/"+j.JobID+"/tasks", "ctok", nil, &tasks)
 	if len(tasks.Tasks) != 1 {
 		t.Fatalf("tasks: %+v", tasks)
 	}
@@ -98,7 +100,7 @@ func TestWorkerProcess(t *testing.T) {
 			t.Errorf("process %d of the killed command still runs", pid)
 		}
 	}
-	if out := w.stderr.String(); !strings.Contains(out, "the grace period ran out") || !strings.Contains(out, "worker stopped") {
+	if out := w.Stderr.String(); !strings.Contains(out, "the grace period ran out") || !strings.Contains(out, "worker stopped") {
 		t.Errorf("worker log lacks the shutdown:\n%s", out)
 	}
 }
@@ -128,9 +130,9 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 	command := fmt.Sprintf("sleep %s & setsid sleep %s & (setsid sleep %s &); wait", marks[0], marks[1], marks[2])
 	work := filepath.Join(dir, "work")
 	args := []string{"worker", "--id", "w1", "--work-dir", work, "--allow-input-host", "127.0.0.1/32", "--workload", "hold=" + command}
-	w := start(t, dir, workerEnv(p.url), args...)
+	w := start(t, dir, workerEnv(p.URL), args...)
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "hold", "input": input}, &j); s != 201 {
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "hold", "input": input}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	workerWaitFor(t, 20*time.Second, "the command's three sleeps to start", func() bool {
@@ -141,25 +143,25 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 		t.Fatalf("task directories while the task runs: %q, want one", leftover)
 	}
 
-	if err := w.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-w.done
-	w.done <- nil // for the cleanup
+	<-w.Done
+	w.Done <- nil // for the cleanup
 	killed := time.Now()
 	workerWaitFor(t, 5*time.Second, "every process of the killed worker's command to end", func() bool {
 		return len(workerProcsWith(marks...)) == 0
 	})
 	t.Logf("all gone %v after the SIGKILL", time.Since(killed).Round(time.Millisecond))
 
-	again := start(t, dir, workerEnv(p.url), "worker", "--id", "w2", "--work-dir", work, "--workload", "other=cat")
+	again := start(t, dir, workerEnv(p.URL), "worker", "--id", "w2", "--work-dir", work, "--workload", "other=cat")
 	workerWaitFor(t, 20*time.Second, "the restarted worker to remove the leftover directory", func() bool {
 		_, err := os.Stat(leftover[0])
 		return errors.Is(err, os.ErrNotExist)
 	})
 	// The line is written after the removal: wait for it, too.
 	workerWaitFor(t, 5*time.Second, "the restarted worker's log to say it removed the leftover", func() bool {
-		return strings.Contains(again.stderr.String(), "removed a leftover task directory")
+		return strings.Contains(again.Stderr.String(), "removed a leftover task directory")
 	})
 }
 
@@ -210,7 +212,7 @@ func TestWorkerHostedLongLine(t *testing.T) {
 		"endless": {"uri": data.URL + "/endless.csv", "sha256": strings.Repeat("ab", 32)},
 		"long":    {"uri": data.URL + "/long.csv", "sha256": hex.EncodeToString(sum.Sum(nil)), "bytes": len(head) + lineBytes + 1},
 	}
-	w := start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
+	w := start(t, dir, workerEnv(p.URL), "worker", "--id", "w1", "--concurrency", "2", "--work-dir", filepath.Join(dir, "work"),
 		"--allow-input-host", "127.0.0.1/32", "--max-input-bytes", strconv.Itoa(320<<20), "--workload", "tanimoto")
 	want := map[string]string{
 		"endless": "the input is larger than 335544320 bytes, the most this worker downloads",
@@ -219,7 +221,7 @@ func TestWorkerHostedLongLine(t *testing.T) {
 	jobs := map[string]string{}
 	for name, c := range chunks {
 		var j jobOut
-		if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "tanimoto", "max_attempts": 3, "lease_seconds": 120,
+		if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "tanimoto", "max_attempts": 3, "lease_seconds": 120,
 			"parameters": map[string]any{"query": "ff"}, "input": map[string]any{"chunks": []any{c}}}, &j); s != 201 {
 			t.Fatalf("create job: %d", s)
 		}
@@ -228,18 +230,18 @@ func TestWorkerHostedLongLine(t *testing.T) {
 	for name, id := range jobs {
 		workerWaitFor(t, 120*time.Second, "the "+name+" job to fail", func() bool {
 			var got jobOut
-			call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &got)
+			call(t, "GET", p.URL+"/jobs/"+id, "ctok", nil, &got)
 			return got.Status == "failed"
 		})
 		var tasks struct{ Tasks []taskOut }
-		call(t, "GET", p.url+"/jobs/"+id+"/tasks", "ctok", nil, &tasks)
+		call(t, "GET", p.URL+"/jobs/"+id+"/tasks", "ctok", nil, &tasks)
 		if tk := tasks.Tasks[0]; tk.Attempt != 1 || !strings.Contains(tk.Error, want[name]) {
 			t.Errorf("%s: the task failed at attempt %d with %q; want it failed for good at once, saying %q", name, tk.Attempt, tk.Error, want[name])
 		}
 	}
-	hwm := peakRSS(t, w.cmd.Process.Pid)
+	hwm := peakRSS(t, w.Cmd.Process.Pid)
 	bound := int64(96 << 20)
-	if raceBuild {
+	if binary.Race {
 		bound = 192 << 20
 	}
 	t.Logf("the worker's peak RSS: %s", fmtBytes(hwm))
@@ -282,16 +284,16 @@ func TestWorkerRefusesWorkDir(t *testing.T) {
 		theirs: "the work directory " + theirs + " belongs to another user (uid 65534",
 		mine:   "the work directory " + mine + " is in use by another worker (lock held)",
 	} {
-		w := start(t, dir, workerEnv(p.url), "worker", "--id", "w1", "--work-dir", d, "--workload", "copy=cat")
+		w := start(t, dir, workerEnv(p.URL), "worker", "--id", "w1", "--work-dir", d, "--workload", "copy=cat")
 		select {
-		case err := <-w.done:
-			w.done <- err
+		case err := <-w.Done:
+			w.Done <- err
 			var exit *exec.ExitError
-			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(w.stderr.String(), want) {
-				t.Errorf("worker on %s exited with %v, want status 1 saying %q:\n%s", d, err, want, w.stderr.String())
+			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(w.Stderr.String(), want) {
+				t.Errorf("worker on %s exited with %v, want status 1 saying %q:\n%s", d, err, want, w.Stderr.String())
 			}
 		case <-time.After(20 * time.Second):
-			t.Errorf("worker on %s still runs after 20s; want it refused at once:\n%s", d, w.stderr.String())
+			t.Errorf("worker on %s still runs after 20s; want it refused at once:\n%s", d, w.Stderr.String())
 		}
 	}
 }
@@ -323,7 +325,7 @@ func TestWorkerEnvironmentHidden(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(home) })
 	bin := filepath.Join(home, "scimesh")
-	exe, err := os.ReadFile(binary)
+	exe, err := os.ReadFile(scimesh)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +347,7 @@ func TestWorkerEnvironmentHidden(t *testing.T) {
 if env=$(tr '\0' '\n' </proc/$w/environ 2>&1); then echo "$env" | grep -q '^SCIMESH_TOKEN=' && echo leaked,1 || echo read-without-token,1; else echo refused,1; fi`
 	cmd := exec.Command(bin, "worker", "--id", "nobody", "--work-dir", work, "--allow-input-host", "127.0.0.1/32", "--workload", "probe="+probe)
 	cmd.Dir = home
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SCIMESH_COORDINATOR=" + p.url, "SCIMESH_TOKEN=wtok"}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SCIMESH_COORDINATOR=" + p.URL, "SCIMESH_TOKEN=wtok"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	out := &testenv.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
@@ -356,22 +358,22 @@ if env=$(tr '\0' '\n' </proc/$w/environ 2>&1); then echo "$env" | grep -q '^SCIM
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("the worker's output:\n%s", lastLines(out.String(), 30))
+			t.Logf("the worker's output:\n%s", framework.LastLines(out.String(), 30))
 		}
 	})
 
 	var j jobOut
-	if s := call(t, "POST", p.url+"/jobs", "ctok", map[string]any{"workload": "probe", "max_attempts": 1,
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "probe", "max_attempts": 1,
 		"input": map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c.csv", "sha256": hex.EncodeToString(sum[:])}}}}, &j); s != 201 {
 		t.Fatalf("create job: %d", s)
 	}
 	workerWaitFor(t, 30*time.Second, "the probe job to complete", func() bool {
 		var got jobOut
-		call(t, "GET", p.url+"/jobs/"+j.JobID, "ctok", nil, &got)
+		call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
 		return got.Status == "completed"
 	})
 	var res string
-	workerGetText(t, p.url+"/jobs/"+j.JobID+"/result", &res)
+	workerGetText(t, p.URL+"/jobs/"+j.JobID+"/result", &res)
 	if res != "id,score\nrefused,1\n" {
 		t.Fatalf("what the command, as the worker's user, got of the worker's /proc/PID/environ: %q; want it refused", res)
 	}
@@ -465,7 +467,7 @@ func TestWorkerVersionFlag(t *testing.T) {
 		}
 	}
 	p := serveSQLite(t, dir)
-	start(t, dir, workerEnv(p.url), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
+	start(t, dir, workerEnv(p.URL), "worker", "--id", "w", "--work-dir", filepath.Join(dir, "work"),
 		"--workload", "a=cat", "--workload-version", "a=3.1")
 	deadline := time.Now().Add(10 * time.Second)
 	for {
@@ -475,7 +477,7 @@ func TestWorkerVersionFlag(t *testing.T) {
 				Versions []string `json:"versions"`
 			} `json:"workloads"`
 		}
-		if s := call(t, "GET", p.url+"/workloads", "ctok", nil, &got); s != 200 {
+		if s := call(t, "GET", p.URL+"/workloads", "ctok", nil, &got); s != 200 {
 			t.Fatalf("GET /workloads: %d", s)
 		}
 		if len(got.Workloads) == 1 && got.Workloads[0].Name == "a" && slices.Equal(got.Workloads[0].Versions, []string{"3.1"}) {

@@ -31,7 +31,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	p := serveSQLite(t, dir)
 	admin := func(args ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, "ctok", args...)
+		out, errOut, err := cli(t, dir, p.URL, "ctok", args...)
 		if err != nil {
 			t.Fatalf("scimesh %v: %v\n%s", args, err, errOut)
 		}
@@ -40,14 +40,14 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	alice, bob := admin("account", "add", "alice"), admin("account", "add", "bob")
 	as := func(token string, args ...string) (string, string, error) {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, token, args...)
+		out, errOut, err := cli(t, dir, p.URL, token, args...)
 		return strings.TrimSpace(out), errOut, err
 	}
 	key, errOut, err := as(alice, "worker-key", "add", "laptop")
 	if err != nil || !strings.HasPrefix(key, "scimeshw_") || !strings.Contains(errOut, "shown this once") {
 		t.Fatalf("worker-key add laptop: %q, %v\n%s", key, err, errOut)
 	}
-	if s := call(t, "GET", p.url+"/jobs", key, nil, nil); s != http.StatusForbidden {
+	if s := call(t, "GET", p.URL+"/jobs", key, nil, nil); s != http.StatusForbidden {
 		t.Errorf("a worker key on a client route: %d, want 403", s)
 	}
 
@@ -57,7 +57,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	sum := sha256.Sum256([]byte(chunk))
 	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
 	worker := func(token, id string, workloads ...string) *proc {
-		args := []string{"worker", "--coordinator", p.url, "--token", token, "--id", id, "--grace", "300ms",
+		args := []string{"worker", "--coordinator", p.URL, "--token", token, "--id", id, "--grace", "300ms",
 			"--work-dir", filepath.Join(dir, "work-"+id), "--allow-input-host", "127.0.0.1/32"}
 		for _, w := range workloads {
 			args = append(args, "--workload", w)
@@ -68,7 +68,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Helper()
 		body["input"], body["top_k"] = input, 1
 		var j jobOut
-		if s := call(t, "POST", p.url+"/jobs", alice, body, &j); s != http.StatusCreated {
+		if s := call(t, "POST", p.URL+"/jobs", alice, body, &j); s != http.StatusCreated {
 			t.Fatalf("create job: %d", s)
 		}
 		return j.JobID
@@ -82,14 +82,14 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	taskOf := func(id string) task {
 		t.Helper()
 		var tasks struct{ Tasks []task }
-		if s := call(t, "GET", p.url+"/jobs/"+id+"/tasks", "ctok", nil, &tasks); s != http.StatusOK || len(tasks.Tasks) != 1 {
+		if s := call(t, "GET", p.URL+"/jobs/"+id+"/tasks", "ctok", nil, &tasks); s != http.StatusOK || len(tasks.Tasks) != 1 {
 			t.Fatalf("tasks of %s: %d %+v", id, s, tasks)
 		}
 		return tasks.Tasks[0]
 	}
 	status := func(id string) string {
 		var j jobOut
-		call(t, "GET", p.url+"/jobs/"+id, "ctok", nil, &j)
+		call(t, "GET", p.URL+"/jobs/"+id, "ctok", nil, &j)
 		return j.Status
 	}
 
@@ -101,16 +101,16 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Fatalf("the task after 3 s of an untrusted key's worker: %+v; want pending, never leased", tk)
 	}
 	select {
-	case err := <-lap.done:
-		lap.done <- err // for the cleanup of start
+	case err := <-lap.Done:
+		lap.Done <- err // for the cleanup of start
 		t.Fatalf("the untrusted key's worker exited (%v); it should wait for work", err)
 	default:
 	}
 
 	// The Worker service answers an untrusted key's Poll with no task.
 	ctx := t.Context()
-	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.url, withToken(alice))
-	rpcWorker := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.url, withToken(key))
+	q := scimeshv1connect.NewQueueClient(http.DefaultClient, p.URL, withToken(alice))
+	rpcWorker := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.URL, withToken(key))
 	if _, err := q.Submit(ctx, connect.NewRequest(&v1.SubmitRequest{Tasks: []*v1.TaskSpec{{Id: "s0:n", Workload: "num"}}})); err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +155,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	if out, errOut, err := as(alice, "worker-key", "revoke", "laptop"); err != nil || !strings.Contains(out, "2 tasks") { // the sleep task and the tree task
 		t.Fatalf("revoke laptop: %q, %v\n%s", out, err, errOut)
 	}
-	if s := call(t, "POST", p.url+"/tasks/claim", key, map[string]any{"worker_id": "lap1"}, nil); s != http.StatusUnauthorized {
+	if s := call(t, "POST", p.URL+"/tasks/claim", key, map[string]any{"worker_id": "lap1"}, nil); s != http.StatusUnauthorized {
 		t.Errorf("a claim with the revoked key: %d, want 401 at once", s)
 	}
 	if _, err := poll(); connect.CodeOf(err) != connect.CodeUnauthenticated {
@@ -170,13 +170,13 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Errorf("the sleep task: %+v; want attempt 2 by pool1", tk)
 	}
 	select {
-	case err := <-lap.done:
-		lap.done <- err // for the cleanup of start
+	case err := <-lap.Done:
+		lap.Done <- err // for the cleanup of start
 	case <-time.After(30 * time.Second):
 		t.Errorf("the revoked key's worker still runs 30 s after the revocation")
 	}
 
-	if got, want := usageByWorkerAccount(t, p.url), map[string]int{"alice": 3, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+	if got, want := usageByWorkerAccount(t, p.URL), map[string]int{"alice": 3, "": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("attempts by worker account: %v; want %v (alice's key: a result and two revoked leases; the pool: 1)", got, want)
 	}
 }
@@ -212,7 +212,7 @@ func TestWorkersCommand(t *testing.T) {
 	p := serveSQLite(t, dir)
 	run := func(token string, args ...string) string {
 		t.Helper()
-		out, errOut, err := cli(t, dir, p.url, token, args...)
+		out, errOut, err := cli(t, dir, p.URL, token, args...)
 		if err != nil {
 			t.Fatalf("scimesh %v: %v\n%s", args, err, errOut)
 		}
@@ -222,11 +222,11 @@ func TestWorkersCommand(t *testing.T) {
 	for account, key := range map[string]string{"alice": "laptop", "bob": "desk"} {
 		tokens[account] = strings.TrimSpace(run("ctok", "account", "add", account))
 		secret := strings.TrimSpace(run(tokens[account], "worker-key", "add", key))
-		if s := call(t, "POST", p.url+"/tasks/claim", secret, map[string]any{"worker_id": account + "-box", "workloads": []string{"dock"}}, nil); s != http.StatusNoContent {
+		if s := call(t, "POST", p.URL+"/tasks/claim", secret, map[string]any{"worker_id": account + "-box", "workloads": []string{"dock"}}, nil); s != http.StatusNoContent {
 			t.Fatalf("claim of %s's worker: %d", account, s)
 		}
 	}
-	if s := call(t, "POST", p.url+"/tasks/claim", "wtok", map[string]any{"worker_id": "pool-1"}, nil); s != http.StatusNoContent {
+	if s := call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "pool-1"}, nil); s != http.StatusNoContent {
 		t.Fatalf("claim of the pool's worker: %d", s)
 	}
 	// rows maps each worker's ID to its row's columns but the last call.
@@ -279,7 +279,7 @@ func TestWorkersCommand(t *testing.T) {
 	if len(page.Workers) != 2 || page.NextCursor == "" {
 		t.Errorf("--json --limit 2: %+v; want two workers and a cursor", page)
 	}
-	if _, errOut, err := cli(t, dir, p.url, "ctok", "workers", "--limit", "1001"); err == nil || !strings.Contains(errOut, "between 1 and 1000") {
+	if _, errOut, err := cli(t, dir, p.URL, "ctok", "workers", "--limit", "1001"); err == nil || !strings.Contains(errOut, "between 1 and 1000") {
 		t.Errorf("workers --limit 1001: %v\n%s; want refused", err, errOut)
 	}
 }
