@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -282,5 +283,151 @@ func TestServeTLS(t *testing.T) {
 	stdout, stderr, err := cli(t, dir, p.URL, "ctok", "status", "s0:x")
 	if err == nil || !strings.Contains(stderr, "certificate signed by unknown authority") || !strings.Contains(stderr, "SSL_CERT_FILE") {
 		t.Errorf("the CLI without the authority: %v\nstdout %q\nstderr %s\nwant a certificate error that names SSL_CERT_FILE", err, stdout, stderr)
+	}
+}
+
+// TestServeSurvivesKill runs a job part way on SQLite, kills the coordinator
+// with SIGKILL, restarts it and finishes the job: nothing accepted is lost,
+// and the lease held across the restart is still the worker's.
+func TestServeSurvivesKill(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	db := "sqlite:" + filepath.Join(dir, "data", "scimesh.db")
+	p := serveProc(t, dir, tokenEnv, "--db", db)
+	var j jobOut
+	if s := call(t, "POST", p.URL+"/jobs", "ctok", map[string]any{"workload": "w", "top_k": 1, "input": map[string]any{"chunks": chunkList(2)}}, &j); s != 201 {
+		t.Fatalf("create job: %d", s)
+	}
+	var t0, t1 taskOut
+	call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t0)
+	if s := call(t, "POST", p.URL+"/tasks/"+t0.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\na,1\n"}, nil); s != 200 {
+		t.Fatalf("result: %d", s)
+	}
+	call(t, "POST", p.URL+"/tasks/claim", "wtok", map[string]any{"worker_id": "w1"}, &t1)
+
+	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done
+	p.Done <- nil
+	p = serveProc(t, dir, tokenEnv, "--db", db)
+
+	if s := call(t, "POST", p.URL+"/tasks/"+t1.TaskID+"/heartbeat", "wtok", map[string]any{"worker_id": "w1", "attempt": 1}, nil); s != 200 {
+		t.Fatalf("heartbeat of a lease held across the restart: %d", s)
+	}
+	if s := call(t, "POST", p.URL+"/tasks/"+t1.TaskID+"/result", "wtok", map[string]any{"worker_id": "w1", "attempt": 1, "output": "id,score\nb,2\n"}, nil); s != 200 {
+		t.Fatalf("result after restart: %d", s)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got jobOut
+		call(t, "GET", p.URL+"/jobs/"+j.JobID, "ctok", nil, &got)
+		if got.Status == "completed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job is %s after restart, want completed", got.Status)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	resp, err := http.NewRequest("GET", p.URL+"/jobs/"+j.JobID+"/result", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Header.Set("Authorization", "Bearer ctok")
+	r, err := http.DefaultClient.Do(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body.Close()
+	if string(body) != "id,score\nb,2\n" {
+		t.Fatalf("result %q", body)
+	}
+}
+
+func TestServeRefusesOpenNonLoopback(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out, err := run(t, dir, []string{"WORKER_AUTH_TOKEN=only-one"}, "serve", "--addr", "0.0.0.0:0", "--db", "sqlite:"+filepath.Join(dir, "db"))
+	if err == nil || !strings.Contains(out, "refusing to listen on 0.0.0.0:0 without tokens") || !strings.Contains(out, "CLIENT_AUTH_TOKEN") {
+		t.Fatalf("serve on 0.0.0.0 without tokens: err %v, output:\n%s", err, out)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "db")); statErr == nil {
+		t.Fatal("the refused serve created its database")
+	}
+	// With a topology, the peers' service needs its token too.
+	out, err = run(t, dir, tokenEnv, "serve", "--addr", "0.0.0.0:0", "--db", "sqlite:"+filepath.Join(dir, "db"),
+		"--topology", "static:s1=http://h1:8080")
+	if err == nil || !strings.Contains(out, "without PEER_AUTH_TOKEN") {
+		t.Fatalf("serve on 0.0.0.0 with a topology and no peer token: err %v, output:\n%s", err, out)
+	}
+	// Two roles with one token: either could act as the other.
+	out, err = run(t, dir, []string{"WORKER_AUTH_TOKEN=same-token-0123456789", "CLIENT_AUTH_TOKEN=same-token-0123456789"},
+		"serve", "--db", "sqlite:"+filepath.Join(dir, "same.db"))
+	if err == nil || !strings.Contains(out, "CLIENT_AUTH_TOKEN and WORKER_AUTH_TOKEN are the same token") {
+		t.Fatalf("serve with equal tokens: err %v, output:\n%s", err, out)
+	}
+	// An empty data directory would leave nowhere for uploads.
+	out, err = run(t, dir, tokenEnv, "serve", "--data-dir", "", "--db", "sqlite:"+filepath.Join(dir, "nodata.db"))
+	if err == nil || !strings.Contains(out, "--data-dir is empty") {
+		t.Fatalf("serve with an empty --data-dir: err %v, output:\n%s", err, out)
+	}
+	// Without a topology it starts, and its peers' service admits no one;
+	// on loopback too, once it checks other tokens.
+	for _, addr := range []string{"0.0.0.0:0", "127.0.0.1:0"} {
+		p := serveOn(t, dir, addr, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
+		for _, token := range []string{"", "ctok", "anything"} {
+			in := scimeshv1connect.NewInternalClient(http.DefaultClient, p.URL, withToken(token))
+			_, err := in.SetCancel(t.Context(), connect.NewRequest(&v1.SetCancelRequest{TaskId: "s0:x"}))
+			if code := connect.CodeOf(err); code != connect.CodeUnauthenticated && code != connect.CodePermissionDenied {
+				t.Errorf("Internal call with token %q on %s without a peer token: %v, want refused", token, addr, err)
+			}
+		}
+		_ = p.Cmd.Process.Kill()
+		// Short tokens are warned about, in one line naming them.
+		if n := strings.Count(p.Stderr.String(), "weak tokens"); n != 1 || !strings.Contains(p.Stderr.String(), "tokens=CLIENT_AUTH_TOKEN,WORKER_AUTH_TOKEN") {
+			t.Errorf("serve with 4-byte tokens logged %d weak-token lines:\n%s", n, p.Stderr.String())
+		}
+	}
+}
+
+// TestOpenServerAnswersLoopbackNamesOnly: a coordinator without tokens
+// refuses requests addressed to any other host name (DNS rebinding).
+func TestOpenServerAnswersLoopbackNamesOnly(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveProc(t, dir, nil, "--db", "sqlite:"+filepath.Join(dir, "open.db"))
+	for host, want := range map[string]int{"evil.example": 421, "evil.example:8080": 421, "10.1.2.3": 421,
+		"localhost": 200, strings.TrimPrefix(p.URL, "http://"): 200, "[::1]:9": 200} {
+		req, _ := http.NewRequest("GET", p.URL+"/jobs", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /jobs with Host %q: %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}
+
+// TestServeLogLevel: --log-level quiets the request lines, and a level
+// that does not exist is refused with the ones that do.
+func TestServeLogLevel(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	p := serveOn(t, dir, testenv.FreeAddr(t), tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "q.db"), "--log-level", "warn")
+	if s := call(t, "GET", p.URL+"/jobs", "ctok", nil, nil); s != 200 {
+		t.Fatalf("GET /jobs: %d", s)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if strings.Contains(p.Stderr.String(), "msg=request") {
+		t.Fatalf("a request line was logged at --log-level warn:\n%s", p.Stderr.String())
+	}
+	out, err := run(t, dir, tokenEnv, "serve", "--db", "sqlite:"+filepath.Join(dir, "r.db"), "--log-level", "loud")
+	if err == nil || !strings.Contains(out, "use debug, info, warn or error") {
+		t.Fatalf("serve --log-level loud: %v\n%s", err, out)
 	}
 }
