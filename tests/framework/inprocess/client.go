@@ -1,14 +1,13 @@
 package inprocess
 
 import (
+	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"maps"
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/client"
 	"github.com/scimesh/scimesh/internal/domain"
@@ -37,14 +36,13 @@ func (r *rest) Submit(ctx context.Context, path string, spec framework.JobSpec) 
 		return "", err
 	}
 	defer f.Close()
-	up, err := r.c.Upload(ctx, f)
-	if err != nil {
+	up, job, err := r.c.Submit(ctx, f, &client.JobRequest{
+		Name: filepath.Base(path), Workload: spec.Workload, Parameters: params,
+		TopK: spec.TopK, ChunkRows: spec.ChunkRows, MaxAttempts: spec.MaxAttempts,
+	})
+	if up == nil {
 		return "", fmt.Errorf("upload %s: %w", path, err)
 	}
-	job, err := r.c.CreateJob(ctx, &client.JobRequest{
-		Name: filepath.Base(path), Workload: spec.Workload, Parameters: params, Input: client.JobInput{UploadID: up.UploadID},
-		TopK: spec.TopK, ChunkRows: spec.ChunkRows, MaxAttempts: spec.MaxAttempts,
-	}, "")
 	if err != nil {
 		return "", fmt.Errorf("create the job: %w", err)
 	}
@@ -56,32 +54,18 @@ func (r *rest) Status(ctx context.Context, jobID string) (*client.Job, error) {
 	return r.c.GetJob(ctx, jobID)
 }
 
-// Wait long-polls the job until it is final.
+// Wait follows the job until it is final, as scimesh wait does.
 func (r *rest) Wait(ctx context.Context, jobID string) (*client.Job, error) {
-	after := ""
-	for {
-		job, err := r.c.WaitJob(ctx, jobID, after, 10*time.Second)
-		if err != nil {
-			return nil, err
-		}
-		if job.Final() {
-			return job, nil
-		}
-		if job.ProgressToken == after {
-			time.Sleep(100 * time.Millisecond) // nothing new, at once
-		}
-		after = job.ProgressToken
-	}
+	return r.c.Follow(ctx, jobID, func(*client.Job) {}, func(error) {})
 }
 
 // Result downloads the final CSV.
 func (r *rest) Result(ctx context.Context, jobID string) ([]byte, error) {
-	rc, err := r.c.Result(ctx, jobID)
-	if err != nil {
+	var b bytes.Buffer
+	if err := r.c.SaveResult(ctx, jobID, &b); err != nil {
 		return nil, err
 	}
-	defer rc.Close()
-	return io.ReadAll(rc)
+	return b.Bytes(), nil
 }
 
 // Cancel cancels the job.
