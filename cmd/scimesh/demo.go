@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/spf13/cobra"
 
 	"github.com/scimesh/scimesh/internal/demo"
@@ -18,7 +22,7 @@ directory and two workers with the built-in tanimoto workload, generates
 time, and checks the result against a direct single-process computation.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signalContext(cmd)
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			return demo.Run(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), c)
 		},

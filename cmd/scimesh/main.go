@@ -1,9 +1,10 @@
 // Command scimesh is SciMesh's one binary: the coordinator, the worker and
-// the client commands. It holds only the commands, their flags and the
-// environment (.env included): each command turns those into the config of
-// a library package — internal/server for serve (and for demo),
-// internal/worker, internal/client — and runs it. The load generators are
-// in scimesh-bench, which users never need (TestBinaryLinksNoBenchOrTestCode).
+// the client commands. It holds the commands that build a coordinator or a
+// worker: their flags, resolved by internal/config into the config of a
+// library package (internal/server for serve, internal/worker, and
+// internal/demo, internal/slurm), which it runs. The client commands are
+// internal/clientcmd's. The load generators are in scimesh-bench, which
+// users never need (TestBinaryLinksNoBenchOrTestCode).
 package main
 
 import (

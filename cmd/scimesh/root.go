@@ -2,6 +2,8 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+
+	"github.com/scimesh/scimesh/internal/clientcmd"
 )
 
 func newRootCmd() *cobra.Command {
@@ -15,10 +17,7 @@ deterministic final CSV.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newServeCmd(), newMigrateCmd(), newPruneCmd(), newWorkerCmd())
-	root.AddCommand(newClientCmds()...)
-	root.AddCommand(newAccountCmd())
-	root.AddCommand(newWorkerKeyCmd())
-	root.AddCommand(withHints(newWorkersCmd())...)
+	root.AddCommand(clientcmd.Commands()...)
 	root.AddCommand(newDemoCmd(), newSlurmCmd())
 	root.AddCommand(newVersionCmd())
 	return root
