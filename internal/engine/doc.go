@@ -46,7 +46,9 @@
 //	retention.go   PruneExpired; loops.go Run, the background loops
 //	worker.go      workers seen, for GET /workers and the cache's versions
 //
-// The task and job state machines are drawn in ARCHITECTURE.md.
+// The tests of a file are in FILE_test.go (the fencing that renew, complete
+// and fail share in lease_test.go; setup helpers in engine_test.go). The
+// task and job state machines are drawn in ARCHITECTURE.md.
 //
 // The rules:
 //

@@ -264,3 +264,93 @@ func TestTreeLeaseExpiry(t *testing.T) {
 		t.Errorf("a late result of the expired leaf = %v, want ErrCancelled", err)
 	}
 }
+
+// Group commit serves concurrent single-form calls together. The tests of
+// it (the *TogetherAnswerAsAlone tests, beside the operation each groups)
+// hold what a run of several calls answers against the same calls made one
+// by one, on two engines set up alike, on both stores, with the helpers
+// below.
+
+// bothStores runs body on SQLite and on PostgreSQL, each test with fresh
+// stores from open.
+func bothStores(t *testing.T, body func(t *testing.T, open func() store.Store)) {
+	t.Run("sqlite", func(t *testing.T) {
+		t.Parallel()
+		body(t, func() store.Store { return openStore(t) })
+	})
+	t.Run("postgres", func(t *testing.T) {
+		t.Parallel()
+		body(t, func() store.Store { return openPG(t, pgtest.URL(t)) })
+	})
+}
+
+// errClass names the sentinel an error carries, as the transports map it.
+func errClass(err error) string {
+	for _, c := range []struct {
+		name string
+		err  error
+	}{
+		{"invalid_argument", domain.ErrInvalidArgument}, {"not_found", domain.ErrNotFound},
+		{"lease_lost", domain.ErrLeaseLost}, {"cancelled", domain.ErrCancelled}, {"conflict", domain.ErrConflict},
+	} {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
+	}
+	if err != nil {
+		return "other: " + err.Error()
+	}
+	return "ok"
+}
+
+// leasedSetup is an engine with job a (5 chunks, all leased by "w",
+// attempt 1) and job b (1 chunk, leased by "w", then cancelled).
+type leasedSetup struct {
+	e    *engine.Engine
+	a, b string // job IDs
+}
+
+func newLeasedSetup(t *testing.T, s store.Store) *leasedSetup {
+	t.Helper()
+	ctx := t.Context()
+	e := newEngine(s, engine.Config{})
+	a, _, err := e.CreateJob(ctx, spec(5), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := e.CreateJob(ctx, spec(1), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w", Max: 10})
+	if err != nil || len(tasks) != 6 {
+		t.Fatalf("claim = %d tasks, %v; want 6", len(tasks), err)
+	}
+	if _, err := e.CancelJob(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	return &leasedSetup{e: e, a: a.ID, b: b.ID}
+}
+
+func (s *leasedSetup) task(name string) string {
+	switch name[0] {
+	case 'a':
+		return fmt.Sprintf("%s-%s", s.a, name[1:])
+	case 'b':
+		return fmt.Sprintf("%s-%s", s.b, name[1:])
+	}
+	return "s0:missing-0"
+}
+
+func (s *leasedSetup) states(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	for _, n := range []string{"a0", "a1", "a2", "a3", "a4", "b0"} {
+		v, err := s.e.GetTask(t.Context(), s.task(n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, fmt.Sprintf("%s %s attempt %d owner %s", n, v.State, v.Attempt, v.LeaseOwner))
+	}
+	return out
+}

@@ -11,50 +11,6 @@ import (
 	"github.com/scimesh/scimesh/internal/store"
 )
 
-// TestReleaseOnLastAttemptIsSaved releases a task on its last attempt: the
-// bump of max_attempts is in the database, so the next attempt's failure
-// is retried like any other and the task does not fail early.
-func TestReleaseOnLastAttemptIsSaved(t *testing.T) {
-	t.Parallel()
-	s := openStore(t)
-	e := newEngine(s, engine.Config{Jitter: func() float64 { return 0 }})
-	sp := spec(1)
-	sp.MaxAttempts = 1
-	v, _, err := e.CreateJob(t.Context(), sp, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tasks, err := e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w"})
-	if err != nil || len(tasks) != 1 {
-		t.Fatalf("claim: %v, %v", tasks, err)
-	}
-	id := tasks[0].ID
-	if _, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: id, WorkerID: "w", Attempt: 1, Error: "worker stopping", Release: true}); err != nil {
-		t.Fatal(err)
-	}
-	stored, err := s.TaskGet(t.Context(), id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if stored.State != domain.TaskPending || stored.Attempt != 1 || stored.MaxAttempts != 2 {
-		t.Fatalf("stored after the release: state %s, attempt %d, max_attempts %d; want pending, 1, 2",
-			stored.State, stored.Attempt, stored.MaxAttempts)
-	}
-	tasks, err = e.ClaimTasks(t.Context(), engine.ClaimTasksParams{WorkerID: "w2"})
-	if err != nil || len(tasks) != 1 || tasks[0].Attempt != 2 || tasks[0].MaxAttempts != 2 {
-		t.Fatalf("claim after the release: %+v, %v; want attempt 2 of 2", tasks, err)
-	}
-	// The attempt the release gave back is the last: its failure is final.
-	got, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: id, WorkerID: "w2", Attempt: 2, Error: "boom", Retryable: true})
-	if err != nil || got.State != domain.TaskFailed {
-		t.Fatalf("failure of attempt 2 = %v, %v; want failed", got, err)
-	}
-	job, err := e.GetJob(t.Context(), v.ID)
-	if err != nil || job.Status != domain.JobFailed {
-		t.Fatalf("job = %+v, %v; want failed", job, err)
-	}
-}
-
 // leaseBundle is an engine on a SQLite file with a clock that stands
 // still, and a job of one chunk whose task w1 has leased (attempt 1).
 type leaseBundle struct {
@@ -158,47 +114,6 @@ func TestLeaseFencing(t *testing.T) {
 	b.checkRefused(t, "the holder after its job was cancelled", "w1", 1, domain.ErrCancelled)
 }
 
-// TestLeaseResultReplay checks that the holder's result completes the task
-// once: the same result again changes nothing and succeeds, a different
-// one is ErrConflict (409 on every transport), and the same result from
-// anyone else is ErrLeaseLost.
-func TestLeaseResultReplay(t *testing.T) {
-	t.Parallel()
-	b := newLeaseBundle(t, 3)
-	ctx := t.Context()
-	first := b.result("w1", 1, "id,score\na,1\n")
-	got, err := b.e.CompleteTask(ctx, first)
-	if err != nil || got.State != domain.TaskCompleted {
-		t.Fatalf("CompleteTask = %v, %v; want completed", got, err)
-	}
-	done := b.stored(t)
-
-	b.clock.Advance(time.Minute) // past the lease: a replay needs none
-	again, err := b.e.CompleteTask(ctx, first)
-	if err != nil || again.State != domain.TaskCompleted {
-		t.Fatalf("replayed CompleteTask = %v, %v; want the completed task", again, err)
-	}
-	if after := b.stored(t); after.Version != done.Version || !after.FinishedAt.Equal(done.FinishedAt) {
-		t.Fatalf("the replay wrote: version %d, finished %v; was %d, %v", after.Version, after.FinishedAt, done.Version, done.FinishedAt)
-	}
-	for _, c := range []struct {
-		what string
-		p    engine.CompleteTaskParams
-		want error
-	}{
-		{"a different result", b.result("w1", 1, "id,score\nb,2\n"), domain.ErrConflict},
-		{"the same result from another worker", b.result("w2", 1, "id,score\na,1\n"), domain.ErrLeaseLost},
-		{"the same result from another attempt", b.result("w1", 2, "id,score\na,1\n"), domain.ErrLeaseLost},
-	} {
-		if _, err := b.e.CompleteTask(ctx, c.p); !errors.Is(err, c.want) {
-			t.Errorf("%s: CompleteTask = %v, want %v", c.what, err, c.want)
-		}
-	}
-	if after := b.stored(t); after.Version != done.Version || string(after.Result) != string(first.Output) {
-		t.Fatalf("refused results changed the task: version %d, result %q", after.Version, after.Result)
-	}
-}
-
 // TestLeaseStaleAttempt checks that a lease is lost once it expires, even
 // before the reaper notices, and that the attempt it belonged to stays
 // fenced off after the next claim: its heartbeat, result and failure are
@@ -218,22 +133,4 @@ func TestLeaseStaleAttempt(t *testing.T) {
 	if got, err := b.e.CompleteTask(t.Context(), b.result("w2", 2, "id,score\na,1\n")); err != nil || got.State != domain.TaskCompleted {
 		t.Fatalf("the new attempt's result = %v, %v; want completed", got, err)
 	}
-}
-
-// TestLeaseRelease checks that a worker releasing its lease gives the task
-// back at once, without backoff and without spending the attempt, and
-// that the released attempt is fenced off like any other lost lease.
-func TestLeaseRelease(t *testing.T) {
-	t.Parallel()
-	b := newLeaseBundle(t, 3)
-	got, err := b.e.FailTask(t.Context(), engine.FailTaskParams{TaskID: b.task.ID, WorkerID: "w1", Attempt: 1,
-		Error: "worker stopping", Release: true})
-	if err != nil || got.State != domain.TaskPending || got.RunAfter.After(b.clock.Now()) || got.MaxAttempts != 3 {
-		t.Fatalf("release = %+v, %v; want pending at once with max_attempts 3", got, err)
-	}
-	if s := b.stored(t); s.LeaseExpiresAt != (time.Time{}) || s.Error != "worker stopping" {
-		t.Fatalf("stored after the release: lease expiry %v, error %q; want none, the reason", s.LeaseExpiresAt, s.Error)
-	}
-	b.checkRefused(t, "the released attempt", "w1", 1, domain.ErrLeaseLost)
-	b.claim(t, "w2", 2) // at once: no backoff passes on the clock
 }
