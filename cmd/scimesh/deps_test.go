@@ -20,7 +20,7 @@ func TestBinaryLinksNoBenchOrTestCode(t *testing.T) {
 	forbidden := []string{
 		mod + "internal/bench", mod + "internal/pgcluster", mod + "internal/pgtest", mod + "internal/s3test",
 		mod + "internal/slurmtest", mod + "internal/testenv", mod + "internal/store/storetest",
-		mod + "internal/engine/enginetest", mod + "bench/", "github.com/valyala/fasthttp", "testing",
+		mod + "internal/engine/enginetest", mod + "bench/", mod + "tests/", "github.com/valyala/fasthttp", "testing",
 	}
 	deps := strings.Fields(string(out))
 	if len(deps) < 50 {
