@@ -92,17 +92,11 @@ func newAccountAddCmd() *cobra.Command {
 		Use:   "add NAME",
 		Args:  argsNamed("the new account's name (1 to 63 of a-z, 0-9, '.', '_', '-')"),
 		Short: "Create an account and print its token, once",
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			s, err := sf.settings(cmd)
 			if err != nil {
 				return err
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
 			a, err := c.CreateAccount(ctx, args[0], s)
 			if err != nil {
 				return err
@@ -110,7 +104,7 @@ func newAccountAddCmd() *cobra.Command {
 			fmt.Fprintf(cmd.ErrOrStderr(), "created account %s; its token is shown this once (only its hash is kept), hand it over now:\n", a.Name)
 			fmt.Fprintln(cmd.OutOrStdout(), a.Token)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	sf.register(cmd)
@@ -170,7 +164,7 @@ func newAccountSetCmd() *cobra.Command {
 		Use:   "set NAME",
 		Args:  argsNamed("the account's name"),
 		Short: "Change an account's weight, quotas or admin flag; the settings not given are kept",
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			s, err := sf.settings(cmd)
 			if err != nil {
 				return err
@@ -178,8 +172,8 @@ func newAccountSetCmd() *cobra.Command {
 			if s == (client.AccountSettings{}) {
 				return errors.New("nothing to change: give one or more of --admin, --weight, --max-running, --max-jobs, --max-storage")
 			}
-			return updateAccount(cmd, &cf, args[0], s)
-		},
+			return updateAccount(ctx, cmd, c, args[0], s)
+		}),
 	}
 	cf.register(cmd)
 	sf.register(cmd)
@@ -197,22 +191,16 @@ func newAccountEnableCmd(use string, disable bool) *cobra.Command {
 		Use:   use + " NAME",
 		Args:  argsNamed("the account's name"),
 		Short: short,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return updateAccount(cmd, &cf, args[0], client.AccountSettings{Disabled: &disable})
-		},
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+			return updateAccount(ctx, cmd, c, args[0], client.AccountSettings{Disabled: &disable})
+		}),
 	}
 	cf.register(cmd)
 	return cmd
 }
 
 // updateAccount changes account name as s says and shows it.
-func updateAccount(cmd *cobra.Command, cf *clientFlags, name string, s client.AccountSettings) error {
-	c, err := cf.client(cmd)
-	if err != nil {
-		return err
-	}
-	ctx, stop := signalContext(cmd)
-	defer stop()
+func updateAccount(ctx context.Context, cmd *cobra.Command, c *client.Client, name string, s client.AccountSettings) error {
 	a, err := c.UpdateAccount(ctx, name, s)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package clientcmd
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 
@@ -30,12 +31,8 @@ A worker account of (pool) is the installation's own workers.`,
   scimesh usage --by account,day --since 2026-03-01
   scimesh usage --by workload,worker_account --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			rows, err := c.Usage(cmd.Context(), opts)
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+			rows, err := c.Usage(ctx, opts)
 			if err != nil {
 				return err
 			}
@@ -44,7 +41,7 @@ A worker account of (pool) is the installation's own workers.`,
 				return json.NewEncoder(out).Encode(map[string]any{"usage": rows})
 			}
 			return show.Usage(out, rows, opts.By)
-		},
+		}),
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
@@ -71,17 +68,13 @@ It takes an admin's token. docs/api.md lists the actions.`,
 		Example: `  scimesh audit
   scimesh audit --since 2026-03-01 --limit 200`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			list, err := c.Audit(cmd.Context(), opts)
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+			list, err := c.Audit(ctx, opts)
 			if err != nil {
 				return err
 			}
 			return printPage(cmd, asJSON, list, list.NextCursor, func(w io.Writer) error { return show.Audit(w, list.Entries) })
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&opts.Since, "since", "", "only entries at or after this RFC 3339 time or date")

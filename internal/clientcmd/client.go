@@ -49,11 +49,6 @@ func (f *clientFlags) client(cmd *cobra.Command) (*client.Client, error) {
 	return client.New(base, token, client.WithUserAgent("scimesh-cli"), client.WithWarn(warn)), nil
 }
 
-// signalContext is cmd's context, cancelled by SIGINT or SIGTERM.
-func signalContext(cmd *cobra.Command) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-}
-
 // Commands returns the client commands, for the root command to add.
 func Commands() []*cobra.Command {
 	cmds := withHints(newSubmitCmd(), newWaitCmd(), newStatusCmd(), newJobsCmd(), newResultCmd(), newLogsCmd(), newCancelCmd(), newRetryCmd(),
@@ -79,7 +74,7 @@ func clientRun(cf *clientFlags, fn func(ctx context.Context, cmd *cobra.Command,
 		if err != nil {
 			return err
 		}
-		ctx, stop := signalContext(cmd)
+		ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		return fn(ctx, cmd, c, args)
 	}

@@ -184,12 +184,8 @@ func newStatusCmd() *cobra.Command {
 		Use:   "status JOB",
 		Short: "Show a job's status and progress",
 		Args:  argsNamed("a job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			job, err := c.GetJob(cmd.Context(), args[0])
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+			job, err := c.GetJob(ctx, args[0])
 			if err != nil {
 				return err
 			}
@@ -198,7 +194,7 @@ func newStatusCmd() *cobra.Command {
 				return json.NewEncoder(out).Encode(job)
 			}
 			return show.Job(out, job)
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
@@ -215,17 +211,13 @@ func newJobsCmd() *cobra.Command {
 		Use:   "jobs",
 		Short: "List jobs, newest first",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			list, err := c.ListJobs(cmd.Context(), opts)
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
+			list, err := c.ListJobs(ctx, opts)
 			if err != nil {
 				return err
 			}
 			return printPage(cmd, asJSON, list, list.NextCursor, func(w io.Writer) error { return show.Jobs(w, list.Jobs) })
-		},
+		}),
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
@@ -245,20 +237,16 @@ func newResultCmd() *cobra.Command {
 		Use:   "result JOB",
 		Short: "Download a completed job's final CSV, or with --partial the best rows so far",
 		Args:  argsNamed("a job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			if partial {
-				return writePeek(cmd.Context(), cmd, c, args[0], output)
+				return writePeek(ctx, cmd, c, args[0], output)
 			}
-			err = writeResult(cmd.Context(), cmd, c, args[0], output)
+			err := writeResult(ctx, cmd, c, args[0], output)
 			if client.IsNotReady(err) {
 				return fmt.Errorf("job %s has no result yet; wait until 'scimesh status %s' says completed, or add --partial for the best rows so far", args[0], args[0])
 			}
 			return err
-		},
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&output, "output", "o", "", "write the result here instead of standard output")
@@ -316,18 +304,14 @@ func newCancelCmd() *cobra.Command {
 		Use:   "cancel JOB",
 		Short: "Cancel a job and every task of it not yet finished",
 		Args:  argsNamed("a job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			job, err := c.Cancel(cmd.Context(), args[0])
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+			job, err := c.Cancel(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job %s is %s\n", job.JobID, job.Status)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
@@ -344,19 +328,15 @@ its completed chunks and their outputs are kept, and the job is pending
 again until it completes (or fails) as usual. A job that is pending,
 running or completed cannot be retried.`,
 		Args: argsNamed("a job ID"),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			job, err := c.Retry(cmd.Context(), args[0])
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
+			job, err := c.Retry(ctx, args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "job %s is %s: %d of %d chunks to run again\n",
 				job.JobID, job.Status, job.Tasks.Total-job.Tasks.Completed, job.Tasks.Total)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd

@@ -101,24 +101,18 @@ func newWorkerKeyTrustCmd(use string, trusted bool) *cobra.Command {
 		Use:   use + " ACCOUNT/NAME",
 		Args:  argsNamed("the key as ACCOUNT/NAME"),
 		Short: short,
-		RunE: func(cmd *cobra.Command, args []string) error {
+		RunE: clientRun(&cf, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
 			account, name, ok := strings.Cut(args[0], "/")
 			if !ok || account == "" || name == "" {
 				return fmt.Errorf("%s takes the key as ACCOUNT/NAME (e.g. alice/laptop), not %q", use, args[0])
 			}
-			c, err := cf.client(cmd)
-			if err != nil {
-				return err
-			}
-			ctx, stop := signalContext(cmd)
-			defer stop()
 			k, err := c.TrustWorkerKey(ctx, account, name, trusted)
 			if err != nil {
 				return err
 			}
 			show.KeyTrust(cmd.OutOrStdout(), k)
 			return nil
-		},
+		}),
 	}
 	cf.register(cmd)
 	return cmd
