@@ -243,7 +243,7 @@ func newResultCmd() *cobra.Command {
 			}
 			err := writeResult(ctx, cmd, c, args[0], output)
 			if client.IsNotReady(err) {
-				return fmt.Errorf("job %s has no result yet; wait until 'scimesh status %s' says completed, or add --partial for the best rows so far", args[0], args[0])
+				return fmt.Errorf("%w\n(a job has a result once 'scimesh status %s' says completed; --partial gives the best rows so far)", err, args[0])
 			}
 			return err
 		}),
