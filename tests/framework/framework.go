@@ -72,6 +72,9 @@ type JobSpec struct {
 	TopK        int
 	ChunkRows   int
 	MaxAttempts int
+	// LeaseSeconds is how long a worker holds a chunk between heartbeats;
+	// a worker learns of a cancel at its next heartbeat, a third of it.
+	LeaseSeconds int
 	// Params are the workload's parameters, each a string.
 	Params map[string]string
 }

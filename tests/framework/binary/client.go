@@ -39,7 +39,7 @@ func (c *cli) Submit(ctx context.Context, path string, spec framework.JobSpec) (
 	for _, f := range []struct {
 		flag string
 		n    int
-	}{{"--top-k", spec.TopK}, {"--chunk-rows", spec.ChunkRows}, {"--max-attempts", spec.MaxAttempts}} {
+	}{{"--top-k", spec.TopK}, {"--chunk-rows", spec.ChunkRows}, {"--max-attempts", spec.MaxAttempts}, {"--lease-seconds", spec.LeaseSeconds}} {
 		if f.n != 0 {
 			args = append(args, f.flag, strconv.Itoa(f.n))
 		}

@@ -83,5 +83,6 @@ func (c *coordinator) Restart(t testing.TB) {
 		t.Fatal(err)
 	}
 	c.proc.Done <- <-c.proc.Done // for the cleanup's wait
+	framework.CheckDown(t, c.addr)
 	c.proc = Serve(t, readyClient, c.path, c.dir, c.addr, c.env, c.args...)
 }

@@ -38,7 +38,7 @@ func (r *rest) Submit(ctx context.Context, path string, spec framework.JobSpec) 
 	defer f.Close()
 	up, job, err := r.c.Submit(ctx, f, &client.JobRequest{
 		Name: filepath.Base(path), Workload: spec.Workload, Parameters: params,
-		TopK: spec.TopK, ChunkRows: spec.ChunkRows, MaxAttempts: spec.MaxAttempts,
+		TopK: spec.TopK, ChunkRows: spec.ChunkRows, MaxAttempts: spec.MaxAttempts, LeaseSeconds: spec.LeaseSeconds,
 	})
 	if up == nil {
 		return "", fmt.Errorf("upload %s: %w", path, err)

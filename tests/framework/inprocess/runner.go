@@ -132,5 +132,6 @@ func (c *coordinator) Client() framework.Client { return c.client }
 func (c *coordinator) Restart(t testing.TB) {
 	t.Helper()
 	c.stop(t)
+	framework.CheckDown(t, c.cfg.Addr)
 	c.start(t)
 }
