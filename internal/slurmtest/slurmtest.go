@@ -15,13 +15,10 @@ package slurmtest
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,7 +114,7 @@ func Start(t *testing.T) *Cluster {
 		unavailable(t, "munged did not create its socket: "+d.output())
 	}
 
-	ports := freePorts(t, 2)
+	ports := testenv.FreePorts(t, 2)
 	conf := fmt.Sprintf(`ClusterName=slurmtest
 SlurmctldHost=%[1]s(127.0.0.1)
 SlurmctldPort=%[2]d
@@ -159,7 +156,7 @@ PartitionName=%[8]s Nodes=%[1]s Default=YES MaxTime=INFINITE State=UP
 		return state == "idle"
 	}) {
 		logs, _ := os.ReadFile(filepath.Join(dir, "log", "slurmctld.log"))
-		unavailable(t, fmt.Sprintf("the node is %q, not idle, 30 s after the start: %s\n%s", state, d.output(), lastLines(string(logs), 20)))
+		unavailable(t, fmt.Sprintf("the node is %q, not idle, 30 s after the start: %s\n%s", state, d.output(), testenv.LastLines(string(logs), 20)))
 	}
 	return c
 }
@@ -197,7 +194,7 @@ func (c *Cluster) stop(t *testing.T, d *daemons) {
 	if t.Failed() {
 		for _, name := range []string{"slurmctld.log", "slurmd.log"} {
 			logs, _ := os.ReadFile(filepath.Join(c.Dir, "log", name))
-			t.Logf("%s:\n%s", name, lastLines(string(logs), 30))
+			t.Logf("%s:\n%s", name, testenv.LastLines(string(logs), 30))
 		}
 	}
 	d.stop()
@@ -221,7 +218,7 @@ func (d *daemons) Write(p []byte) (int, error) {
 func (d *daemons) output() string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return lastLines(d.out.String(), 20)
+	return testenv.LastLines(d.out.String(), 20)
 }
 
 func (d *daemons) start(t *testing.T, path string, args ...string) {
@@ -266,29 +263,6 @@ func (d *daemons) stop() {
 	}
 }
 
-// freePorts returns n loopback ports free now, below Linux's ephemeral
-// range, from which the kernel hands out ports to other listeners.
-func freePorts(t *testing.T, n int) []int {
-	t.Helper()
-	var ports []int
-	for range 1000 {
-		if len(ports) == n {
-			return ports
-		}
-		port := 20000 + rand.IntN(12000)
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		if !slices.Contains(ports, port) {
-			ports = append(ports, port)
-		}
-	}
-	t.Fatalf("no %d free ports in 20000-31999", n)
-	return nil
-}
-
 func waitFor(timeout time.Duration, ok func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !ok() {
@@ -298,12 +272,4 @@ func waitFor(timeout time.Duration, ok func() bool) bool {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return true
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

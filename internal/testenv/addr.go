@@ -4,26 +4,43 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"slices"
 	"testing"
 )
 
 // FreeAddr returns a loopback address free now, for a coordinator that must
 // be reachable at an address known before it starts (a topology) or again
-// after a restart. Its port is below Linux's ephemeral range (32768 and up
-// by default), from which the kernel picks the ports of listeners on port 0
-// and of outgoing connections: so no other test can be handed it meanwhile.
+// after a restart.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	for range 100 {
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", 20000+rand.IntN(12000)))
+	return fmt.Sprintf("127.0.0.1:%d", FreePorts(t, 1)[0])
+}
+
+// FreePorts returns n distinct loopback ports free now. They are below
+// Linux's ephemeral range (32768 and up by default), from which the kernel
+// picks the ports of listeners on port 0 and of outgoing connections: so no
+// other test can be handed one meanwhile.
+func FreePorts(t testing.TB, n int) []int {
+	t.Helper()
+	var ports []int
+	for range 100 * n {
+		if len(ports) == n {
+			return ports
+		}
+		port := 20000 + rand.IntN(12000)
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			continue // taken
 		}
-		defer ln.Close()
-		return ln.Addr().String()
+		ln.Close()
+		if !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
 	}
-	t.Fatal("no free port in 20000-31999 after 100 tries")
-	return ""
+	if len(ports) < n {
+		t.Fatalf("no %d free ports in 20000-31999", n)
+	}
+	return ports
 }
 
 // NonLoopbackIP returns an IP address of this machine that is neither

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
@@ -91,16 +90,12 @@ func serveSQLite(t *testing.T, dir string) *proc {
 	return serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 }
 
-// readyClient probes readiness; an address that accepts connections but
-// never answers must not hang the test.
-var readyClient = &http.Client{Timeout: 5 * time.Second}
-
 // serveOn starts a coordinator on addr and waits until it is ready. With
 // port 0 the kernel picks a free port, which the coordinator logs: unlike a
 // port chosen beforehand, no test running alongside can take it meanwhile.
 func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc {
 	t.Helper()
-	return serveWith(t, readyClient, dir, addr, env, args...)
+	return serveWith(t, binary.ReadyClient, dir, addr, env, args...)
 }
 
 // serveWith is serveOn asking whether the coordinator is ready with hc,

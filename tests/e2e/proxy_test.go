@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
-	"github.com/scimesh/scimesh/tests/framework"
 )
 
 // findNginx returns the nginx binary, or skips the test loudly when there
@@ -99,7 +98,7 @@ func startNginx(t *testing.T, nginx, dir, upstream, caFile, certFile, keyFile st
 		<-done
 		if t.Failed() {
 			log, _ := os.ReadFile(filepath.Join(prefix, "error.log"))
-			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), framework.LastLines(string(log), 30))
+			t.Logf("nginx output:\n%s\nnginx error.log:\n%s", out.String(), testenv.LastLines(string(log), 30))
 		}
 	})
 	pool := x509.NewCertPool()
@@ -160,7 +159,7 @@ func TestBehindTLSProxy(t *testing.T) {
 		msg, err := run(t, dir, append(clientEnv(coordinator), trust), "submit", table, "--workload", "copy", "--no-cache",
 			"--top-k", "20", "--chunk-rows", "250", "--max-attempts", "1", "--wait", "--output", out)
 		if err != nil {
-			t.Fatalf("submit --wait through %s: %v\n%s\nworker:\n%s", coordinator, err, msg, framework.LastLines(w.Stderr.String(), 20))
+			t.Fatalf("submit --wait through %s: %v\n%s\nworker:\n%s", coordinator, err, msg, testenv.LastLines(w.Stderr.String(), 20))
 		}
 		got, err := os.ReadFile(out)
 		if err != nil {
@@ -172,7 +171,7 @@ func TestBehindTLSProxy(t *testing.T) {
 		// A refusal reads "POST /tasks/claim: 401 unauthenticated: …"; a
 		// bare "401" would match a timestamp's milliseconds.
 		if strings.Contains(w.Stderr.String(), " 401 ") || strings.Contains(w.Stderr.String(), "unauthenticated") {
-			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, framework.LastLines(w.Stderr.String(), 20))
+			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, testenv.LastLines(w.Stderr.String(), 20))
 		}
 		_ = w.Cmd.Process.Kill() // the next round's worker goes the other way
 		<-w.Done
@@ -185,7 +184,7 @@ func TestBehindTLSProxy(t *testing.T) {
 	for _, req := range []string{`"POST /upload `, `"POST /jobs `, `"POST /tasks/claim `, `/input HTTP/1.1" 200`,
 		`"POST /scimesh/upload `, `"POST /scimesh/tasks/claim `, `"GET /scimesh/tasks/`} {
 		if !strings.Contains(string(access), req) {
-			t.Errorf("nginx's access log has no %s: the processes did not all go through the proxy\n%s", req, framework.LastLines(string(access), 20))
+			t.Errorf("nginx's access log has no %s: the processes did not all go through the proxy\n%s", req, testenv.LastLines(string(access), 20))
 		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // alive polls url until it answers 200, failing t when p exits first or
@@ -34,7 +35,7 @@ func alive(t *testing.T, p *proc, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if resp, err := readyClient.Get(url); err == nil {
+		if resp, err := binary.ReadyClient.Get(url); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return
@@ -105,7 +106,7 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	}
 	req, _ := http.NewRequest("GET", url+"/jobs", nil)
 	req.Header.Set("Authorization", "Bearer ctok")
-	resp, err := readyClient.Do(req)
+	resp, err := binary.ReadyClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,6 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
-	"github.com/scimesh/scimesh/tests/framework"
 	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
@@ -358,7 +357,7 @@ if env=$(tr '\0' '\n' </proc/$w/environ 2>&1); then echo "$env" | grep -q '^SCIM
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 		if t.Failed() {
-			t.Logf("the worker's output:\n%s", framework.LastLines(out.String(), 30))
+			t.Logf("the worker's output:\n%s", testenv.LastLines(out.String(), 30))
 		}
 	})
 

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
-	"github.com/scimesh/scimesh/tests/framework"
 )
 
 // Proc is a running process of a binary.
@@ -47,7 +46,7 @@ func Start(t testing.TB, path, dir string, env []string, args ...string) *Proc {
 		_ = cmd.Process.Kill()
 		<-p.Done
 		if t.Failed() {
-			t.Logf("scimesh %v output:\n%s", args, framework.LastLines(p.Stderr.String(), 30))
+			t.Logf("scimesh %v output:\n%s", args, testenv.LastLines(p.Stderr.String(), 30))
 		}
 	})
 	return p

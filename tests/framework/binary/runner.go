@@ -21,9 +21,9 @@ type Runner struct {
 
 var _ framework.Runner = Runner{}
 
-// readyClient asks whether a coordinator is ready; an address that accepts
+// ReadyClient asks whether a coordinator is ready; an address that accepts
 // connections but never answers must not hang the test.
-var readyClient = &http.Client{Timeout: 5 * time.Second}
+var ReadyClient = &http.Client{Timeout: 5 * time.Second}
 
 // workers numbers the workers, for their IDs.
 var workers atomic.Int64
@@ -45,7 +45,7 @@ func (r Runner) Serve(t testing.TB, cfg framework.ServeConfig) framework.Coordin
 		env:  []string{"CLIENT_AUTH_TOKEN=" + framework.ClientToken, "WORKER_AUTH_TOKEN=" + framework.WorkerToken},
 		args: []string{"--db", db, "--data-dir", filepath.Join(dir, "data")},
 	}
-	c.proc = Serve(t, readyClient, c.path, c.dir, c.addr, c.env, c.args...)
+	c.proc = Serve(t, ReadyClient, c.path, c.dir, c.addr, c.env, c.args...)
 	return c
 }
 
@@ -84,5 +84,5 @@ func (c *coordinator) Restart(t testing.TB) {
 	}
 	c.proc.Done <- <-c.proc.Done // for the cleanup's wait
 	framework.CheckDown(t, c.addr)
-	c.proc = Serve(t, readyClient, c.path, c.dir, c.addr, c.env, c.args...)
+	c.proc = Serve(t, ReadyClient, c.path, c.dir, c.addr, c.env, c.args...)
 }

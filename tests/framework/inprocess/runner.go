@@ -54,7 +54,7 @@ func (Runner) Serve(t testing.TB, cfg framework.ServeConfig) framework.Coordinat
 		c.stop(t)
 		c.client.c.CloseIdleConnections()
 		if t.Failed() {
-			t.Logf("coordinator %s log:\n%s", c.URL(), framework.LastLines(log.String(), 30))
+			t.Logf("coordinator %s log:\n%s", c.URL(), testenv.LastLines(log.String(), 30))
 		}
 	})
 	return c
@@ -91,7 +91,7 @@ func (Runner) Worker(t testing.TB, url string, cfg framework.WorkerConfig) {
 		}
 		cl.CloseIdleConnections()
 		if t.Failed() {
-			t.Logf("worker log:\n%s", framework.LastLines(log.String(), 30))
+			t.Logf("worker log:\n%s", testenv.LastLines(log.String(), 30))
 		}
 	})
 }
