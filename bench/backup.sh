@@ -40,21 +40,9 @@ run() {
 	sleep 1 # the workers are polling
 	id=$(SCIMESH_COORDINATOR=$url "$bin" submit "$dir/table.csv" --workload rank --chunk-rows 10 --top-k 5 \
 		--no-cache --speculate-after "$speculate" 2>/dev/null)
-	python3 - "$url" "$id" <<'PY'
-import json, sys, time, urllib.request
-from datetime import datetime
-url, job = sys.argv[1], sys.argv[2]
-while True:
-    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
-    if j["status"] in ("completed", "failed", "cancelled"):
-        break
-    time.sleep(0.05)
-assert j["status"] == "completed", j
-tasks = json.load(urllib.request.urlopen(f"{url}/jobs/{job}/tasks?limit=1000"))["tasks"]
-t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
-print("%.3f s  backups %d" % ((t(j["finished_at"]) - t(j["created_at"])).total_seconds(),
-    sum(1 for x in tasks if x["attempt"] > 1)))
-PY
+	local secs again
+	read -r secs _ again _ < <(job_done "$url" "$id")
+	echo "$secs s  backups $again"
 	kill "${pids[@]}" "$server"
 	wait "${pids[@]}" "$server" 2>/dev/null || true
 }
@@ -64,8 +52,8 @@ for _ in $(seq "$rounds"); do
 	echo "backups  $(run slow 3)"
 	echo "none     $(run slow 0)"
 done | tee "$dir/runs.txt"
-alone=$(grep '^alone' "$dir/runs.txt" | awk '{print $2}' | median %.2f)
-backups=$(grep '^backups' "$dir/runs.txt" | awk '{print $2}' | median %.2f)
-none=$(grep '^none' "$dir/runs.txt" | awk '{print $2}' | median %.2f)
+alone=$(median_of alone "$dir/runs.txt" %.2f)
+backups=$(median_of backups "$dir/runs.txt" %.2f)
+none=$(median_of none "$dir/runs.txt" %.2f)
 echo "medians: alone $alone s, backups $backups s, none $none s;" \
 	"backups/alone $(python3 -c "print('%.2f' % ($backups / $alone))")x, none/alone $(python3 -c "print('%.2f' % ($none / $alone))")x"

@@ -26,22 +26,9 @@ job() {
 	start=$(date +%s.%N)
 	id=$(SCIMESH_COORDINATOR=$url "$bin" submit "$dir/fp.csv" --workload tanimoto --chunk-rows 10000 --top-k "$topk" \
 		--param query="$query" 2>/dev/null)
-	python3 - "$url" "$id" "$start" <<'PY'
-import json, sys, time, urllib.request
-from datetime import datetime
-url, job, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
-while True:
-    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
-    if j["status"] in ("completed", "failed", "cancelled"):
-        break
-    time.sleep(0.05)
-assert j["status"] == "completed", j
-tasks = json.load(urllib.request.urlopen(f"{url}/jobs/{job}/tasks?limit=1000"))["tasks"]
-t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
-claimed = sum(1 for x in tasks if x["attempt"] > 0)
-print("%.3f s  whole %.2f s  claimed %d  cached %d" % ((t(j["finished_at"]) - t(j["created_at"])).total_seconds(),
-    time.time() - start, claimed, j["tasks"]["cached"]))
-PY
+	local secs claimed cached
+	read -r secs claimed _ cached < <(job_done "$url" "$id")
+	printf '%s s  whole %.2f s  claimed %d  cached %d\n' "$secs" "$(awk -v s="$start" -v e="$(date +%s.%N)" 'BEGIN { print e - s }')" "$claimed" "$cached"
 }
 
 for _ in $(seq "$rounds"); do
@@ -55,7 +42,7 @@ for _ in $(seq "$rounds"); do
 	kill "$worker" "$server"
 	wait "$worker" "$server" 2>/dev/null || true
 done | tee "$dir/runs.txt"
-first=$(grep '^first' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
-again=$(grep '^again' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
-top10=$(grep '^top10' "$dir/runs.txt" | awk '{print $2}' | median %.3f)
+first=$(median_of first "$dir/runs.txt" %.3f)
+again=$(median_of again "$dir/runs.txt" %.3f)
+top10=$(median_of top10 "$dir/runs.txt" %.3f)
 echo "medians: first $first s, again $again s, top_k 10 $top10 s; first/again $(python3 -c "print('%.0f' % ($first / $again))")x"

@@ -8,6 +8,32 @@ median() {
 		awk -v f="${1:-%.0f}" '{a[NR] = $1} END {m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf f, m}'
 }
 
+# median_of LABEL FILE [FORMAT] prints the median of the second field of
+# FILE's lines that start with the word LABEL.
+median_of() { grep "^$1 " "$2" | awk '{print $2}' | median "${3:-%.0f}"; }
+
+# job_done URL JOB waits until job JOB of the coordinator at URL ends,
+# fails unless it completed, and prints its seconds from creation to end,
+# then how many of its chunks were claimed, claimed more than once (retried
+# or backed up), and completed from the cache.
+job_done() {
+	python3 - "$1" "$2" <<'PY'
+import json, sys, time, urllib.request
+from datetime import datetime
+url, job = sys.argv[1], sys.argv[2]
+while True:
+    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
+    if j["status"] in ("completed", "failed", "cancelled"):
+        break
+    time.sleep(0.05)
+assert j["status"] == "completed", j
+tasks = json.load(urllib.request.urlopen(f"{url}/jobs/{job}/tasks?limit=1000"))["tasks"]
+t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
+print("%.3f %d %d %d" % ((t(j["finished_at"]) - t(j["created_at"])).total_seconds(),
+    sum(1 for x in tasks if x["attempt"] > 0), sum(1 for x in tasks if x["attempt"] > 1), j["tasks"].get("cached", 0)))
+PY
+}
+
 # scratch_build sets dir, a new directory removed at exit with every
 # background process of the script, and bin, this tree's scimesh built
 # there (or $BIN, to measure another build).

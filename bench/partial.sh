@@ -54,20 +54,7 @@ PY
 	"$bin" worker --coordinator "$url" --id w --concurrency 2 --workload tanimoto --work-dir "$dir/work" 2>"$dir/worker.log" &
 	worker=$!
 	local secs
-	secs=$(python3 - "$url" "$job" <<'PY'
-import json, sys, time, urllib.request
-from datetime import datetime
-url, job = sys.argv[1], sys.argv[2]
-while True:
-    j = json.load(urllib.request.urlopen(f"{url}/jobs/{job}"))
-    if j["status"] in ("completed", "failed", "cancelled"):
-        break
-    time.sleep(0.2)
-assert j["status"] == "completed", j
-t = lambda s: datetime.fromisoformat(s.replace("Z", "+00:00"))
-print("%.2f" % (t(j["finished_at"]) - t(j["created_at"])).total_seconds())
-PY
-)
+	secs=$(job_done "$url" "$job" | awk '{printf "%.2f", $1}')
 	[ -z "$poller" ] || wait "$poller" || true
 	kill "$worker" 2>/dev/null || true
 	wait "$worker" 2>/dev/null || true
