@@ -186,3 +186,27 @@ func TestSpeculateAttemptNumbers(t *testing.T) {
 		t.Errorf("the lapsed backup's lease: %v, want ErrLeaseLost", err)
 	}
 }
+
+// TestSpeculateReleaseHoldsNoAttempt: a released backup, like any
+// release, is not held against the chunk: with max_attempts 2 the first
+// attempt's retryable failure afterwards leaves the chunk pending, as it
+// would have without the backup.
+func TestSpeculateReleaseHoldsNoAttempt(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := t0.Add(90 * time.Second)
+	tk := straggler(t0)
+	tk.MaxAttempts = 2
+	Focus(tk, "fast", 2, now)
+	Release(tk, "shutting down", now)
+	if tk.State != TaskLeased || tk.LeaseOwner != "slow" || tk.MaxAttempts != 3 {
+		t.Fatalf("after the backup's release: %s to %s, max_attempts %d; want leased to slow, max_attempts 3", tk.State, tk.LeaseOwner, tk.MaxAttempts)
+	}
+	Focus(tk, "slow", 1, now)
+	if final := Retry(tk, "exit 1", true, 0, now); final || tk.State != TaskPending {
+		t.Fatalf("the first attempt's retryable failure after the backup's release: %s (final %v), want pending", tk.State, final)
+	}
+	Lease(tk, "w", now)
+	if tk.Attempt != 3 {
+		t.Errorf("the next lease: attempt %d, want 3 (1 and 2 were taken)", tk.Attempt)
+	}
+}

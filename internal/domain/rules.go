@@ -452,7 +452,12 @@ func Retry(t *Task, reason string, retryable bool, wait time.Duration, now time.
 // is live, t stays leased to it instead.
 func Release(t *Task, reason string, now time.Time) {
 	if drop(t, reason, now) {
-		return // the other attempt goes on
+		// The other attempt goes on; the released one's number stays
+		// taken, but not against t: its attempts may all be failures yet.
+		if n := t.attempts(); n >= t.MaxAttempts {
+			t.MaxAttempts = n + 1
+		}
+		return
 	}
 	settle(t)
 	t.Error = reason
