@@ -249,3 +249,47 @@ func TestBackupEach(t *testing.T) {
 		}
 	})
 }
+
+// TestBackupCharged: both attempts of a backed-up chunk are charged,
+// however the chunk ends: the straggler's 36 s and the backup's 5 s,
+// beside the six other chunks' 60 s.
+func TestBackupCharged(t *testing.T) {
+	t.Parallel()
+	ends := map[string]func(e *engine.Engine, job string, slow, backup *engine.TaskView) error{
+		"the backup's result": func(e *engine.Engine, _ string, _, backup *engine.TaskView) error {
+			return completeChunk(t, e, "fast", backup, "f")
+		},
+		"a cancel of the job": func(e *engine.Engine, job string, _, _ *engine.TaskView) error {
+			_, err := e.CancelJob(t.Context(), job)
+			return err
+		},
+		"the straggler's failure for good": func(e *engine.Engine, _ string, slow, _ *engine.TaskView) error {
+			_, err := e.FailTask(t.Context(), engine.FailTaskParams{TaskID: slow.ID, WorkerID: "slow", Attempt: slow.Attempt, Error: "bad line 3"})
+			return err
+		},
+	}
+	onBothStores(t, func(t *testing.T, s store.Store) {
+		var before engine.UsageEntry
+		for what, end := range ends {
+			e, c, job, slow := straggling(t, s, nil)
+			c.Advance(21 * time.Second)
+			backup := claimN(t, e, "fast", 1)
+			if len(backup) != 1 || backup[0].ID != slow.ID {
+				t.Fatalf("%s: no backup of the straggler: %+v", what, backup)
+			}
+			c.Advance(5 * time.Second)
+			if err := end(e, job, slow, backup[0]); err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
+			got, err := e.ListUsage(t.Context(), engine.ListUsageParams{})
+			if err != nil || len(got) != 1 {
+				t.Fatalf("%s: usage %+v, %v", what, got, err)
+			}
+			// The cases share a database: each adds its own.
+			if tasks, secs := got[0].Tasks-before.Tasks, got[0].WorkerSeconds-before.WorkerSeconds; tasks != 8 || secs != 101 {
+				t.Errorf("%s: charged %d attempts and %v s, want 8 and 101 s", what, tasks, secs)
+			}
+			before = got[0]
+		}
+	})
+}

@@ -210,14 +210,12 @@ func (e *Engine) completeTasks(ctx context.Context, items []CompleteTaskParams) 
 			if outcome == domain.Replayed {
 				continue
 			}
+			chargeSecond(q, t, now) // the other attempt, which lost
 			if p.fromCache {
 				t.LeasedAt = time.Time{} // not run: no time to charge, and none among the job's chunk times
 				cached[t.JobID]++
 			} else {
 				charge(q, t, now)
-				if s := domain.SecondTask(t); s != nil {
-					charge(q, s, now) // the other attempt, which lost
-				}
 				workerDid(q, p.leaseOwner(), now)
 			}
 			changed = append(changed, t)

@@ -53,7 +53,11 @@ func (e *Engine) FailTask(ctx context.Context, p FailTaskParams) (*TaskView, err
 		}
 		task = t
 		charge(q, t, now)
-		chargeLapsed(q, t, now)
+		if p.Retryable || p.Release {
+			chargeLapsed(q, t, now) // a live other attempt goes on
+		} else {
+			chargeSecond(q, t, now) // a failure for good ends both
+		}
 		if p.Release {
 			domain.Release(t, p.Error, now)
 			return q.TaskUpdate(ctx, t)

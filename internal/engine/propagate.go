@@ -206,11 +206,13 @@ func cancelTask(q store.Querier, t *domain.Task, now time.Time) {
 	t.UpdatedAt, t.FinishedAt = now, now
 }
 
-// endLease charges the attempt of t, if t is leased, as ended at now (or
-// when its lease ran out, if earlier), in the transaction of q.
+// endLease charges the attempts of t, if t is leased, as ended at now (or
+// when their leases ran out, if earlier), in the transaction of q: its
+// backup's too, when it has one.
 func endLease(q store.Querier, t *domain.Task, now time.Time) {
 	if t.State == domain.TaskLeased {
 		charge(q, t, now)
+		chargeSecond(q, t, now)
 	}
 }
 

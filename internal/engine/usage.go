@@ -56,6 +56,15 @@ func charge(q store.Querier, t *domain.Task, end time.Time) {
 	m.charge(t, end)
 }
 
+// chargeSecond charges, in the transaction of q, the attempt in t's
+// second lease (domain.SecondTask), live or lapsed, as ended at now: the
+// change about to be made ends the whole task, that attempt with it.
+func chargeSecond(q store.Querier, t *domain.Task, now time.Time) {
+	if s := domain.SecondTask(t); s != nil {
+		charge(q, s, now)
+	}
+}
+
 // chargeLapsed charges, in the transaction of q, the attempt in t's
 // second lease (domain.SecondTask) when that lease ran out by now: the
 // change about to be made drops it, and nothing else would charge it.
