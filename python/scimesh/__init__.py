@@ -18,12 +18,13 @@ __version__ = "0.1.0"
 
 from .client import Client, Job  # noqa: E402
 from ._local import local  # noqa: E402
-from .errors import APIError, Error, JobFailed, NetworkError, SourceError  # noqa: E402
+from .errors import APIError, Error, JobFailed, NetworkError, SourceError, Timeout  # noqa: E402
 from .types import Account, AccountUsage, Task, TaskCounts, TaskInput, Upload, Usage, Worker, Workload  # noqa: E402
 from .workload import WorkloadError, run_workload  # noqa: E402
 
 __all__ = [
     "Client", "Job", "local",
     "Upload", "Task", "TaskInput", "TaskCounts", "Workload", "Worker", "Account", "AccountUsage", "Usage",
-    "Error", "APIError", "JobFailed", "NetworkError", "SourceError", "WorkloadError", "run_workload", "__version__",
+    "Error", "APIError", "JobFailed", "NetworkError", "SourceError", "Timeout", "WorkloadError",
+    "run_workload", "__version__",
 ]

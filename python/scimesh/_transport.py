@@ -12,8 +12,11 @@ Connections are kept open between calls (HTTP keep-alive): an answer read
 to its end gives its connection back for the next call, up to
 MAX_IDLE of them, until Transport.close. A kept connection that the
 coordinator closed meanwhile (it closes those idle for two minutes) fails
-at once, and a call that may be sent again is then sent on a new one,
-which is not counted as a retry.
+at once, with an error that says the peer closed it (reset, broken pipe,
+end of stream, TLS close); a call that may be sent again is then sent on a
+new one, which is not counted as a retry. Any other failure on a kept
+connection (a read timeout, say, after the call was sent) goes to the
+retries like a failure on a new connection.
 
 A token sent over plain http:// to a host that is not loopback crosses
 the network in the clear: the first call that does so says it on stderr,
@@ -32,7 +35,7 @@ import sys
 import threading
 import time
 import urllib.parse
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Set, Tuple
 
 from .errors import APIError, NetworkError
 
@@ -48,6 +51,13 @@ MAX_RETRY_AFTER = 300.0
 MAX_IDLE = 4
 
 BodyFactory = Callable[[], Iterable[bytes]]
+
+# The errors of a kept connection that show the coordinator closed it while
+# it was idle: a reset or broken pipe (http.client's RemoteDisconnected, an
+# answer that never began, is a ConnectionResetError) or a TLS close. Only
+# these send the call again at once on a new connection; a timeout, say,
+# may come after the call took effect, and goes to the retries.
+_CLOSED_WHILE_IDLE = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 # The coordinator addresses already warned about (plain http, a token, not
 # loopback): the warning is said once per process for each.
@@ -205,9 +215,12 @@ class Transport:
         idempotent: bool = True,
         timeout: Optional[float] = None,
         stream: bool = False,
-    ) -> Union[bytes, Response]:
+        parse_json: bool = False,
+    ) -> Any:
         """Performs one API call and returns the answer's body (or, with
-        ``stream``, the open :class:`Response`, which the caller closes).
+        ``stream``, the open :class:`Response`, which the caller closes;
+        with ``parse_json``, the body read as JSON: a 2xx answer that is
+        not JSON raises :class:`APIError` ``invalid_response``).
 
         A 2xx answer is returned; any other raises :class:`APIError`. A
         call that is ``idempotent`` (and whose body, if any, can be sent
@@ -235,9 +248,12 @@ class Transport:
                     if stream:
                         return Response(conn, resp, self._release)
                     try:
-                        return resp.read()
+                        raw = resp.read()
                     finally:
                         self._release(conn, resp)
+                    if parse_json:
+                        return _json_answer(raw, resp, method, path)
+                    return raw
                 hint = ""
                 if resp.status in (301, 302, 303, 307, 308):
                     hint = f"; the coordinator URL {self.url!r} is redirected to {resp.getheader('Location')!r}: use that URL"
@@ -287,7 +303,7 @@ class Transport:
                     kept.sock.settimeout(t)
                 try:
                     return self._exchange(kept, method, target, hdrs, payload, body)
-                except (OSError, http.client.HTTPException):
+                except _CLOSED_WHILE_IDLE:
                     pass  # closed by the coordinator while kept: a new one
         return self._exchange(self._connect(t), method, target, hdrs, payload, body)
 
@@ -387,4 +403,24 @@ def _api_error(resp: http.client.HTTPResponse, method: str, path: str, hint: str
         message = resp.reason or http.client.responses.get(resp.status, "")
     return APIError(
         resp.status, code, message + hint, method=method, path=path, request_id=resp.getheader("X-Request-ID")
+    )
+
+
+def _json_answer(raw: bytes, resp: http.client.HTTPResponse, method: str, path: str) -> Any:
+    """The JSON of a 2xx answer; what is not JSON (a proxy's HTML page, a
+    cut body) is an APIError invalid_response that shows its start."""
+    try:
+        return json.loads(raw)
+    except ValueError:  # json.JSONDecodeError, and UnicodeDecodeError
+        pass
+    if not raw:
+        got = "an empty body"
+    else:
+        text = raw[:200].decode("utf-8", "replace")
+        more = "..." if len(raw) > 200 else ""
+        kind = resp.getheader("Content-Type")
+        got = (f"{kind} " if kind else "") + repr(text) + more
+    raise APIError(
+        resp.status, "invalid_response", f"the answer is not JSON: {got}",
+        method=method, path=path, request_id=resp.getheader("X-Request-ID"),
     )

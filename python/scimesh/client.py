@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import datetime
 import io
-import json
 import math
 import os
 import shutil
@@ -18,7 +17,7 @@ from . import __version__
 from ._progress import Progress, make_bar
 from ._source import Source, body_of
 from ._transport import Response, Transport
-from .errors import JobFailed
+from .errors import JobFailed, Timeout
 from .types import Account, Task, TaskCounts, Upload, Usage, Worker, Workload
 
 FINAL = frozenset({"completed", "failed", "cancelled"})
@@ -28,6 +27,10 @@ _Instant = Optional[Union[str, datetime.date, datetime.datetime]]
 
 # The longest a single long-poll holds (the coordinator allows 60 s).
 _WAIT_SLICE = 30
+
+# The items a call asks for of the listings that take no page_size
+# (tasks, workers): the coordinator's most.
+_PAGE = 1000
 
 
 class Client:
@@ -102,14 +105,12 @@ class Client:
     # Uploads and jobs.
 
     def upload(self, source: Source) -> Upload:
-        """Uploads a table and returns it as an :class:`Upload`
-        (``upload_id``, ``bytes``, ``sha256``, ``rows``); see
+        """Uploads a table and returns it as an :class:`Upload`; see
         :meth:`submit` for what ``source`` may be. The coordinator checks
         the CSV as it arrives: a bad record is an :class:`APIError` 400
         ``invalid_argument`` naming its line."""
         body = body_of(source)
-        raw = self._t.call("POST", "/upload", body=body, headers={"Content-Type": "text/csv"})
-        return Upload.from_json(json.loads(raw))
+        return Upload.from_json(self._json("POST", "/upload", body=body, headers={"Content-Type": "text/csv"}))
 
     def submit(
         self,
@@ -163,10 +164,11 @@ class Client:
         remembers its output from an earlier job (the default reuses them,
         so a resubmitted job costs only what changed).
 
-        ``speculate_after`` (default 3; 0 for never): once no chunk waits
-        and at least 5 completed, a chunk running longer than this many
-        times their median time is run a second time on another worker,
-        and the first result counts.
+        ``speculate_after`` (default 3; 0 turns it off, else 1-100): once
+        no chunk waits and at least 5 completed, a chunk running longer
+        than this many times their median time gets a backup attempt on a
+        trusted worker, while an attempt is left for it, and the first
+        result counts.
 
         The job is created with an ``Idempotency-Key`` (``idempotency_key``,
         else a fresh UUID), so that a creation whose answer was lost is
@@ -197,8 +199,7 @@ class Client:
         }
         spec.update({k: v for k, v in options.items() if v is not None})
         key = idempotency_key or str(uuid.uuid4())
-        raw = self._t.call("POST", "/jobs", json_body=spec, headers={"Idempotency-Key": key})
-        return Job(self, json.loads(raw))
+        return Job(self, self._json("POST", "/jobs", json_body=spec, headers={"Idempotency-Key": key}))
 
     def job(self, job_id: str) -> "Job":
         """The job ``job_id`` as it is now (:class:`APIError` 404
@@ -235,17 +236,16 @@ class Client:
             yield Job(self, j)
 
     def tasks(self, job_id: str, state: Optional[str] = None) -> List[Task]:
-        """A list of the chunk tasks of job ``job_id`` (:class:`Task`:
-        ``task_id``, ``state``, ``attempt``, ``error``, ...), in chunk
-        order, optionally only those in ``state``; reads every page of the
-        listing before it returns. :meth:`iter_tasks` yields them as they
+        """A list of the chunk tasks of job ``job_id`` (:class:`Task`), in
+        chunk order, optionally only those in ``state``; reads every page
+        of the listing before it returns. :meth:`iter_tasks` yields them as they
         come."""
         return list(self.iter_tasks(job_id, state))
 
     def iter_tasks(self, job_id: str, state: Optional[str] = None) -> Iterator[Task]:
         """The tasks of :meth:`tasks`, one at a time: a page (of 1000) is
         read when the previous one is used up."""
-        for t in self._pages(f"/jobs/{_seg(job_id)}/tasks", "tasks", {"state": state}, 1000):
+        for t in self._pages(f"/jobs/{_seg(job_id)}/tasks", "tasks", {"state": state}, _PAGE):
             yield Task.from_json(t)
 
     def task(self, task_id: str) -> Task:
@@ -260,39 +260,29 @@ class Client:
     def workloads(self) -> List[Workload]:
         """The workloads that the workers seen in the last ten minutes
         announce (``GET /workloads``), by name: a list of
-        :class:`Workload`, each with its ``name``, how many ``workers``
-        announce it, when one of them last called, ``last_seen`` (an RFC
-        3339 string), and the ``versions`` they announce. A job may name a
-        workload that is not listed; it waits for a worker."""
+        :class:`Workload`. A job may name a workload that is not listed;
+        it waits for a worker."""
         return [Workload.from_json(w) for w in self._json("GET", "/workloads").get("workloads") or []]
 
     def workers(self) -> List[Worker]:
         """The workers the coordinator keeps (those seen in the last seven
         days), most recently seen first (``GET /workers``): those of your
-        account's worker keys, or every worker with an admin's token. A
-        list of :class:`Worker`, each with the worker's own ``id``, the
-        ``account`` and ``key`` it calls with (both ``""`` for the
-        installation's own pool), whether it is ``trusted``, its
-        ``workloads`` (empty when it takes any), ``last_seen`` (an RFC 3339
-        string) and ``tasks_done``; reads every page of the listing before
-        it returns. :meth:`iter_workers` yields them as they come."""
+        account's worker keys, or every worker with an admin's token: a
+        list of :class:`Worker`; reads every page of the listing before it
+        returns. :meth:`iter_workers` yields them as they come."""
         return list(self.iter_workers())
 
     def iter_workers(self) -> Iterator[Worker]:
         """The workers of :meth:`workers`, one at a time: a page (of 1000)
         is read when the previous one is used up."""
-        for w in self._pages("/workers", "workers", {}, 1000):
+        for w in self._pages("/workers", "workers", {}, _PAGE):
             yield Worker.from_json(w)
 
     # Accounts.
 
     def account(self) -> Account:
         """The caller's own account (``GET /account``), as an
-        :class:`Account`: its ``name``, whether it is an ``admin`` or
-        ``disabled``, its ``weight`` in the share of workers, its quotas
-        ``max_running``, ``max_jobs`` and ``max_storage`` (bytes; 0 is
-        none), and what it uses now, ``usage`` (``running``, ``jobs``,
-        ``storage_bytes``)."""
+        :class:`Account`."""
         return Account.from_json(self._json("GET", "/account"))
 
     # Accounting.
@@ -343,7 +333,9 @@ class Client:
     # What Job calls.
 
     def _json(self, method: str, path: str, **kwargs: Any) -> Any:
-        return json.loads(self._t.call(method, path, **kwargs))
+        """The answer's JSON; one that is not JSON is an APIError
+        ``invalid_response``."""
+        return self._t.call(method, path, parse_json=True, **kwargs)
 
     def _pages(
         self, path: str, key: str, query: Dict[str, Any], page_size: int, limit: Optional[int] = None
@@ -407,9 +399,8 @@ class Job:
 
     @property
     def tasks(self) -> TaskCounts:
-        """Counts of the job's chunk tasks, a :class:`TaskCounts`: total,
-        pending, leased, completed, failed, cancelled, and cached (of the
-        completed, those the chunk cache gave)."""
+        """Counts of the job's chunk tasks by state, a
+        :class:`TaskCounts`."""
         return TaskCounts.from_json(self.data.get("tasks") or {})
 
     @property
@@ -462,8 +453,8 @@ class Job:
         a text bar; "tqdm" or "text" picks one, False shows none.
 
         Raises :class:`scimesh.JobFailed` when the job ends failed or
-        cancelled, and ``TimeoutError`` when ``timeout`` seconds pass first
-        (the job goes on).
+        cancelled, and :class:`scimesh.Timeout` (a ``TimeoutError``) when
+        ``timeout`` seconds pass first (the job goes on).
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = make_bar(progress, self.id)
@@ -478,7 +469,7 @@ class Job:
                 if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
-                        raise TimeoutError(
+                        raise Timeout(
                             f"job {self.id} is still {self.status} after {timeout} s "
                             f"({self.tasks.completed}/{self.tasks.total} chunks)"
                         )

@@ -34,7 +34,9 @@ class APIError(Error):
     body ``{"error": {"code", "message"}}`` (``"not_found"``), ``message``
     its text for people. ``method`` and ``path`` name the call,
     ``request_id`` the coordinator's ID of the request (its log lines carry
-    it), when it sent one.
+    it), when it sent one. A 2xx answer that is not JSON (a proxy's page,
+    say) is an APIError too, of its status, with the code
+    ``"invalid_response"``.
     """
 
     def __init__(
@@ -72,6 +74,11 @@ class SourceError(Error):
 class NetworkError(Error, ConnectionError):
     """The coordinator could not be reached (connection refused, reset,
     timed out), after the retries the call was allowed."""
+
+
+class Timeout(Error, TimeoutError):
+    """A wait ran out of time (``Job.wait(timeout=...)``) before the job
+    was final; the job goes on. Also a ``TimeoutError``."""
 
 
 class JobFailed(Error):

@@ -235,7 +235,7 @@ def test_bad_record_early_in_a_big_upload(client: scimesh.Client, tmp_path: Path
     assert (e.value.status, e.value.code) == (400, "invalid_argument") and "line 3" in e.value.message
 
 
-def test_jobs_pages(client: scimesh.Client) -> None:
+def test_jobs_pages(client: scimesh.Client, monkeypatch: pytest.MonkeyPatch) -> None:
     tag = uuid.uuid4().hex[:8]
     made = [client.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this", name=f"{tag}-{i}") for i in range(5)]
     all_jobs = client.jobs()
@@ -247,14 +247,13 @@ def test_jobs_pages(client: scimesh.Client) -> None:
     # iter_jobs: the same jobs, a page asked for when the last is used up.
     calls = []
     call = client._t.call
-    client._t.call = lambda *a, **k: calls.append(k.get("query")) or call(*a, **k)
+    monkeypatch.setattr(client._t, "call", lambda *a, **k: calls.append(k.get("query")) or call(*a, **k))
     lazy = client.iter_jobs(page_size=2)
     assert calls == []
     first = [next(lazy), next(lazy)]
     assert len(calls) == 1
     assert [j.id for j in first + list(lazy)] == [j.id for j in all_jobs] and len(calls) > 1
     assert [j.id for j in client.iter_jobs(limit=3, page_size=2)] == [j.id for j in all_jobs[:3]]
-    client._t.call = call
     pending = {j.id for j in client.jobs(status="pending")}
     assert {j.id for j in made} <= pending
     for j in made:
@@ -265,12 +264,12 @@ def test_jobs_pages(client: scimesh.Client) -> None:
 def test_defaults_from_environment(coord: Coordinator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SCIMESH_COORDINATOR", coord.url)
     monkeypatch.setenv("SCIMESH_TOKEN", coord.client_token)
-    c = scimesh.Client()
-    assert c.url == coord.url
-    c.jobs(limit=1)  # authenticated
+    with scimesh.Client() as c:
+        assert c.url == coord.url
+        c.jobs(limit=1)  # authenticated
     monkeypatch.setenv("SCIMESH_TOKEN", "wrong")
-    with pytest.raises(scimesh.APIError) as e:
-        scimesh.Client().jobs(limit=1)
+    with pytest.raises(scimesh.APIError) as e, scimesh.Client() as c:
+        c.jobs(limit=1)
     assert e.value.status == 401
 
 
@@ -312,11 +311,23 @@ def test_unreadable_source_is_not_a_network_error(client: scimesh.Client, tmp_pa
 
 
 def test_errors_share_a_base(client: scimesh.Client) -> None:
-    for e in (scimesh.APIError, scimesh.NetworkError, scimesh.SourceError, scimesh.JobFailed, scimesh.WorkloadError):
+    for e in (scimesh.APIError, scimesh.NetworkError, scimesh.SourceError, scimesh.JobFailed, scimesh.Timeout,
+              scimesh.WorkloadError):
         assert issubclass(e, scimesh.Error), e
     with pytest.raises(scimesh.Error) as caught:
         client.job("s0:no-such-job")
     assert isinstance(caught.value, scimesh.APIError) and caught.value.status == 404
+    # A wait that runs out of time: a scimesh.Error and a TimeoutError both.
+    job = client.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this")
+    try:
+        with pytest.raises(scimesh.Error) as caught:
+            job.wait(progress=False, timeout=1)
+        assert type(caught.value) is scimesh.Timeout and isinstance(caught.value, TimeoutError)
+        assert "still pending" in str(caught.value)
+        with pytest.raises(TimeoutError):
+            job.wait(progress=False, timeout=0.5)
+    finally:
+        job.cancel()
 
 
 def test_connections_are_kept_open(coord) -> None:
