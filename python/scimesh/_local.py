@@ -95,7 +95,8 @@ def local(
         worker = _Process(args, dir, env, "worker")
         procs.append(worker)
         worker.wait_for("worker started", time.monotonic() + timeout)
-        yield Client(url, token="")
+        with Client(url, token="") as c:
+            yield c
     finally:
         for p in reversed(procs):  # the worker first: it reports to the coordinator as it stops
             p.stop()

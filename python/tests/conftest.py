@@ -101,6 +101,7 @@ class Coordinator:
             )
         self.url = self._wait_ready()
         self.workers: List[subprocess.Popen] = []
+        self.clients: List[scimesh.Client] = []  # closed by stop()
 
     def _wait_ready(self) -> str:
         deadline = time.monotonic() + 30
@@ -124,10 +125,14 @@ class Coordinator:
         raise RuntimeError(f"serve is not ready after 30 s:\n{self.log.read_text()}")
 
     def client(self, **kwargs) -> scimesh.Client:
+        """A client of this coordinator (its client token unless said),
+        closed by stop()."""
         kwargs.setdefault("token", self.client_token)
         if self.ca:
             kwargs.setdefault("ca_cert", self.ca)
-        return scimesh.Client(self.url, **kwargs)
+        c = scimesh.Client(self.url, **kwargs)
+        self.clients.append(c)
+        return c
 
     def worker(self, name: str, *workloads: str, concurrency: int = 2, extra: List[str] = ()) -> subprocess.Popen:
         """Starts `scimesh worker` with --workload for each of workloads
@@ -146,6 +151,8 @@ class Coordinator:
         return p
 
     def stop(self) -> None:
+        for c in self.clients:
+            c.close()
         for p in self.workers + [self.proc]:
             if p.poll() is None:
                 p.terminate()
@@ -196,8 +203,10 @@ def own_coord(binary: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 
 
 @pytest.fixture()
-def client(coord: Coordinator) -> scimesh.Client:
-    return coord.client()
+def client(coord: Coordinator) -> Iterator[scimesh.Client]:
+    c = coord.client()
+    yield c
+    c.close()
 
 
 def env_without(*names: str) -> Dict[str, str]:

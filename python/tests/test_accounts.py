@@ -32,7 +32,7 @@ def test_account_of_the_client_token(client: scimesh.Client) -> None:
 
 def test_account_quotas_and_use(coord: Coordinator) -> None:
     name, token = add_account(coord, "--weight", "3", "--max-jobs", "1", "--max-storage", "1KiB")
-    c = scimesh.Client(coord.url, token=token)
+    c = coord.client(token=token)
     a = c.account()
     assert (a.name, a.admin, a.weight, a.max_jobs, a.max_storage, a.max_running) == (name, False, 3, 1, 1024, 0)
     assert a.usage == scimesh.AccountUsage(running=0, jobs=0, storage_bytes=0)
@@ -55,13 +55,13 @@ def test_account_of_a_refused_token(coord: Coordinator) -> None:
     env = dict(os.environ, SCIMESH_COORDINATOR=coord.url, SCIMESH_TOKEN=coord.client_token)
     subprocess.run([str(coord.binary), "account", "disable", name], env=env, check=True, capture_output=True)
     with pytest.raises(scimesh.APIError) as e:
-        scimesh.Client(coord.url, token=token).account()
+        coord.client(token=token).account()
     assert e.value.status == 401
 
 
 def test_jobs_owner(coord: Coordinator, client: scimesh.Client) -> None:
     name, token = add_account(coord)
-    c = scimesh.Client(coord.url, token=token)
+    c = coord.client(token=token)
     job = c.submit(b"id,fingerprint\na,00\n", workload="nobody-runs-this")
     try:
         assert job.owner == name

@@ -67,13 +67,13 @@ def test_job_over_tls(tls_coord: Coordinator, tmp_path: Path, monkeypatch: pytes
     write_fingerprints(path, rows)
     # The authority from the environment...
     monkeypatch.setenv("SCIMESH_CA_CERT", str(tls_coord.ca))
-    c = scimesh.Client(tls_coord.url, token=tls_coord.client_token)
-    job = c.submit(path, workload="tanimoto", top_k=10, params={"query": query}, chunk_rows=150)
-    assert parse(job.wait(progress=False, timeout=60).result()) == tanimoto_top(rows, query, 10)
+    with scimesh.Client(tls_coord.url, token=tls_coord.client_token) as c:
+        job = c.submit(path, workload="tanimoto", top_k=10, params={"query": query}, chunk_rows=150)
+        assert parse(job.wait(progress=False, timeout=60).result()) == tanimoto_top(rows, query, 10)
     # ...or from ca_cert=, which wins over it.
     monkeypatch.setenv("SCIMESH_CA_CERT", str(tmp_path / "missing.pem"))
-    c = scimesh.Client(tls_coord.url, token=tls_coord.client_token, ca_cert=tls_coord.ca)
-    assert c.job(job.id).status == "completed"
+    with scimesh.Client(tls_coord.url, token=tls_coord.client_token, ca_cert=tls_coord.ca) as c:
+        assert c.job(job.id).status == "completed"
 
 
 def test_untrusted_certificate_is_refused(tls_coord: Coordinator, monkeypatch: pytest.MonkeyPatch) -> None:
