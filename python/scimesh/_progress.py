@@ -6,6 +6,8 @@ from __future__ import annotations
 import sys
 from typing import IO, Any, Dict, Optional, Union
 
+from .types import TaskCounts
+
 Progress = Union[bool, str]
 
 
@@ -37,17 +39,12 @@ def make_bar(kind: Progress, job_id: str) -> Optional[_Bar]:
     raise ValueError(f'progress={kind!r}: use True, False, "tqdm" or "text"')
 
 
-def _counts(job: Dict[str, Any]) -> Dict[str, int]:
-    tasks = job.get("tasks") or {}
-    return {k: int(tasks.get(k) or 0) for k in ("total", "pending", "leased", "completed", "failed", "cancelled")}
-
-
-def _note(job: Dict[str, Any], c: Dict[str, int]) -> str:
+def _note(job: Dict[str, Any], c: TaskCounts) -> str:
     note = str(job.get("status", ""))
-    if c["leased"]:
-        note += f", {c['leased']} leased"
-    if c["failed"]:
-        note += f", {c['failed']} failed"
+    if c.leased:
+        note += f", {c.leased} leased"
+    if c.failed:
+        note += f", {c.failed} failed"
     return note
 
 
@@ -60,13 +57,13 @@ class _TqdmBar(_Bar):
         self._bar: Any = None
 
     def update(self, job: Dict[str, Any]) -> None:
-        c = _counts(job)
+        c = TaskCounts.from_json(job.get("tasks") or {})
         if self._bar is None:  # made at the first answer, which has the total
-            self._bar = self._tqdm(total=c["total"], desc=f"job {self._id}", unit="chunk", dynamic_ncols=True)
-        elif self._bar.total != c["total"]:
-            self._bar.total = c["total"]
-        if c["completed"] > self._bar.n:
-            self._bar.update(c["completed"] - self._bar.n)
+            self._bar = self._tqdm(total=c.total, desc=f"job {self._id}", unit="chunk", dynamic_ncols=True)
+        elif self._bar.total != c.total:
+            self._bar.total = c.total
+        if c.completed > self._bar.n:
+            self._bar.update(c.completed - self._bar.n)
         self._bar.set_postfix_str(_note(job, c))
 
     def close(self) -> None:
@@ -92,8 +89,8 @@ class TextBar(_Bar):
         self._line = ""
 
     def update(self, job: Dict[str, Any]) -> None:
-        c = _counts(job)
-        total, done = c["total"], c["completed"]
+        c = TaskCounts.from_json(job.get("tasks") or {})
+        total, done = c.total, c.completed
         frac = done / total if total else 0.0
         filled = int(frac * self.WIDTH)
         line = (
@@ -105,7 +102,7 @@ class TextBar(_Bar):
             self._out.write("\r" + line + pad)
             self._out.flush()
         else:
-            key = (job.get("status"), int(frac * 10), c["failed"])
+            key = (job.get("status"), int(frac * 10), c.failed)
             if key != self._last:
                 self._out.write(line + "\n")
                 self._out.flush()

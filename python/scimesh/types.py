@@ -9,12 +9,15 @@ RFC 3339 strings the coordinator sends (``"2026-03-01T12:00:05Z"``), JSON
 arrays become tuples and JSON objects of no fixed shape (a task's
 ``parameters``) dicts.
 
-They are also read-only mappings of the object as the coordinator sent
-it, so that code written when the client returned dicts keeps working:
-``task["state"]``, ``task.get("error")``, ``"usage" in account``,
-``dict(task)``, and ``to_dict()`` for the JSON itself. Mapping access
-gives JSON values (a nested object as a dict, an array as a list), and
-an object equals a dict of the same JSON.
+They are also read-only mappings of the fields this version knows
+(missing ones with their defaults; fields of a newer coordinator are not
+among them), so that code written when the client returned dicts keeps
+working: ``task["state"]``, ``task.get("error")``, ``"usage" in
+account``, ``dict(task)``. Mapping access gives JSON values (a nested
+object as a dict, an array as a list); ``to_dict()`` gives a new dict of
+them, which ``json.dumps(obj.to_dict())`` serializes. An object equals a
+dict of the same fields. ``Task.parameters`` is a plain dict, so a Task
+is not hashable.
 """
 
 from __future__ import annotations
@@ -50,38 +53,33 @@ class APIObject(Mapping[str, Any]):
     @classmethod
     def from_json(cls: Type[T], data: Mapping[str, Any]) -> T:
         """The object of the coordinator's JSON ``data``: fields the type
-        does not know are ignored, fields missing (or null where the type
-        has no use for null) take their defaults."""
-        if isinstance(data, cls):
-            return data
+        does not know are ignored, fields missing or null take their
+        defaults."""
         if not isinstance(data, Mapping):
             raise TypeError(f"{cls.__name__}.from_json takes a JSON object, not {type(data).__name__}")
         kwargs: Dict[str, Any] = {}
-        for name, (convert, nullable) in _converters(cls).items():
+        for name, convert in _converters(cls).items():
             value = data.get(name)
             if value is not None:
                 kwargs[name] = convert(value)
-            elif nullable and name in data:
-                kwargs[name] = None
         return cls(**kwargs)
 
     def to_dict(self) -> Dict[str, Any]:
         """The object as JSON: a new dict of plain values (nested objects
-        as dicts, arrays as lists), as the coordinator sent it, with the
-        defaults of fields it left out."""
+        as dicts, arrays as lists) of the fields this version knows, with
+        the defaults of those the coordinator left out."""
         return {name: _json(getattr(self, name)) for name in self._keys()}
 
     def _keys(self) -> Tuple[str, ...]:
-        return tuple(
-            f.name
-            for f in dataclasses.fields(self)  # type: ignore[arg-type]
-            if not (f.name in self._OMITTED_WHEN_NONE and getattr(self, f.name) is None)
-        )
+        names = _field_names(type(self))
+        if not self._OMITTED_WHEN_NONE:
+            return names
+        return tuple(n for n in names if not (n in self._OMITTED_WHEN_NONE and getattr(self, n) is None))
 
-    # The mapping: the JSON object, read-only.
+    # The mapping: the known fields, read-only.
 
     def __getitem__(self, key: str) -> Any:
-        if key not in self._keys():
+        if key not in self:
             raise KeyError(key)
         return _json(getattr(self, key))
 
@@ -92,17 +90,19 @@ class APIObject(Mapping[str, Any]):
         return len(self._keys())
 
     def __contains__(self, key: object) -> bool:
-        return key in self._keys()
+        if key not in _field_names(type(self)):
+            return False
+        return not (key in self._OMITTED_WHEN_NONE and getattr(self, key) is None)  # type: ignore[arg-type]
 
     def __eq__(self, other: object) -> bool:
         if type(other) is type(self):
-            return all(getattr(self, f.name) == getattr(other, f.name) for f in dataclasses.fields(self))  # type: ignore[arg-type]
+            return all(getattr(self, n) == getattr(other, n) for n in _field_names(type(self)))
         if isinstance(other, Mapping) and not isinstance(other, APIObject):
             return self.to_dict() == dict(other)
         return NotImplemented
 
     def __hash__(self) -> int:
-        return hash((type(self),) + tuple(getattr(self, f.name) for f in dataclasses.fields(self)))  # type: ignore[arg-type]
+        return hash((type(self),) + tuple(getattr(self, n) for n in _field_names(type(self))))
 
 
 def _json(value: Any) -> Any:
@@ -116,22 +116,31 @@ def _json(value: Any) -> Any:
     return value
 
 
-_CONVERTERS: Dict[type, Dict[str, Tuple[Callable[[Any], Any], bool]]] = {}
+_FIELD_NAMES: Dict[type, Tuple[str, ...]] = {}
 
 
-def _converters(cls: type) -> Dict[str, Tuple[Callable[[Any], Any], bool]]:
-    """For each field of cls, how to make it of a JSON value, and whether
-    it may be None."""
+def _field_names(cls: type) -> Tuple[str, ...]:
+    """The names of cls's fields, in order (read once per class)."""
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = tuple(f.name for f in dataclasses.fields(cls))
+    return names
+
+
+_CONVERTERS: Dict[type, Dict[str, Callable[[Any], Any]]] = {}
+
+
+def _converters(cls: type) -> Dict[str, Callable[[Any], Any]]:
+    """For each field of cls, how to make it of a JSON value that is not
+    null (an Optional field is converted as its type)."""
     if cls not in _CONVERTERS:
         hints = typing.get_type_hints(cls)
         out = {}
-        for f in dataclasses.fields(cls):
-            tp = hints[f.name]
-            nullable = False
+        for name in _field_names(cls):
+            tp = hints[name]
             if typing.get_origin(tp) is typing.Union:
-                args = [a for a in typing.get_args(tp) if a is not type(None)]
-                nullable, tp = True, args[0]
-            out[f.name] = (_converter(tp), nullable)
+                tp = [a for a in typing.get_args(tp) if a is not type(None)][0]
+            out[name] = _converter(tp)
         _CONVERTERS[cls] = out
     return _CONVERTERS[cls]
 
@@ -203,7 +212,8 @@ class Task(APIObject):
     claim); ``error`` why it failed (its last failure while it is
     retried), else None; ``lease_owner`` the worker of the last claim;
     ``lease_expires_at`` is set while it is leased. The job's settings
-    (``workload``, ``parameters``, ``top_k``, ...) come with it."""
+    (``workload``, ``parameters``, ``top_k``, ...) come with it;
+    ``parameters`` is a plain dict, so a Task is not hashable."""
 
     task_id: str = ""
     job_id: str = ""
@@ -274,7 +284,7 @@ class Account(APIObject):
     and ``usage``, what it uses now (None where the coordinator does not
     send it)."""
 
-    _OMITTED_WHEN_NONE = ("usage", "token")
+    _OMITTED_WHEN_NONE = ("usage",)
 
     name: str = ""
     admin: bool = False
@@ -286,7 +296,6 @@ class Account(APIObject):
     created_at: str = ""
     updated_at: str = ""
     usage: Optional[AccountUsage] = None
-    token: Optional[str] = None
 
 
 @_frozen
