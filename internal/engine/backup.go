@@ -52,12 +52,8 @@ func (e *Engine) claimBackup(ctx context.Context, p ClaimTasksParams) ([]*TaskVi
 		if t == nil {
 			continue // changed since this engine's snapshot
 		}
-		views, err := e.claimViews(ctx, []*domain.Task{t})
-		if err == nil {
-			err = ctx.Err() // the caller went away: it never receives the backup
-		}
+		views, err := e.answerClaim(ctx, []*domain.Task{t})
 		if err != nil {
-			e.releaseUnreceived(ctx, []*domain.Task{t}, err)
 			return nil, err
 		}
 		e.log.InfoContext(ctx, "backup leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID,

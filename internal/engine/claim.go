@@ -172,20 +172,28 @@ func (e *Engine) claimOnce(ctx context.Context, p ClaimTasksParams) ([]*TaskView
 	// No WaitJob is woken: a lease does not move a job's marker but for
 	// its first, which makes the job running, and the waiters' own
 	// re-reads see that well within the second they hold such a change.
-	views, err := e.claimViews(ctx, a.tasks)
-	if err == nil {
-		// A caller that went away while its claim ran (a worker
-		// shutting down, a closed connection) never receives the tasks.
-		err = ctx.Err()
-	}
+	views, err := e.answerClaim(ctx, a.tasks)
 	if err != nil {
-		// They go back at once rather than wait out a lease that nobody
-		// holds.
-		e.releaseUnreceived(ctx, a.tasks, err)
 		return nil, err
 	}
 	for _, t := range a.tasks {
 		e.log.DebugContext(ctx, "task leased", "task_id", t.ID, "job_id", t.JobID, "worker_id", p.WorkerID, "attempt", t.Attempt)
+	}
+	return views, nil
+}
+
+// answerClaim returns the views of tasks just leased to a claimer. When
+// that fails, or the claimer went away meanwhile (a worker shutting down,
+// a closed connection) and so never receives them, the tasks go back at
+// once rather than wait out a lease that nobody holds.
+func (e *Engine) answerClaim(ctx context.Context, tasks []*domain.Task) ([]*TaskView, error) {
+	views, err := e.claimViews(ctx, tasks)
+	if err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		e.releaseUnreceived(ctx, tasks, err)
+		return nil, err
 	}
 	return views, nil
 }

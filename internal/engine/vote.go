@@ -74,12 +74,8 @@ func (e *Engine) claimOpen(ctx context.Context, p ClaimTasksParams, pr domain.Pr
 	if len(leased) == 0 {
 		return nil, nil
 	}
-	views, err := e.claimViews(ctx, leased)
-	if err == nil {
-		err = ctx.Err()
-	}
+	views, err := e.answerClaim(ctx, leased)
 	if err != nil {
-		e.releaseUnreceived(ctx, leased, err)
 		return nil, err
 	}
 	e.jobChanged(leased...)
