@@ -76,14 +76,18 @@ func releaseLeases(ctx context.Context, q store.Querier, tasks []*domain.Task, n
 }
 
 // released wakes the claimers of tasks just released and the waiters on
-// their jobs, after the commit, so that they see the tasks.
+// their jobs, after the commit, so that they see the tasks. A released
+// backup leaves its task leased to the other attempt: no claimer is woken
+// for it.
 func (e *Engine) released(tasks []*domain.Task) {
 	if len(tasks) == 0 {
 		return
 	}
 	byWorkload := map[string]int{}
 	for _, t := range tasks {
-		byWorkload[t.Workload]++
+		if t.State == domain.TaskPending {
+			byWorkload[t.Workload]++
+		}
 	}
 	for wl, n := range byWorkload {
 		e.notifyWork(tasks[0].Kind, wl, n)
