@@ -22,6 +22,7 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store"
+	"github.com/scimesh/scimesh/internal/store/postgres"
 	"github.com/scimesh/scimesh/internal/store/sqlite"
 )
 
@@ -353,4 +354,19 @@ func (s *leasedSetup) states(t *testing.T) []string {
 		out = append(out, fmt.Sprintf("%s %s attempt %d owner %s", n, v.State, v.Attempt, v.LeaseOwner))
 	}
 	return out
+}
+
+// onBothStores runs body on a SQLite file and on a PostgreSQL database.
+func onBothStores(t *testing.T, body func(t *testing.T, s store.Store)) {
+	bothStores(t, func(t *testing.T, open func() store.Store) { body(t, open()) })
+}
+
+func openPG(t *testing.T, url string) store.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/store"
-	"github.com/scimesh/scimesh/internal/store/postgres"
 )
 
 const (
@@ -50,21 +49,6 @@ func newRetention(t *testing.T, s store.Store) *retentionBundle {
 	c := enginetest.NewClock(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	e := newEngine(s, engine.Config{Now: c.Now, Blobs: blobs, RetentionBatch: retentionBatch})
 	return &retentionBundle{dir: dir, e: e, s: s, blobs: blobs, clock: c}
-}
-
-// onBothStores runs body on a SQLite file and on a PostgreSQL database.
-func onBothStores(t *testing.T, body func(t *testing.T, s store.Store)) {
-	bothStores(t, func(t *testing.T, open func() store.Store) { body(t, open()) })
-}
-
-func openPG(t *testing.T, url string) store.Store {
-	t.Helper()
-	s, err := postgres.Open(t.Context(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
 }
 
 // upload stores a table of rows data rows.
