@@ -68,7 +68,11 @@ func TestBackup(t *testing.T) {
 			if got := claimN(t, e, "fast", 1); len(got) != 0 {
 				t.Fatalf("a claim at 1x the median: %d tasks, want none", len(got))
 			}
-			c.Advance(21 * time.Second) // leased 31 s, over 3 times the median of 10 s
+			c.Advance(19 * time.Second) // leased 29 s: under 3 times the median of 10 s
+			if got := claimN(t, e, "fast", 1); len(got) != 0 {
+				t.Fatalf("a claim at 2.9x the median: %d tasks, want none", len(got))
+			}
+			c.Advance(2 * time.Second) // leased 31 s, over 3 times the median
 			if got := claimN(t, e, "slow", 1); len(got) != 0 {
 				t.Fatalf("the straggler's own worker claims: %d tasks, want none", len(got))
 			}
