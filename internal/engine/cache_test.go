@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -347,4 +349,56 @@ func TestChunkCacheTrustedOnly(t *testing.T) {
 	if again.Tasks.Cached != 0 {
 		t.Errorf("the same job after an untrusted key ran it: %d chunks from the cache, want 0", again.Tasks.Cached)
 	}
+}
+
+// cacheReads counts the engine's reads of the chunk cache.
+type cacheReads struct {
+	store.Store
+	n atomic.Int64
+}
+
+func (s *cacheReads) CacheGet(ctx context.Context, keys []string) (map[string]store.CacheEntry, error) {
+	s.n.Add(1)
+	return s.Store.CacheGet(ctx, keys)
+}
+
+// TestChunkCacheLookedUpOnce: a job created while its workload's version
+// is known looks its chunks up at creation, and claims by a worker of
+// that version look them up no more; a worker of another version's claim
+// does.
+func TestChunkCacheLookedUpOnce(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, st store.Store) {
+		ctx := t.Context()
+		s := &cacheReads{Store: st}
+		e := newEngine(s, engine.Config{})
+		claim := func(version string) []*engine.TaskView {
+			t.Helper()
+			tasks, err := e.ClaimTasks(ctx, engine.ClaimTasksParams{WorkerID: "w-" + version, Workloads: []string{"w"},
+				Versions: map[string]string{"w": version}, Max: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return tasks
+		}
+		claim("v1") // announces v1 before the job exists
+		if _, _, err := e.CreateJob(ctx, spec(3), ""); err != nil {
+			t.Fatal(err)
+		}
+		if n := s.n.Load(); n != 1 {
+			t.Fatalf("%d cache reads at the creation, want 1", n)
+		}
+		if got := claim("v1"); len(got) != 1 {
+			t.Fatalf("v1's claim: %d tasks, want 1", len(got))
+		}
+		if n := s.n.Load(); n != 1 {
+			t.Errorf("%d cache reads after a claim by the version looked up at creation, want still 1", n)
+		}
+		if got := claim("v2"); len(got) != 1 {
+			t.Fatalf("v2's claim: %d tasks, want 1", len(got))
+		}
+		if n := s.n.Load(); n != 2 {
+			t.Errorf("%d cache reads after a claim by another version, want 2", n)
+		}
+	})
 }
