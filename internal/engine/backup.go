@@ -116,21 +116,27 @@ const (
 // median returns the median time job's chunks took to run, and 0 when
 // it has a pending chunk or fewer than domain.SpeculateMinCompleted
 // chunks were run and completed.
+//
+// One caller a second reads it from the store: the others meanwhile get
+// the median read before (0 at first), so that idle workers claiming
+// together do not each read every completed chunk of the job.
 func (c *chunkTimes) median(ctx context.Context, s store.Store, job string, now time.Time) (time.Duration, error) {
 	c.mu.Lock()
 	m, ok := c.m[job]
-	c.mu.Unlock()
 	if ok && now.Sub(m.at) < chunkTimesFresh {
+		c.mu.Unlock()
 		return m.median, nil
 	}
+	if c.m == nil || len(c.m) >= chunkTimesMax {
+		c.m = map[string]chunkTime{}
+	}
+	c.m[job] = chunkTime{median: m.median, at: now} // this caller reads
+	c.mu.Unlock()
 	median, err := readMedian(ctx, s, job)
 	if err != nil {
 		return 0, err
 	}
 	c.mu.Lock()
-	if c.m == nil || len(c.m) >= chunkTimesMax {
-		c.m = map[string]chunkTime{}
-	}
 	c.m[job] = chunkTime{median: median, at: now}
 	c.mu.Unlock()
 	return median, nil
