@@ -32,16 +32,18 @@ def expected(top_k: int) -> str:
 def scripts(dir: Path) -> Dict[str, str]:
     """The workload of the slow worker, which waits for the file slow-go
     (or fails at slow-fail), and of the fast one, whose backups wait for
-    fast-go."""
+    fast-go; a command that was let go touches went-TASK-ATTEMPT."""
     slow, fast = dir / "slow.sh", dir / "fast.sh"
     slow.write_text(f"""#!/bin/sh
 while [ ! -e {dir}/slow-go ] && [ ! -e {dir}/slow-fail ]; do sleep 0.05; done
+touch {dir}/went-$SCIMESH_TASK_ID-$SCIMESH_ATTEMPT
 [ -e {dir}/slow-fail ] && exit 1
 {SCORE}
 """)
     fast.write_text(f"""#!/bin/sh
 if [ "$SCIMESH_ATTEMPT" -gt 1 ]; then
   while [ ! -e {dir}/fast-go ]; do sleep 0.05; done
+  touch {dir}/went-$SCIMESH_TASK_ID-$SCIMESH_ATTEMPT
 fi
 {SCORE}
 """)
@@ -86,9 +88,16 @@ def test_first_result_wins(binary, tmp_path_factory, winner: str) -> None:
         task = client.task(chunk)
         assert task.state == "completed"
         assert task.lease_owner == ("fast" if winner == "backup" else "slow")
+        # The other attempt is stopped: its heartbeat (every 2 s, a third
+        # of the 6 s lease) gets 409 lease_lost and its worker kills the
+        # command, which so never sees the file that would let it go.
+        loser_attempt = 1 if winner == "backup" else 2
+        time.sleep(3)
         (c.dir / then).touch()
-        # The other attempt is stopped (a heartbeat or its result gets 409
-        # lease_lost): its worker, of concurrency 1, runs a new job.
+        time.sleep(1)
+        assert not (c.dir / f"went-{chunk}-{loser_attempt}").exists(), "the losing attempt's command was not stopped"
+        assert (c.dir / f"went-{chunk}-{3 - loser_attempt}").exists(), "the winner's marker is missing: the check sees nothing"
+        # Its worker, of concurrency 1, runs a new job.
         again = client.submit(TABLE, workload="rank", top_k=5, chunk_rows=20, speculate_after=0, cache=False)
         assert again.wait(progress=False, timeout=60).result() == expected(5)
         assert client.task(chunk).lease_owner == task.lease_owner
