@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,6 +29,7 @@ import (
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
 	"github.com/scimesh/scimesh/tests/framework/binary"
+	"github.com/scimesh/scimesh/tests/framework/inprocess"
 )
 
 // hostileTokens are long enough not to be warned about, and all different.
@@ -117,19 +117,8 @@ func startHostile(t *testing.T, cfg server.Config) *hostile {
 	cfg.Addr, cfg.Shard, cfg.Tokens = "127.0.0.1:0", "s0", hostileTokens
 	cfg.DB, cfg.DataDir = "sqlite:"+filepath.Join(dir, "scimesh.db"), dir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	srv, err := server.New(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, _ := inprocess.Start(t, cfg)
 	h.engine, h.url = srv.Engine(), srv.URL()
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := srv.Start(ctx)
-	t.Cleanup(func() {
-		cancel()
-		if err := wait(); err != nil {
-			t.Errorf("server: %v", err)
-		}
-	})
 	var j jobOut
 	if s := call(t, "POST", h.url+"/jobs", hostileTokens.Client, map[string]any{"workload": "w", "input": map[string]any{"chunks": chunkList(1)}}, &j); s != 201 {
 		t.Fatalf("create the job: %d", s)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +19,7 @@ import (
 	"github.com/scimesh/scimesh/internal/server"
 	"github.com/scimesh/scimesh/internal/telemetry"
 	"github.com/scimesh/scimesh/internal/testenv"
+	"github.com/scimesh/scimesh/tests/framework/inprocess"
 )
 
 // testClock is real time moved forward by advance.
@@ -82,20 +82,9 @@ func TestMetricsFigures(t *testing.T) {
 	logs := &testenv.Buffer{}
 	log := slog.New(telemetry.NewLogHandler(slog.NewTextHandler(logs, nil)))
 	clock := &testClock{}
-	srv, err := server.New(t.Context(), server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: "sqlite:" + filepath.Join(t.TempDir(), "scimesh.db"),
+	srv, _ := inprocess.Start(t, server.Config{Addr: "127.0.0.1:0", Shard: "s0", DB: "sqlite:" + filepath.Join(t.TempDir(), "scimesh.db"),
 		Logger: log, Now: clock.now, ReapInterval: 20 * time.Millisecond, StitchInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
 	base := srv.URL()
-	ctx, cancel := context.WithCancel(context.Background())
-	wait := srv.Start(ctx)
-	defer func() {
-		cancel()
-		if err := wait(); err != nil {
-			t.Errorf("server: %v", err)
-		}
-	}()
 
 	const worker, treeWorker, name = "worker-alpha-7", "tree-worker-9", "secret-job-name"
 	// Job a: 4 chunks. Job b: 2 chunks, one attempt each, claimed first.

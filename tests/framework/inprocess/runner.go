@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -50,8 +51,7 @@ func (Runner) Serve(t testing.TB, cfg framework.ServeConfig) framework.Coordinat
 	}
 	c.start(t)
 	c.client = &rest{c: client.New(c.URL(), framework.ClientToken)}
-	t.Cleanup(func() {
-		c.stop(t)
+	t.Cleanup(func() { // before the server's own, which Start registered
 		c.client.c.CloseIdleConnections()
 		if t.Failed() {
 			t.Logf("coordinator %s log:\n%s", c.URL(), testenv.LastLines(log.String(), 30))
@@ -64,13 +64,9 @@ func (Runner) Serve(t testing.TB, cfg framework.ServeConfig) framework.Coordinat
 // t's, until t's cleanup.
 func (Runner) Worker(t testing.TB, url string, cfg framework.WorkerConfig) {
 	t.Helper()
-	var wls []worker.Workload
-	for _, spec := range cfg.Workloads {
-		wl, err := worker.ParseWorkload(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wls = append(wls, wl)
+	wls, err := worker.ParseWorkloads(cfg.Workloads, nil, nil)
+	if err != nil {
+		t.Fatal(err)
 	}
 	log := &testenv.Buffer{}
 	cl := client.New(url, framework.WorkerToken)
@@ -101,26 +97,39 @@ type coordinator struct {
 	cfg    server.Config // Addr is the address it listens on
 	log    *testenv.Buffer
 	client *rest
-	stop   func(t testing.TB) // ends Run and waits for it
+	stop   func() // ends Run and waits for it
 }
 
 // start builds the server from cfg and runs it.
 func (c *coordinator) start(t testing.TB) {
 	t.Helper()
+	var srv *server.Server
+	srv, c.stop = Start(t, c.cfg)
+	c.cfg.Addr = srv.Addr()
+}
+
+// Start builds a coordinator from cfg and runs it in the test's process
+// until stop, or else t's cleanup, ends it; an error of its Run fails t.
+func Start(t testing.TB, cfg server.Config) (srv *server.Server, stop func()) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	srv, err := server.New(ctx, c.cfg)
+	srv, err := server.New(ctx, cfg)
 	if err != nil {
 		cancel()
 		t.Fatalf("server.New: %v", err)
 	}
-	c.cfg.Addr = srv.Addr()
 	wait := srv.Start(ctx)
-	c.stop = func(t testing.TB) {
-		cancel()
-		if err := wait(); err != nil {
-			t.Errorf("server.Run: %v", err)
-		}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := wait(); err != nil {
+				t.Errorf("server.Run: %v", err)
+			}
+		})
 	}
+	t.Cleanup(stop)
+	return srv, stop
 }
 
 func (c *coordinator) URL() string { return "http://" + c.cfg.Addr }
@@ -131,7 +140,7 @@ func (c *coordinator) Client() framework.Client { return c.client }
 // store, and builds and runs a new one from the same Config.
 func (c *coordinator) Restart(t testing.TB) {
 	t.Helper()
-	c.stop(t)
+	c.stop()
 	framework.CheckDown(t, c.cfg.Addr)
 	c.start(t)
 }
