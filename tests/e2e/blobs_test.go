@@ -219,8 +219,7 @@ func TestUploadToBucketKilledMidway(t *testing.T) {
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done
-	p.Done <- nil // for the cleanup's wait
+	p.Wait()
 	if err := <-uploadDone; err == nil || strings.Contains(err.Error(), "answered") {
 		t.Fatalf("the upload cut by the kill: %v", err)
 	}

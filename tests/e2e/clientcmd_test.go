@@ -51,8 +51,7 @@ func TestPlainHTTPWarning(t *testing.T) {
 			t.Fatalf("%s: result %q (%v), want %q", c.name, got, err, want)
 		}
 		_ = w.Cmd.Process.Kill() // it ran the job's 4 chunks: claims, inputs, results
-		<-w.Done
-		w.Done <- nil
+		w.Wait()
 		n, wn := strings.Count(msg, "warning: "+warning+remoteHost+";"), strings.Count(w.Stderr.String(), warning+remoteHost+";")
 		switch {
 		case c.warns && (n != 1 || wn != 1 || !strings.Contains(msg, "use https")):
@@ -131,8 +130,8 @@ func TestSubmitNamesAndWait(t *testing.T) {
 		t.Fatalf("cancel: %v %s", err, errOut)
 	}
 	select {
-	case err := <-waiting.Done:
-		waiting.Done <- err
+	case <-waiting.Exited():
+		err := waiting.Err()
 		if err == nil || !strings.Contains(waiting.Stderr.String(), "job "+idle+" is cancelled") {
 			t.Errorf("wait on a cancelled job: %v\n%s", err, waiting.Stderr.String())
 		}

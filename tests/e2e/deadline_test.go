@@ -15,8 +15,8 @@ func waitExit(t *testing.T, p *proc, timeout time.Duration) time.Duration {
 	t.Helper()
 	began := time.Now()
 	select {
-	case err := <-p.Done:
-		p.Done <- err
+	case <-p.Exited():
+		err := p.Err()
 		if err != nil {
 			t.Fatalf("worker exited with %v, want 0:\n%s", err, p.Stderr.String())
 		}

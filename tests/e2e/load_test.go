@@ -329,8 +329,7 @@ func killedMidCreation(t *testing.T, pg bool) {
 			if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 				t.Fatal(err)
 			}
-			<-p.Done
-			p.Done <- nil
+			p.Wait()
 			hiddenJob = id
 			break
 		}

@@ -227,8 +227,8 @@ func TestPatternShards(t *testing.T) {
 	} {
 		s := start(t, dir, c.env, append([]string{"serve", "--addr", "127.0.0.1:0", "--db", db}, c.args...)...)
 		select {
-		case err := <-s.Done:
-			s.Done <- err
+		case <-s.Exited():
+			err := s.Err()
 			if out := s.Stderr.String(); err == nil || !strings.Contains(out, c.want) {
 				t.Errorf("serve %q with %q: err %v, output does not say %q:\n%s", c.args, c.env[0], err, c.want, out)
 			}

@@ -233,8 +233,7 @@ func TestCoordinatorKilledMidJob(t *testing.T) {
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done
-	p.Done <- nil
+	p.Wait()
 	// Same address: the worker keeps retrying it with backoff.
 	addr := strings.TrimPrefix(p.URL, "http://")
 	serveOn(t, dir, addr, tokenEnv, args...)

@@ -174,8 +174,7 @@ func TestBehindTLSProxy(t *testing.T) {
 			t.Errorf("the worker behind %s was refused somewhere:\n%s", coordinator, testenv.LastLines(w.Stderr.String(), 20))
 		}
 		_ = w.Cmd.Process.Kill() // the next round's worker goes the other way
-		<-w.Done
-		w.Done <- nil
+		w.Wait()
 	}
 	access, err := os.ReadFile(filepath.Join(dir, "nginx", "access.log"))
 	if err != nil {

@@ -124,14 +124,12 @@ func TestQuorumWorkers(t *testing.T) {
 		if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-w.Done
-		w.Done <- nil
+		w.Wait()
 	}
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done
-	p.Done <- nil
+	p.Wait()
 	serveOn(t, dir, strings.TrimPrefix(p.URL, "http://"), tokenEnv, args...)
 	worker("dave", "d2", liarWorkload("copy", "7"), liarWorkload("lie", "7"))
 	worker("erin", "e1", honest, liarWorkload("lie", "3"))

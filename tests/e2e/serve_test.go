@@ -42,8 +42,8 @@ func alive(t *testing.T, p *proc, url string) {
 			}
 		}
 		select {
-		case err := <-p.Done:
-			p.Done <- err
+		case <-p.Exited():
+			err := p.Err()
 			t.Fatalf("serve exited (%v) instead of answering %s:\n%s", err, url, p.Stderr.String())
 		default:
 		}
@@ -58,8 +58,8 @@ func alive(t *testing.T, p *proc, url string) {
 func exited(t *testing.T, p *proc, d time.Duration) error {
 	t.Helper()
 	select {
-	case err := <-p.Done:
-		p.Done <- err
+	case <-p.Exited():
+		err := p.Err()
 		return err
 	case <-time.After(d):
 		t.Fatalf("serve still runs %v later:\n%s", d, p.Stderr.String())
@@ -120,8 +120,8 @@ func TestServeWaitsForDatabase(t *testing.T) {
 	time.Sleep(1500 * time.Millisecond) // several tries fail meanwhile
 	for _, q := range []*proc{p, behind} {
 		select {
-		case err := <-q.Done:
-			q.Done <- err
+		case <-q.Exited():
+			err := q.Err()
 			t.Fatalf("serve exited while the database was down (%v):\n%s", err, q.Stderr.String())
 		default:
 		}
@@ -309,8 +309,7 @@ func TestServeSurvivesKill(t *testing.T) {
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.Done
-	p.Done <- nil
+	p.Wait()
 	p = serveProc(t, dir, tokenEnv, "--db", db)
 
 	if s := call(t, "POST", p.URL+"/tasks/"+t1.TaskID+"/heartbeat", "wtok", map[string]any{"worker_id": "w1", "attempt": 1}, nil); s != 200 {

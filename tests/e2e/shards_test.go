@@ -62,7 +62,7 @@ func (m *mesh) kill(shard string) {
 	if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		m.t.Fatal(err)
 	}
-	p.Done <- <-p.Done // leave the result for the cleanup
+	p.Wait()
 }
 
 func (m *mesh) url(shard string) string { return "http://" + m.addrs[shard] }

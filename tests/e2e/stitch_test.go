@@ -139,8 +139,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 				if err := p.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 					t.Fatal(err)
 				}
-				<-p.Done
-				p.Done <- nil // for the cleanup
+				p.Wait()
 				killed, other = p, procs[1-i]
 				break
 			}

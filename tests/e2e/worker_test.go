@@ -75,8 +75,8 @@ func TestWorkerProcess(t *testing.T) {
 	}
 	began := time.Now()
 	select {
-	case err := <-w.Done:
-		w.Done <- err
+	case <-w.Exited():
+		err := w.Err()
 		if err != nil {
 			t.Fatalf("worker exited with %v after SIGTERM, want 0:\n%s", err, w.Stderr.String())
 		}
@@ -145,8 +145,7 @@ func TestWorkerKilledLeavesNoProcess(t *testing.T) {
 	if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-w.Done
-	w.Done <- nil // for the cleanup
+	w.Wait()
 	killed := time.Now()
 	workerWaitFor(t, 5*time.Second, "every process of the killed worker's command to end", func() bool {
 		return len(workerProcsWith(marks...)) == 0
@@ -285,8 +284,8 @@ func TestWorkerRefusesWorkDir(t *testing.T) {
 	} {
 		w := start(t, dir, workerEnv(p.URL), "worker", "--id", "w1", "--work-dir", d, "--workload", "copy=cat")
 		select {
-		case err := <-w.Done:
-			w.Done <- err
+		case <-w.Exited():
+			err := w.Err()
 			var exit *exec.ExitError
 			if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(w.Stderr.String(), want) {
 				t.Errorf("worker on %s exited with %v, want status 1 saying %q:\n%s", d, err, want, w.Stderr.String())

@@ -101,8 +101,8 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Fatalf("the task after 3 s of an untrusted key's worker: %+v; want pending, never leased", tk)
 	}
 	select {
-	case err := <-lap.Done:
-		lap.Done <- err // for the cleanup of start
+	case <-lap.Exited():
+		err := lap.Err()
 		t.Fatalf("the untrusted key's worker exited (%v); it should wait for work", err)
 	default:
 	}
@@ -170,8 +170,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 		t.Errorf("the sleep task: %+v; want attempt 2 by pool1", tk)
 	}
 	select {
-	case err := <-lap.Done:
-		lap.Done <- err // for the cleanup of start
+	case <-lap.Exited():
 	case <-time.After(30 * time.Second):
 		t.Errorf("the revoked key's worker still runs 30 s after the revocation")
 	}

@@ -22,9 +22,21 @@ type Proc struct {
 	URL string
 	// Stderr holds what the process wrote, to standard output and error.
 	Stderr *testenv.Buffer
-	// Done receives the process's exit, once: whoever takes it puts it
-	// back, as the test's cleanup waits on it too.
-	Done chan error
+	exited chan struct{} // closed once the process has exited
+	err    error         // its exit, set before exited is closed
+}
+
+// Exited is closed once the process has exited; Err then says how.
+func (p *Proc) Exited() <-chan struct{} { return p.exited }
+
+// Err is how the process exited: nil for status 0. Call it once Exited is
+// closed.
+func (p *Proc) Err() error { return p.err }
+
+// Wait waits until the process has exited and says how.
+func (p *Proc) Wait() error {
+	<-p.exited
+	return p.err
 }
 
 // Start runs `path args…` in dir with env added to a clean environment
@@ -35,16 +47,19 @@ func Start(t testing.TB, path, dir string, env []string, args ...string) *Proc {
 	cmd := exec.Command(path, args...)
 	cmd.Dir = dir
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + dir}, env...)
-	p := &Proc{Cmd: cmd, Stderr: &testenv.Buffer{}, Done: make(chan error, 1)}
+	p := &Proc{Cmd: cmd, Stderr: &testenv.Buffer{}, exited: make(chan struct{})}
 	cmd.Stderr = p.Stderr
 	cmd.Stdout = p.Stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", args, err)
 	}
-	go func() { p.Done <- cmd.Wait() }()
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
-		<-p.Done
+		<-p.exited
 		if t.Failed() {
 			t.Logf("scimesh %v output:\n%s", args, testenv.LastLines(p.Stderr.String(), 30))
 		}
@@ -83,9 +98,8 @@ func Serve(t testing.TB, hc *http.Client, path, dir, addr string, env []string, 
 			}
 		}
 		select {
-		case err := <-p.Done:
-			p.Done <- err
-			t.Fatalf("serve exited early (%v):\n%s", err, p.Stderr.String())
+		case <-p.Exited():
+			t.Fatalf("serve exited early (%v):\n%s", p.Err(), p.Stderr.String())
 		default:
 		}
 		if time.Now().After(deadline) {

@@ -82,7 +82,7 @@ func (c *coordinator) Restart(t testing.TB) {
 	if err := c.proc.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	c.proc.Done <- <-c.proc.Done // for the cleanup's wait
+	c.proc.Wait()
 	framework.CheckDown(t, c.addr)
 	c.proc = Serve(t, ReadyClient, c.path, c.dir, c.addr, c.env, c.args...)
 }
