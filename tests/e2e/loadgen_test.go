@@ -20,11 +20,15 @@ import (
 func TestBenchCoordinator(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
+	bench, err := benchBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
 	p := serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"))
 	seededRe := regexp.MustCompile(`seeded 220 pending (?:chunk tasks of job (\S+)|single-task trees) in `)
 	for _, form := range [][]string{{"--batch", "1"}, {"--batch", "50"}, {"--protocol", "grpc"}} {
 		args := append([]string{"--coordinator", p.URL, "--workers", "4", "--tasks", "200", "--backlog", "20"}, form...)
-		out, err := binary.Run(t.Context(), benchBinary, dir, tokenEnv, args...)
+		out, err := binary.Run(t.Context(), bench, dir, tokenEnv, args...)
 		if err != nil {
 			t.Fatalf("%v: %v\n%s", form, err, out)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/scimesh/scimesh/internal/pgtest"
@@ -19,8 +20,15 @@ import (
 // scimesh is the scimesh binary built once for the end-to-end tests.
 var scimesh string
 
-// benchBinary is scimesh-bench, built beside it.
-var benchBinary string
+// binDir holds the binaries the tests build.
+var binDir string
+
+// benchBinary builds scimesh-bench into binDir, once, for the tests that
+// run it.
+var benchBinary = sync.OnceValues(func() (string, error) {
+	path := filepath.Join(binDir, "scimesh-bench")
+	return path, binary.Build(path, "cmd/scimesh-bench", false)
+})
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "scimesh-bin-")
@@ -28,12 +36,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	scimesh, benchBinary = filepath.Join(dir, "scimesh"), filepath.Join(dir, "scimesh-bench")
+	binDir, scimesh = dir, filepath.Join(dir, "scimesh")
 	if err := binary.Build(scimesh, "cmd/scimesh", binary.Race); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	if err := binary.Build(benchBinary, "cmd/scimesh-bench", false); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
