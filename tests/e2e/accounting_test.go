@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // taskLogRe finds, in a worker's log, when it received each task's claim
@@ -50,7 +52,7 @@ func TestUsageMatchesWorkersBusyTime(t *testing.T) {
 	onEachStore(t, func(t *testing.T, pg bool) {
 		dir := t.TempDir()
 		p := serveProc(t, dir, tokenEnv, "--db", newDB(t, dir, pg), "--data-dir", filepath.Join(dir, "data"))
-		var workers []*proc
+		var workers []*binary.Proc
 		for i := range 2 {
 			workers = append(workers, start(t, dir, workerEnv(p.URL), "worker", "--id", fmt.Sprintf("w%d", i), "--concurrency", "2",
 				"--work-dir", filepath.Join(dir, fmt.Sprintf("work%d", i)), "--workload", copyWorkload("sleep 5; ")))

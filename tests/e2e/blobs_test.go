@@ -19,6 +19,7 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/s3test"
 	"github.com/scimesh/scimesh/internal/testenv"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // bucketName is the bucket of a blob store URL s3://NAME?….
@@ -70,7 +71,7 @@ func TestTwoReplicasShareABucket(t *testing.T) {
 			t.Parallel()
 			db, bucket := pgtest.URL(t), s3test.Bucket(t)
 			env := append(append([]string{}, tokenEnv...), s3test.Env(t)...)
-			var procs [2]*proc
+			var procs [2]*binary.Proc
 			var dataDirs [2]string
 			for i := range procs {
 				dir := t.TempDir()

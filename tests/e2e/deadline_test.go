@@ -7,11 +7,13 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // waitExit waits for p to exit and fails unless it exits 0 within timeout.
 // It returns how long that took.
-func waitExit(t *testing.T, p *proc, timeout time.Duration) time.Duration {
+func waitExit(t *testing.T, p *binary.Proc, timeout time.Duration) time.Duration {
 	t.Helper()
 	began := time.Now()
 	select {

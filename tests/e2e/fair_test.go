@@ -15,6 +15,7 @@ import (
 	"github.com/scimesh/scimesh/internal/engine"
 	"github.com/scimesh/scimesh/internal/store"
 	"github.com/scimesh/scimesh/internal/store/storeopen"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // Fair share with real processes: a coordinator, `scimesh worker`
@@ -27,7 +28,7 @@ import (
 // open beside it for making accounts and counting leases.
 type fairSetup struct {
 	dir, db string
-	p       *proc
+	p       *binary.Proc
 	st      store.Store
 	eng     *engine.Engine
 }

@@ -46,9 +46,6 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// proc is a running scimesh process.
-type proc = binary.Proc
-
 // onEachStore runs body as two parallel subtests, on SQLite and on
 // PostgreSQL.
 func onEachStore(t *testing.T, body func(t *testing.T, pg bool)) {
@@ -76,20 +73,20 @@ func newDB(t *testing.T, dir string, pg bool) string {
 }
 
 // start runs `scimesh args…` in dir with env added to a clean environment.
-func start(t *testing.T, dir string, env []string, args ...string) *proc {
+func start(t *testing.T, dir string, env []string, args ...string) *binary.Proc {
 	t.Helper()
 	return binary.Start(t, scimesh, dir, env, args...)
 }
 
 // serveProc starts a coordinator on a free port and waits until it is ready.
-func serveProc(t *testing.T, dir string, env []string, args ...string) *proc {
+func serveProc(t *testing.T, dir string, env []string, args ...string) *binary.Proc {
 	t.Helper()
 	return serveOn(t, dir, "127.0.0.1:0", env, args...)
 }
 
 // serveSQLite starts serve with the test tokens on a SQLite database and a
 // data directory of their own in dir.
-func serveSQLite(t *testing.T, dir string) *proc {
+func serveSQLite(t *testing.T, dir string) *binary.Proc {
 	t.Helper()
 	return serveProc(t, dir, tokenEnv, "--db", "sqlite:"+filepath.Join(dir, "scimesh.db"), "--data-dir", filepath.Join(dir, "data"))
 }
@@ -97,16 +94,9 @@ func serveSQLite(t *testing.T, dir string) *proc {
 // serveOn starts a coordinator on addr and waits until it is ready. With
 // port 0 the kernel picks a free port, which the coordinator logs: unlike a
 // port chosen beforehand, no test running alongside can take it meanwhile.
-func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *proc {
+func serveOn(t *testing.T, dir, addr string, env []string, args ...string) *binary.Proc {
 	t.Helper()
-	return serveWith(t, binary.ReadyClient, dir, addr, env, args...)
-}
-
-// serveWith is serveOn asking whether the coordinator is ready with hc,
-// such as a client that trusts the authority of its TLS certificate.
-func serveWith(t *testing.T, hc *http.Client, dir, addr string, env []string, args ...string) *proc {
-	t.Helper()
-	return binary.Serve(t, hc, scimesh, dir, addr, env, args...)
+	return binary.Serve(t, binary.ReadyClient, scimesh, dir, addr, env, args...)
 }
 
 // run runs `scimesh args…` to the end and returns its combined output.

@@ -15,6 +15,7 @@ import (
 	"github.com/scimesh/scimesh/internal/pgtest"
 	"github.com/scimesh/scimesh/internal/store/migrate"
 	"github.com/scimesh/scimesh/internal/store/storeopen"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // uploadCSV posts body to /upload and returns the upload's ID.
@@ -57,7 +58,7 @@ func getStatus(t *testing.T, url, token string) int {
 // runJob creates a job over upload uploadID (chunks of one row), runs
 // every chunk with a log line, waits until it is completed, and returns
 // its ID and its tasks' IDs.
-func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
+func runJob(t *testing.T, p *binary.Proc, uploadID string) (string, []string) {
 	t.Helper()
 	jobID, tasks := workJob(t, p, uploadID)
 	deadline := time.Now().Add(20 * time.Second)
@@ -77,7 +78,7 @@ func runJob(t *testing.T, p *proc, uploadID string) (string, []string) {
 // workJob creates a job over uploadID and works every chunk of it to a
 // result, without waiting for the stitch; it returns the job's and the
 // tasks' IDs.
-func workJob(t *testing.T, p *proc, uploadID string) (string, []string) {
+func workJob(t *testing.T, p *binary.Proc, uploadID string) (string, []string) {
 	t.Helper()
 	var j jobOut
 	body := map[string]any{"workload": "w", "top_k": 1, "chunk_rows": 1, "input": map[string]any{"upload_id": uploadID}}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/scimesh/scimesh/internal/testenv"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // liarWorkload is workload name scoring like copyWorkload, then changing
@@ -47,7 +48,7 @@ func TestQuorumWorkers(t *testing.T) {
 		}
 		keys[a] = strings.TrimSpace(out)
 	}
-	worker := func(account, id string, workloads ...string) *proc {
+	worker := func(account, id string, workloads ...string) *binary.Proc {
 		args := []string{"worker", "--coordinator", p.URL, "--token", keys[account], "--id", id,
 			"--concurrency", "2", "--grace", "300ms", "--work-dir", filepath.Join(dir, "work-"+id)}
 		for _, w := range workloads {
@@ -120,7 +121,7 @@ func TestQuorumWorkers(t *testing.T) {
 		}
 		return false
 	})
-	for _, w := range []*proc{bob, dave} {
+	for _, w := range []*binary.Proc{bob, dave} {
 		if err := w.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}

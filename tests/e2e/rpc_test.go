@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/scimesh/scimesh/internal/rpc"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
@@ -205,7 +206,7 @@ func TestTreeOnOneShard(t *testing.T) {
 	})
 }
 
-func treeOnOneShard(t *testing.T, p *proc) {
+func treeOnOneShard(t *testing.T, p *binary.Proc) {
 	ctx := t.Context()
 	q := scimeshv1connect.NewQueueClient(rpc.H2CClient(), p.URL, connect.WithGRPC(), withToken("ctok"))
 	w := scimeshv1connect.NewWorkerClient(http.DefaultClient, p.URL, withToken("wtok")) // the Connect protocol

@@ -31,7 +31,7 @@ import (
 
 // alive polls url until it answers 200, failing t when p exits first or
 // after 30 s.
-func alive(t *testing.T, p *proc, url string) {
+func alive(t *testing.T, p *binary.Proc, url string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -55,7 +55,7 @@ func alive(t *testing.T, p *proc, url string) {
 }
 
 // exited waits up to d for p to end and returns how: nil for status 0.
-func exited(t *testing.T, p *proc, d time.Duration) error {
+func exited(t *testing.T, p *binary.Proc, d time.Duration) error {
 	t.Helper()
 	select {
 	case <-p.Exited():
@@ -118,7 +118,7 @@ func TestServeWaitsForDatabase(t *testing.T) {
 			resp.StatusCode, e.Error.Code, err, resp.Header.Get("Retry-After"))
 	}
 	time.Sleep(1500 * time.Millisecond) // several tries fail meanwhile
-	for _, q := range []*proc{p, behind} {
+	for _, q := range []*binary.Proc{p, behind} {
 		select {
 		case <-q.Exited():
 			err := q.Err()
@@ -235,7 +235,7 @@ func TestServeTLS(t *testing.T) {
 	trusting := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: files.Pool}, ForceAttemptHTTP2: true}
 	defer trusting.CloseIdleConnections()
 	hc := &http.Client{Transport: trusting, Timeout: 30 * time.Second}
-	p := serveWith(t, hc, dir, "127.0.0.1:0", append(tokenEnv, "SCIMESH_TLS_CERT="+files.Cert, "SCIMESH_TLS_KEY="+files.Key),
+	p := binary.Serve(t, hc, scimesh, dir, "127.0.0.1:0", append(tokenEnv, "SCIMESH_TLS_CERT="+files.Cert, "SCIMESH_TLS_KEY="+files.Key),
 		"--db", db, "--data-dir", filepath.Join(dir, "data"))
 	if !strings.HasPrefix(p.URL, "https://127.0.0.1:") {
 		t.Fatalf("serve with TLS logged the URL %s, want https://127.0.0.1:PORT", p.URL)

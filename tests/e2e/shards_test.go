@@ -17,6 +17,7 @@ import (
 	"github.com/scimesh/scimesh/internal/testenv"
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // mesh is a set of coordinators, one per shard, each with its own
@@ -26,7 +27,7 @@ type mesh struct {
 	topo  string
 	addrs map[string]string // shard → host:port
 	dbs   map[string]string // shard → --db
-	procs map[string]*proc
+	procs map[string]*binary.Proc
 }
 
 var meshEnv = append([]string{"PEER_AUTH_TOKEN=ptok"}, tokenEnv...)
@@ -35,7 +36,7 @@ var meshEnv = append([]string{"PEER_AUTH_TOKEN=ptok"}, tokenEnv...)
 // pg, on PostgreSQL databases of their own.
 func startMesh(t *testing.T, pg bool, shards ...string) *mesh {
 	t.Helper()
-	m := &mesh{t: t, addrs: map[string]string{}, dbs: map[string]string{}, procs: map[string]*proc{}}
+	m := &mesh{t: t, addrs: map[string]string{}, dbs: map[string]string{}, procs: map[string]*binary.Proc{}}
 	var topo []string
 	for _, s := range shards {
 		m.addrs[s] = testenv.FreeAddr(t)

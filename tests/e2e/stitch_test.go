@@ -84,7 +84,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	db := pgtest.URL(t)
 	dir := t.TempDir()
 	env := append(tokenEnv, "PEER_AUTH_TOKEN=ptok")
-	procs := []*proc{
+	procs := []*binary.Proc{
 		serveProc(t, dir, env, "--db", db, "--stitch-lease", "2s"),
 		serveProc(t, dir, env, "--db", db, "--stitch-lease", "2s"),
 	}
@@ -131,7 +131,7 @@ func TestStitchSurvivesKill(t *testing.T) {
 	}
 
 	// Kill the coordinator whose stitcher took the job, as soon as it says so.
-	var killed, other *proc
+	var killed, other *binary.Proc
 	deadline := time.Now().Add(30 * time.Second)
 	for killed == nil {
 		for i, p := range procs {

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/scimesh/scimesh/proto/scimesh/v1"
 	"github.com/scimesh/scimesh/proto/scimesh/v1/scimeshv1connect"
+	"github.com/scimesh/scimesh/tests/framework/binary"
 )
 
 // TestWorkerKeyWorkers runs real `scimesh worker` processes with worker
@@ -56,7 +57,7 @@ func TestWorkerKeyWorkers(t *testing.T) {
 	defer data.Close()
 	sum := sha256.Sum256([]byte(chunk))
 	input := map[string]any{"chunks": []map[string]any{{"uri": data.URL + "/c0.csv", "sha256": hex.EncodeToString(sum[:])}}}
-	worker := func(token, id string, workloads ...string) *proc {
+	worker := func(token, id string, workloads ...string) *binary.Proc {
 		args := []string{"worker", "--coordinator", p.URL, "--token", token, "--id", id, "--grace", "300ms",
 			"--work-dir", filepath.Join(dir, "work-"+id), "--allow-input-host", "127.0.0.1/32"}
 		for _, w := range workloads {
